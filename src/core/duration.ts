@@ -1,0 +1,55 @@
+import { ValidationError } from './errors.js';
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y;
+
+/**
+ * Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` or `2d` into milliseconds.
+ * Units may repeat only in decreasing order; the total must be positive and a whole number of ms.
+ */
+export function parseDuration(text: string, what = 'duration'): number {
+  const input = text.trim();
+  if (input === '') throw new ValidationError(`${what} is empty; expected e.g. 90s, 5m, 1h30m`);
+  let total = 0;
+  let lastUnit = Number.POSITIVE_INFINITY;
+  PART.lastIndex = 0;
+  while (PART.lastIndex < input.length) {
+    const at = PART.lastIndex;
+    const m = PART.exec(input);
+    if (!m) {
+      throw new ValidationError(
+        `${what} "${text}" is not a duration at "${input.slice(at)}"; expected e.g. 90s, 5m, 1h30m`,
+      );
+    }
+    const unit = UNIT_MS[m[2] as string] as number;
+    if (unit >= lastUnit) throw new ValidationError(`${what} "${text}" repeats or reorders its units`);
+    lastUnit = unit;
+    total += Number(m[1]) * unit;
+  }
+  if (!Number.isFinite(total) || total <= 0) throw new ValidationError(`${what} "${text}" must be positive`);
+  if (!Number.isInteger(total))
+    throw new ValidationError(`${what} "${text}" is not a whole number of milliseconds`);
+  if (total > 366 * UNIT_MS.d!) throw new ValidationError(`${what} "${text}" is longer than a year`);
+  return total;
+}
+
+/** Formats milliseconds compactly (`90000` → `1m30s`), the inverse of `parseDuration`. */
+export function formatDuration(ms: number): string {
+  if (ms === 0) return '0s';
+  let rest = ms;
+  let out = '';
+  for (const [unit, size] of [
+    ['d', UNIT_MS.d!],
+    ['h', UNIT_MS.h!],
+    ['m', UNIT_MS.m!],
+    ['s', UNIT_MS.s!],
+    ['ms', 1],
+  ] as const) {
+    const n = Math.floor(rest / size);
+    if (n > 0) {
+      out += `${n}${unit}`;
+      rest -= n * size;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,10 @@
+/** The pure domain: no I/O, no imports from the rest of Tock. */
+export * from './backoff.js';
+export * from './clock.js';
+export * from './duration.js';
+export * from './errors.js';
+export * from './job.js';
+export * from './misfire.js';
+export * from './priority.js';
+export * from './run-state.js';
+export * from './schedule/schedule.js';

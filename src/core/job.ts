@@ -1,0 +1,192 @@
+/**
+ * Job definitions: validation and defaults, pure. A definition is checked completely before any
+ * write, so bad input is a `ValidationError` that names the field and nothing is stored.
+ */
+import { createHash } from 'node:crypto';
+import { DEFAULT_BACKOFF } from './backoff.js';
+import { ValidationError } from './errors.js';
+import { MAX_CATCH_UP_LIMIT, type MisfirePolicy, parseMisfirePolicy } from './misfire.js';
+import { MAX_PRIORITY, MIN_PRIORITY } from './priority.js';
+import { parseSchedule, type Schedule } from './schedule/schedule.js';
+
+const ID = /^[A-Za-z0-9._:-]{1,200}$/;
+
+/** Checks an identifier (job id, tenant, handler, pool, worker id): `[A-Za-z0-9._:-]{1,200}`. */
+export function validateId(value: unknown, what: string): string {
+  if (typeof value !== 'string' || !ID.test(value)) {
+    throw new ValidationError(`${what} must be 1-200 characters of A-Z a-z 0-9 . _ : -`, { field: what });
+  }
+  return value;
+}
+
+/** What a caller gives to register or update a job. Unset fields take the defaults below. */
+export interface JobInput {
+  jobId: string;
+  /** Cron (5 or 6 fields), a macro (`@daily`), `@every <duration>` or `@at <instant>`. */
+  schedule: string;
+  /** IANA timezone the cron expression is read in. Default `UTC`. */
+  timezone?: string;
+  /** Name of the handler a worker runs for this job. */
+  handler: string;
+  /** JSON given to the handler. Default `{}`. At most 64 KiB once serialised. */
+  payload?: unknown;
+  /** 0–100, higher first. Default 0. */
+  priority?: number;
+  /** Attempts before a run is dead-lettered, 1–100. Default 3. */
+  maxAttempts?: number;
+  /** Retry backoff base in seconds (`base^attempt`), 1.1–60. Default 2. */
+  backoffBaseSeconds?: number;
+  /** Longest retry wait in seconds, 1–604800. Default 3600. */
+  backoffCapSeconds?: number;
+  /** Misfire policy after downtime. Default `fire_once`. */
+  misfire?: MisfirePolicy;
+  /** Most missed slots `catch_up` backfills, 1–1000. Default 10. */
+  catchUpLimit?: number;
+  /** Worker pool that runs it. Default `default`. */
+  pool?: string;
+  /** Lease length in seconds for this job's runs, 1–86400. Default: the server's `--lease`. */
+  leaseSeconds?: number | null;
+}
+
+/** A validated definition with every default applied. */
+export interface JobSpec {
+  jobId: string;
+  schedule: string;
+  timezone: string;
+  handler: string;
+  payload: unknown;
+  priority: number;
+  maxAttempts: number;
+  backoffBaseSeconds: number;
+  backoffCapSeconds: number;
+  misfire: MisfirePolicy;
+  catchUpLimit: number;
+  pool: string;
+  leaseSeconds: number | null;
+}
+
+export const MAX_PAYLOAD_BYTES = 64 * 1024;
+
+const KNOWN_FIELDS = new Set<string>([
+  'jobId',
+  'schedule',
+  'timezone',
+  'handler',
+  'payload',
+  'priority',
+  'maxAttempts',
+  'backoffBaseSeconds',
+  'backoffCapSeconds',
+  'misfire',
+  'catchUpLimit',
+  'pool',
+  'leaseSeconds',
+]);
+
+function int(value: unknown, what: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ValidationError(`${what} must be an integer from ${min} to ${max}`, { field: what });
+  }
+  return value;
+}
+
+function num(value: unknown, what: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    throw new ValidationError(`${what} must be a number from ${min} to ${max}`, { field: what });
+  }
+  return value;
+}
+
+/** Validates a definition and applies defaults; also returns the parsed schedule. */
+export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedule } {
+  if (typeof input !== 'object' || input === null) throw new ValidationError('job must be an object');
+  for (const key of Object.keys(input)) {
+    if (!KNOWN_FIELDS.has(key)) throw new ValidationError(`unknown job field "${key}"`, { field: key });
+  }
+  const jobId = validateId(input.jobId, 'job_id');
+  const handler = validateId(input.handler, 'handler');
+  const pool = input.pool === undefined ? 'default' : validateId(input.pool, 'pool');
+  if (input.timezone !== undefined && typeof input.timezone !== 'string') {
+    throw new ValidationError('timezone must be a string', { field: 'timezone' });
+  }
+  const timezone = input.timezone ?? 'UTC';
+  if (typeof input.schedule !== 'string')
+    throw new ValidationError('schedule must be a string', { field: 'schedule' });
+  const schedule = parseSchedule(input.schedule, timezone);
+  const payload = input.payload === undefined ? {} : input.payload;
+  let serialised: string | undefined;
+  try {
+    serialised = JSON.stringify(payload);
+  } catch {
+    serialised = undefined;
+  }
+  if (serialised === undefined) throw new ValidationError('payload must be JSON', { field: 'payload' });
+  if (Buffer.byteLength(serialised) > MAX_PAYLOAD_BYTES) {
+    throw new ValidationError(`payload is larger than ${MAX_PAYLOAD_BYTES} bytes`, { field: 'payload' });
+  }
+  if (input.misfire !== undefined && typeof input.misfire !== 'string') {
+    throw new ValidationError('misfire must be a string', { field: 'misfire' });
+  }
+  const misfire = input.misfire === undefined ? 'fire_once' : parseMisfirePolicy(input.misfire);
+  const leaseSeconds =
+    input.leaseSeconds === undefined || input.leaseSeconds === null
+      ? null
+      : int(input.leaseSeconds, 'lease_seconds', 1, 86_400, 0);
+  const spec: JobSpec = {
+    jobId,
+    schedule: schedule.source,
+    timezone,
+    handler,
+    payload: JSON.parse(serialised),
+    priority: int(input.priority, 'priority', MIN_PRIORITY, MAX_PRIORITY, 0),
+    maxAttempts: int(input.maxAttempts, 'max_attempts', 1, 100, 3),
+    backoffBaseSeconds: num(
+      input.backoffBaseSeconds,
+      'backoff_base_seconds',
+      1.1,
+      60,
+      DEFAULT_BACKOFF.baseSeconds,
+    ),
+    backoffCapSeconds: num(
+      input.backoffCapSeconds,
+      'backoff_cap_seconds',
+      1,
+      604_800,
+      DEFAULT_BACKOFF.capSeconds,
+    ),
+    misfire,
+    catchUpLimit: int(input.catchUpLimit, 'catch_up_limit', 1, MAX_CATCH_UP_LIMIT, 10),
+    pool,
+    leaseSeconds,
+  };
+  return { spec, schedule };
+}
+
+/** A stable digest of a definition: equal digests mean an upsert changes nothing. */
+export function definitionHash(spec: JobSpec): string {
+  return createHash('sha256').update(stableJson(spec)).digest('hex');
+}
+
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The shard a job belongs to: FNV-1a of `tenant/job_id`, modulo the shard count. */
+export function shardOf(tenantId: string, jobId: string, shardCount: number): number {
+  let h = 0x811c9dc5;
+  const key = `${tenantId}/${jobId}`;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shardCount;
+}

@@ -1,0 +1,21 @@
+/**
+ * The run state machine. `pending → running → succeeded | pending (retry) | dead`;
+ * `dead → pending` only by an operator's replay; `pending → cancelled` when its job is deleted.
+ */
+export const RUN_STATES = ['pending', 'running', 'succeeded', 'dead', 'cancelled'] as const;
+export type RunState = (typeof RUN_STATES)[number];
+
+export const RUN_TRANSITIONS: Readonly<Record<RunState, readonly RunState[]>> = {
+  pending: ['running', 'cancelled'],
+  running: ['succeeded', 'pending', 'dead'],
+  succeeded: [],
+  dead: ['pending'],
+  cancelled: [],
+};
+
+export function isRunState(value: string): value is RunState {
+  return (RUN_STATES as readonly string[]).includes(value);
+}
+
+/** How an attempt ended. `released` (worker shutdown) and `lease_expired` do not mean the handler failed. */
+export type AttemptOutcome = 'succeeded' | 'failed' | 'lease_expired' | 'released';
