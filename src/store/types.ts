@@ -1,0 +1,177 @@
+/**
+ * The store's contract: the only way the scheduler, the worker and the API touch state. Each
+ * operation is one conditional statement or one short transaction; "0 rows" answers come back as
+ * values (lost leases, already-scheduled slots) or typed errors, never as partial writes.
+ */
+import type { AttemptOutcome, ClockSample, JobInput, MisfirePolicy, RunState } from '../core/index.js';
+
+export interface Job {
+  tenantId: string;
+  jobId: string;
+  handler: string;
+  payload: unknown;
+  schedule: string;
+  timezone: string;
+  priority: number;
+  maxAttempts: number;
+  backoffBaseSeconds: number;
+  backoffCapSeconds: number;
+  misfire: MisfirePolicy;
+  catchUpLimit: number;
+  pool: string;
+  leaseSeconds: number | null;
+  enabled: boolean;
+  shardId: number;
+  /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */
+  nextRunAt: Date | null;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Run {
+  runId: string;
+  tenantId: string;
+  jobId: string;
+  scheduledFor: Date;
+  state: RunState;
+  attempt: number;
+  maxAttempts: number;
+  handler: string;
+  payload: unknown;
+  pool: string;
+  priority: number;
+  availableAt: Date;
+  leaseOwner: string | null;
+  leaseExpiresAt: Date | null;
+  lastError: string | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+export interface Attempt {
+  attempt: number;
+  workerId: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  outcome: AttemptOutcome | null;
+  error: string | null;
+}
+
+export interface RunWithAttempts extends Run {
+  attempts: Attempt[];
+}
+
+/** A run handed to a worker under a lease. */
+export interface ClaimedRun {
+  runId: string;
+  tenantId: string;
+  jobId: string;
+  handler: string;
+  payload: unknown;
+  pool: string;
+  scheduledFor: Date;
+  attempt: number;
+  maxAttempts: number;
+  leaseToken: string;
+  leaseExpiresAt: Date;
+}
+
+export interface LeaseRef {
+  runId: string;
+  leaseToken: string;
+}
+
+export interface RunRef {
+  runId: string;
+  tenantId: string;
+  jobId: string;
+  scheduledFor: Date;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Opaque; `null` on the last page. */
+  nextCursor: string | null;
+}
+
+export type UpsertChange = 'created' | 'updated' | 'unchanged';
+
+export interface TickResult {
+  /** Due jobs this tick locked and planned. */
+  jobs: number;
+  /** Runs this tick inserted (slots another scheduler already inserted are not counted). */
+  created: RunRef[];
+  /** Slots that the misfire policy dropped, where countable. */
+  dropped: number;
+  /** True when the batch was full: more jobs may be due, tick again at once. */
+  full: boolean;
+}
+
+export interface ReapResult {
+  requeued: (RunRef & { attempt: number })[];
+  dead: RunRef[];
+}
+
+export interface Store {
+  upsertJob(p: { tenantId: string; job: JobInput; now: number }): Promise<{ job: Job; change: UpsertChange }>;
+  getJob(p: { tenantId: string; jobId: string }): Promise<Job>;
+  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>>;
+  pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
+  resumeJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
+  /** Deletes the job and cancels its pending runs; history stays. */
+  deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }>;
+
+  /** Materialises due slots of up to `batchSize` jobs (in `shards`, or all) and advances `next_run_at`. */
+  tick(p: { now: number; lookaheadMs: number; batchSize: number; shards?: readonly number[] }): Promise<TickResult>;
+  /** An ad-hoc run of a job for `scheduledFor` (default: now). A slot that has a run is a `ConflictError` naming it. */
+  triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
+
+  /** Leases up to `max` claimable runs of `pool`, best `sort_key` first, each with a fresh token. */
+  claimRuns(p: {
+    workerId: string;
+    pool: string;
+    max: number;
+    now: number;
+    handlers?: readonly string[];
+    tenantId?: string;
+  }): Promise<ClaimedRun[]>;
+  /** Renews every live lease in one statement; the rest come back as lost. */
+  heartbeatRuns(p: {
+    leases: readonly LeaseRef[];
+    now: number;
+  }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
+  /** Marks runs succeeded, each only under its live lease. */
+  completeRuns(p: { leases: readonly LeaseRef[]; now: number }): Promise<{ completed: string[]; lost: string[] }>;
+  /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
+  failRun(p: {
+    runId: string;
+    leaseToken: string;
+    error: string;
+    permanent?: boolean;
+    retryAfterMs?: number;
+    now: number;
+  }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
+  /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
+  releaseRuns(p: { leases: readonly LeaseRef[]; reason: string; now: number }): Promise<{ released: string[] }>;
+  /** Requeues (or dead-letters) runs whose lease expired before `now`. */
+  reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
+
+  /** Requeues a dead run with fresh attempts; any other state is a `ConflictError`. */
+  replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
+  getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
+  /** Newest first by `(scheduled_for, run_id)`. */
+  listRuns(p: {
+    tenantId: string;
+    jobId?: string;
+    state?: RunState;
+    limit: number;
+    cursor?: string | null;
+  }): Promise<Page<Run>>;
+  countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
+
+  /** One round trip reading the database's clock, timed by `localNowMs`. */
+  sampleClock(localNowMs: () => number): Promise<ClockSample>;
+  close(): Promise<void>;
+}
