@@ -116,3 +116,20 @@ describe('formatDuration', () => {
     );
   });
 });
+
+describe('parseDuration with decimals', () => {
+  it('accepts decimal values whose binary product is off by a rounding error', () => {
+    expect(parseDuration('1.001s')).toBe(1001);
+    expect(parseDuration('0.27m')).toBe(16200);
+    expect(parseDuration('1.07m')).toBe(64200);
+  });
+
+  it('every millisecond count written as decimal seconds parses exactly', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 99_999 }), (ms) => {
+        const text = `${Math.floor(ms / 1000)}.${String(ms % 1000).padStart(3, '0')}s`;
+        expect(parseDuration(text)).toBe(ms);
+      }),
+    );
+  });
+});

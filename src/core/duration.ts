@@ -27,6 +27,8 @@ export function parseDuration(text: string, what = 'duration'): number {
     total += Number(m[1]) * unit;
   }
   if (!Number.isFinite(total) || total <= 0) throw new ValidationError(`${what} "${text}" must be positive`);
+  // Decimal parts are exact in text but not in binary (1.001 × 1000 = 1000.9999999999999).
+  if (Math.abs(total - Math.round(total)) < 1e-6) total = Math.round(total);
   if (!Number.isInteger(total))
     throw new ValidationError(`${what} "${text}" is not a whole number of milliseconds`);
   if (total > 366 * UNIT_MS.d!) throw new ValidationError(`${what} "${text}" is longer than a year`);

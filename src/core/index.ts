@@ -5,6 +5,7 @@ export * from './duration.js';
 export * from './errors.js';
 export * from './job.js';
 export * from './misfire.js';
+export * from './periodic.js';
 export * from './priority.js';
 export * from './run-state.js';
 export * from './schedule/schedule.js';

@@ -7,7 +7,7 @@ import { DEFAULT_BACKOFF } from './backoff.js';
 import { ValidationError } from './errors.js';
 import { MAX_CATCH_UP_LIMIT, type MisfirePolicy, parseMisfirePolicy } from './misfire.js';
 import { MAX_PRIORITY, MIN_PRIORITY } from './priority.js';
-import { parseSchedule, type Schedule } from './schedule/schedule.js';
+import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 
 const ID = /^[A-Za-z0-9._:-]{1,200}$/;
 
@@ -99,6 +99,18 @@ function num(value: unknown, what: string, min: number, max: number, fallback: n
   return value;
 }
 
+/** Runs `fn`, tagging a `ValidationError` it throws with the field it concerns. */
+function withField<T>(field: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof ValidationError && err.details.field === undefined) {
+      throw new ValidationError(err.message, { ...err.details, field });
+    }
+    throw err;
+  }
+}
+
 /** Validates a definition and applies defaults; also returns the parsed schedule. */
 export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedule } {
   if (typeof input !== 'object' || input === null) throw new ValidationError('job must be an object');
@@ -114,7 +126,9 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
   const timezone = input.timezone ?? 'UTC';
   if (typeof input.schedule !== 'string')
     throw new ValidationError('schedule must be a string', { field: 'schedule' });
-  const schedule = parseSchedule(input.schedule, timezone);
+  const schedule = withField(isValidTimezone(timezone) ? 'schedule' : 'timezone', () =>
+    parseSchedule(input.schedule, timezone),
+  );
   const payload = input.payload === undefined ? {} : input.payload;
   let serialised: string | undefined;
   try {
@@ -129,7 +143,10 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
   if (input.misfire !== undefined && typeof input.misfire !== 'string') {
     throw new ValidationError('misfire must be a string', { field: 'misfire' });
   }
-  const misfire = input.misfire === undefined ? 'fire_once' : parseMisfirePolicy(input.misfire);
+  const misfire =
+    input.misfire === undefined
+      ? 'fire_once'
+      : withField('misfire', () => parseMisfirePolicy(input.misfire as string));
   const leaseSeconds =
     input.leaseSeconds === undefined || input.leaseSeconds === null
       ? null
@@ -182,6 +199,8 @@ function stableJson(value: unknown): string {
 
 /** The shard a job belongs to: FNV-1a of `tenant/job_id`, modulo the shard count. */
 export function shardOf(tenantId: string, jobId: string, shardCount: number): number {
+  if (!Number.isInteger(shardCount) || shardCount < 1)
+    throw new RangeError('shard count must be a positive integer');
   let h = 0x811c9dc5;
   const key = `${tenantId}/${jobId}`;
   for (let i = 0; i < key.length; i++) {
@@ -189,4 +208,37 @@ export function shardOf(tenantId: string, jobId: string, shardCount: number): nu
     h = Math.imul(h, 0x01000193) >>> 0;
   }
   return h % shardCount;
+}
+
+const API_FIELDS: Record<string, keyof JobInput> = {
+  job_id: 'jobId',
+  schedule: 'schedule',
+  timezone: 'timezone',
+  handler: 'handler',
+  payload: 'payload',
+  priority: 'priority',
+  max_attempts: 'maxAttempts',
+  backoff_base_seconds: 'backoffBaseSeconds',
+  backoff_cap_seconds: 'backoffCapSeconds',
+  misfire: 'misfire',
+  catch_up_limit: 'catchUpLimit',
+  pool: 'pool',
+  lease_seconds: 'leaseSeconds',
+};
+
+/**
+ * Reads a job in the API's snake_case shape (HTTP bodies, job files) into a `JobInput`.
+ * Unknown fields are a `ValidationError`; values are checked later by `validateJob`.
+ */
+export function jobInputFromApi(body: unknown): JobInput {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ValidationError('a job must be an object');
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) {
+    const field = API_FIELDS[key];
+    if (!field) throw new ValidationError(`unknown job field "${key}"`, { field: key });
+    out[field] = value;
+  }
+  return out as unknown as JobInput;
 }

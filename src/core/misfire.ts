@@ -57,7 +57,8 @@ export function planSlots(input: SlotPlanInput): SlotPlan {
   if (behind) {
     // Slots in [nextRunAt, now] are the missed window; the policy keeps the most recent `keep`.
     const keep = policy === 'skip' ? 0 : policy === 'fire_once' ? 1 : catchUpLimit;
-    const missed = countSlotsIn(schedule, nextRunAt, now);
+    // Exact for @every; for cron only a short backlog is counted (walking a long one costs a tick).
+    const missed = countSlotsIn(schedule, nextRunAt, now, 1000);
     const kept = lastSlotsIn(schedule, nextRunAt, now, keep);
     slots.push(...kept);
     dropped = missed === null ? null : Math.max(0, missed - kept.length);

@@ -21,7 +21,8 @@ const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
   const settings = ['-c idle_in_transaction_session_timeout=60000'];
   if (options.schema !== undefined) {
-    if (!SCHEMA.test(options.schema)) throw new Error(`schema "${options.schema}" is not a plain lower-case name`);
+    if (!SCHEMA.test(options.schema))
+      throw new Error(`schema "${options.schema}" is not a plain lower-case name`);
     settings.push(`-c search_path=${options.schema}`);
   }
   const pool = new pg.Pool({

@@ -32,7 +32,9 @@ function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -120,7 +122,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   try {
     await pgServer.start();
   } catch (err) {
-    throw new Error(`embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${String(err ?? 'exited')}`);
+    throw new Error(
+      `embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${String(err ?? 'exited')}`,
+    );
   }
   // If this process exits without stopping the server, stop it: stop() signals the child synchronously.
   const onExit = () => void pgServer.stop();

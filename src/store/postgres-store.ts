@@ -181,7 +181,8 @@ export class PostgresStore implements Store {
     this.misfireThresholdMs = options.misfireThresholdMs ?? 60_000;
     this.shardCount = options.shardCount ?? 64;
     this.random = options.random ?? Math.random;
-    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000) throw new ValidationError('lease must be at least 1s');
+    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)
+      throw new ValidationError('lease must be at least 1s');
     if (!Number.isInteger(this.shardCount) || this.shardCount < 1 || this.shardCount > 4096) {
       throw new ValidationError('shard count must be an integer from 1 to 4096');
     }
@@ -201,7 +202,11 @@ export class PostgresStore implements Store {
 
   // -- jobs -------------------------------------------------------------------------------------
 
-  async upsertJob(p: { tenantId: string; job: JobInput; now: number }): Promise<{ job: Job; change: UpsertChange }> {
+  async upsertJob(p: {
+    tenantId: string;
+    job: JobInput;
+    now: number;
+  }): Promise<{ job: Job; change: UpsertChange }> {
     const tenantId = validateId(p.tenantId, 'tenant_id');
     const { spec, schedule } = validateJob(p.job);
     const now = checkInstant(p.now, 'now');
@@ -275,7 +280,8 @@ export class PostgresStore implements Store {
     const now = checkInstant(p.now, 'now');
     return inTransaction(this.pool, async (client) => {
       const deleted = await client.query(J.jobDelete, [p.tenantId, p.jobId]);
-      if (deleted.rowCount === 0) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
+      if (deleted.rowCount === 0)
+        throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
       const cancelled = await client.query(R.runCancelPendingOfJob, [p.tenantId, p.jobId, now]);
       return { cancelledRuns: cancelled.rowCount ?? 0 };
     });
@@ -283,8 +289,14 @@ export class PostgresStore implements Store {
 
   // -- scheduling -------------------------------------------------------------------------------
 
-  async tick(p: { now: number; lookaheadMs: number; batchSize: number; shards?: readonly number[] }): Promise<TickResult> {
-    if (!Number.isInteger(p.batchSize) || p.batchSize < 1) throw new ValidationError('tick batch size must be positive');
+  async tick(p: {
+    now: number;
+    lookaheadMs: number;
+    batchSize: number;
+    shards?: readonly number[];
+  }): Promise<TickResult> {
+    if (!Number.isInteger(p.batchSize) || p.batchSize < 1)
+      throw new ValidationError('tick batch size must be positive');
     if (!(p.lookaheadMs >= 0)) throw new ValidationError('lookahead must not be negative');
     const horizon = checkInstant(p.now + p.lookaheadMs, 'now');
     return inTransaction(this.pool, async (client) => {
@@ -346,7 +358,9 @@ export class PostgresStore implements Store {
     const existing = await this.pool.query(R.runBySlot, [p.tenantId, p.jobId, slot]);
     const runId = existing.rows[0]?.run_id;
     if (!runId) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
-    throw new ConflictError(`job "${p.jobId}" already has run ${runId} for ${slot.toISOString()}`, { run_id: runId });
+    throw new ConflictError(`job "${p.jobId}" already has run ${runId} for ${slot.toISOString()}`, {
+      run_id: runId,
+    });
   }
 
   // -- leased execution -------------------------------------------------------------------------
@@ -394,13 +408,21 @@ export class PostgresStore implements Store {
   }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }> {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
-    const { rows } = ids.length ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs]) : { rows: [] };
-    const renewed = rows.map((r: Row) => ({ runId: r.run_id as string, leaseExpiresAt: r.lease_expires_at as Date }));
+    const { rows } = ids.length
+      ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs])
+      : { rows: [] };
+    const renewed = rows.map((r: Row) => ({
+      runId: r.run_id as string,
+      leaseExpiresAt: r.lease_expires_at as Date,
+    }));
     const ok = new Set(renewed.map((r) => r.runId));
     return { renewed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
   }
 
-  async completeRuns(p: { leases: readonly LeaseRef[]; now: number }): Promise<{ completed: string[]; lost: string[] }> {
+  async completeRuns(p: {
+    leases: readonly LeaseRef[];
+    now: number;
+  }): Promise<{ completed: string[]; lost: string[] }> {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
     const { rows } = ids.length ? await this.pool.query(R.runCompleteMany, [ids, tokens, now]) : { rows: [] };
@@ -454,10 +476,19 @@ export class PostgresStore implements Store {
     return { state: dead ? 'dead' : 'pending', attempt: rows[0].attempt, availableAt };
   }
 
-  async releaseRuns(p: { leases: readonly LeaseRef[]; reason: string; now: number }): Promise<{ released: string[] }> {
+  async releaseRuns(p: {
+    leases: readonly LeaseRef[];
+    reason: string;
+    now: number;
+  }): Promise<{ released: string[] }> {
     const { ids, tokens } = checkLeases(p.leases);
     if (ids.length === 0) return { released: [] };
-    const { rows } = await this.pool.query(R.runReleaseMany, [ids, tokens, checkInstant(p.now, 'now'), clip(p.reason)]);
+    const { rows } = await this.pool.query(R.runReleaseMany, [
+      ids,
+      tokens,
+      checkInstant(p.now, 'now'),
+      clip(p.reason),
+    ]);
     return { released: rows.map((r: Row) => r.run_id as string) };
   }
 
@@ -502,10 +533,17 @@ export class PostgresStore implements Store {
   async replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run> {
     const run = await this.getRun(p);
     if (run.state !== 'dead') {
-      throw new ConflictError(`run ${p.runId} is ${run.state}; only a dead run can be replayed`, { state: run.state });
+      throw new ConflictError(`run ${p.runId} is ${run.state}; only a dead run can be replayed`, {
+        state: run.state,
+      });
     }
     const key = new Date(sortKey(p.now, run.priority, this.agingStepMs));
-    const { rows } = await this.pool.query(R.runReplay, [p.tenantId, p.runId, checkInstant(p.now, 'now'), key]);
+    const { rows } = await this.pool.query(R.runReplay, [
+      p.tenantId,
+      p.runId,
+      checkInstant(p.now, 'now'),
+      key,
+    ]);
     if (!rows[0]) throw new ConflictError(`run ${p.runId} changed state while being replayed`);
     return toRun(rows[0]);
   }
@@ -552,12 +590,20 @@ export class PostgresStore implements Store {
       slot = checkInstant(ms, 'cursor');
       runId = id;
     }
-    const { rows } = await this.pool.query(R.runList, [p.tenantId, p.jobId ?? null, p.state ?? null, slot, runId, limit + 1]);
+    const { rows } = await this.pool.query(R.runList, [
+      p.tenantId,
+      p.jobId ?? null,
+      p.state ?? null,
+      slot,
+      runId,
+      limit + 1,
+    ]);
     const items = rows.slice(0, limit).map(toRun);
     const last = items[items.length - 1];
     return {
       items,
-      nextCursor: rows.length > limit && last ? encodeCursor([last.scheduledFor.getTime(), last.runId]) : null,
+      nextCursor:
+        rows.length > limit && last ? encodeCursor([last.scheduledFor.getTime(), last.runId]) : null,
     };
   }
 

@@ -124,7 +124,12 @@ export interface Store {
   deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }>;
 
   /** Materialises due slots of up to `batchSize` jobs (in `shards`, or all) and advances `next_run_at`. */
-  tick(p: { now: number; lookaheadMs: number; batchSize: number; shards?: readonly number[] }): Promise<TickResult>;
+  tick(p: {
+    now: number;
+    lookaheadMs: number;
+    batchSize: number;
+    shards?: readonly number[];
+  }): Promise<TickResult>;
   /** An ad-hoc run of a job for `scheduledFor` (default: now). A slot that has a run is a `ConflictError` naming it. */
   triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
 
@@ -143,7 +148,10 @@ export interface Store {
     now: number;
   }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
   /** Marks runs succeeded, each only under its live lease. */
-  completeRuns(p: { leases: readonly LeaseRef[]; now: number }): Promise<{ completed: string[]; lost: string[] }>;
+  completeRuns(p: {
+    leases: readonly LeaseRef[];
+    now: number;
+  }): Promise<{ completed: string[]; lost: string[] }>;
   /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
   failRun(p: {
     runId: string;
@@ -154,7 +162,11 @@ export interface Store {
     now: number;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
   /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
-  releaseRuns(p: { leases: readonly LeaseRef[]; reason: string; now: number }): Promise<{ released: string[] }>;
+  releaseRuns(p: {
+    leases: readonly LeaseRef[];
+    reason: string;
+    now: number;
+  }): Promise<{ released: string[] }>;
   /** Requeues (or dead-letters) runs whose lease expired before `now`. */
   reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
 

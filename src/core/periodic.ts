@@ -1,0 +1,73 @@
+/**
+ * A step run on an interval by a `Clock`, for the maintenance loops (tick, reaper, heartbeats).
+ * A failing step never stops the loop: it reports the error, backs off exponentially (capped),
+ * and tries again; one success resets the backoff. `stop()` wakes the loop and waits for the
+ * step in flight to finish.
+ */
+import type { Clock } from './clock.js';
+
+export interface PeriodicOptions {
+  clock: Clock;
+  /** Time between the end of one step and the start of the next, ms. */
+  intervalMs: number;
+  /**
+   * The work. Return `true` to run again at once (a full batch: more is waiting), anything else to
+   * wait `intervalMs`.
+   */
+  step: () => Promise<boolean | undefined> | boolean | undefined;
+  onError: (err: unknown, consecutiveFailures: number) => void;
+  /** Longest wait after repeated failures, ms. Default 30000. */
+  maxBackoffMs?: number;
+}
+
+export class Periodic {
+  private stopping = new AbortController();
+  private wake = new AbortController();
+  private loop: Promise<void> | null = null;
+
+  constructor(private readonly o: PeriodicOptions) {}
+
+  get running(): boolean {
+    return this.loop !== null;
+  }
+
+  start(): void {
+    if (this.loop) return;
+    this.stopping = new AbortController();
+    this.loop = this.run();
+  }
+
+  /** Cuts the current wait short so the step runs now. */
+  poke(): void {
+    this.wake.abort();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.wake.abort();
+    await this.loop;
+    this.loop = null;
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping.signal.aborted) {
+      let again = false;
+      try {
+        again = (await this.o.step()) === true;
+        failures = 0;
+      } catch (err) {
+        failures += 1;
+        this.o.onError(err, failures);
+      }
+      if (this.stopping.signal.aborted) break;
+      if (again && failures === 0) continue;
+      const wait =
+        failures === 0
+          ? this.o.intervalMs
+          : Math.min(this.o.maxBackoffMs ?? 30_000, this.o.intervalMs * 2 ** Math.min(failures, 16));
+      if (this.wake.signal.aborted) this.wake = new AbortController();
+      await this.o.clock.sleep(wait, AbortSignal.any([this.stopping.signal, this.wake.signal]));
+    }
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Opens the database a command runs on: the server `DATABASE_URL` names, or the embedded one under
+ * the data directory. Migrates it, and measures this node's offset to the database's clock.
+ */
+
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { OffsetClock, SystemClock } from '../core/index.js';
+import { createPool, type EmbeddedDatabase, migrate, startEmbedded } from '../store/index.js';
+
+export interface OpenOptions {
+  /** PostgreSQL connection string; unset: embedded PostgreSQL under `dataDir`. */
+  databaseUrl?: string;
+  /** Embedded data directory. Default `./.tock`. */
+  dataDir?: string;
+  logger: Logger;
+  /** Pool size. Default 20. */
+  poolSize?: number;
+  /** Schema to use (created if missing). Default: the server's search_path. */
+  schema?: string;
+}
+
+export interface OpenDatabase {
+  url: string;
+  pool: pg.Pool;
+  embedded: EmbeddedDatabase | null;
+  close(): Promise<void>;
+}
+
+export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
+  let embedded: EmbeddedDatabase | null = null;
+  let url = o.databaseUrl;
+  if (!url) {
+    o.logger.info({ data_dir: o.dataDir ?? '.tock' }, 'starting embedded PostgreSQL');
+    embedded = await startEmbedded({
+      dataDir: o.dataDir,
+      onLog: (line) => o.logger.trace({ postgres: line }),
+    });
+    url = embedded.url;
+    o.logger.info({ port: embedded.port }, 'embedded PostgreSQL is up');
+  }
+  try {
+    if (o.schema) {
+      const admin = createPool(url, { max: 1 });
+      try {
+        await admin.query(`CREATE SCHEMA IF NOT EXISTS ${o.schema}`);
+      } finally {
+        await admin.end();
+      }
+    }
+    const pool = createPool(url, { max: o.poolSize ?? 20, schema: o.schema });
+    const applied = await migrate(pool);
+    if (applied.length > 0) o.logger.info({ versions: applied }, 'migrations applied');
+    return {
+      url,
+      pool,
+      embedded,
+      async close() {
+        await pool.end().catch(() => {});
+        if (embedded) await embedded.stop();
+      },
+    };
+  } catch (err) {
+    if (embedded) await embedded.stop();
+    throw err;
+  }
+}
+
+/** A clock that follows the database's: measured now, re-measured every `remeasureMs` by the caller. */
+export async function databaseClock(
+  sample: (local: () => number) => Promise<import('../core/index.js').ClockSample>,
+) {
+  const local = new SystemClock();
+  const clock = new OffsetClock(local);
+  await clock.measure(() => sample(() => local.nowMs()));
+  return clock;
+}

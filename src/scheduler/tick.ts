@@ -1,0 +1,77 @@
+/**
+ * The tick loop: materialises due slots into runs. It never runs handlers. Each tick is one short
+ * transaction in the store (lock a bounded batch of due jobs with SKIP LOCKED, insert their slots
+ * under the unique run key, advance next_run_at), so several schedulers may tick at once and a
+ * midnight herd drains over several ticks in slot order.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import { type Clock, Periodic } from '../core/index.js';
+import type { Store, TickResult } from '../store/index.js';
+
+export interface TickLoopOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Pause between ticks, ms. Default 1000. */
+  intervalMs?: number;
+  /** Slots up to this far ahead are materialised early (claimable only at their slot), ms. Default 1000. */
+  lookaheadMs?: number;
+  /** Most due jobs one tick handles. Default 1000. */
+  batchSize?: number;
+  /** Shards this node ticks; all when unset. */
+  shards?: () => readonly number[] | undefined;
+}
+
+export interface TickLoopEvents {
+  tick: [result: TickResult & { now: number }];
+  error: [err: unknown];
+}
+
+export class TickLoop extends EventEmitter<TickLoopEvents> {
+  private readonly periodic: Periodic;
+  readonly lookaheadMs: number;
+  readonly batchSize: number;
+
+  constructor(private readonly o: TickLoopOptions) {
+    super();
+    this.lookaheadMs = o.lookaheadMs ?? 1000;
+    this.batchSize = o.batchSize ?? 1000;
+    this.periodic = new Periodic({
+      clock: o.clock,
+      intervalMs: o.intervalMs ?? 1000,
+      step: async () => (await this.tickOnce()).full,
+      onError: (err, failures) => {
+        o.logger.error({ err, failures }, 'tick failed; retrying with backoff');
+        this.emit('error', err);
+      },
+    });
+  }
+
+  /** One tick at the clock's now. */
+  async tickOnce(): Promise<TickResult> {
+    const now = this.o.clock.nowMs();
+    const result = await this.o.store.tick({
+      now,
+      lookaheadMs: this.lookaheadMs,
+      batchSize: this.batchSize,
+      shards: this.o.shards?.(),
+    });
+    if (result.created.length > 0 || result.dropped > 0) {
+      this.o.logger.debug(
+        { jobs: result.jobs, created: result.created.length, dropped: result.dropped },
+        'tick',
+      );
+    }
+    this.emit('tick', { ...result, now });
+    return result;
+  }
+
+  start(): void {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
+  }
+}

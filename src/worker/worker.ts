@@ -1,0 +1,360 @@
+/**
+ * The in-process worker: claims runs of its pool in batches up to its free capacity, runs the
+ * named handler for each, renews every lease it holds in one batched heartbeat, and reports each
+ * result under the run's lease token. The lease model: a run is ours only while its lease is live;
+ * when a heartbeat says a lease is lost (or we could not renew it before it expired), the handler's
+ * `signal` is aborted and its result is dropped, because the run may already belong to another
+ * worker. Graceful stop: stop claiming, let handlers finish within a grace period, then abort the
+ * rest and release their leases so another worker can take them at once.
+ */
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import { type Clock, LeaseLostError, Periodic, validateId } from '../core/index.js';
+import type { ClaimedRun, LeaseRef, Store } from '../store/index.js';
+
+/** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
+export interface RunContext {
+  runId: string;
+  tenantId: string;
+  jobId: string;
+  /** The slot this run is for: its identity and its logical date. */
+  scheduledFor: Date;
+  /** 1 on the first try; grows with each retry. */
+  attempt: number;
+  payload: unknown;
+  /** Aborted when the lease is lost or the worker shuts down: stop work, the result will be dropped. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+/** Resolve to succeed. Throw `PermanentError` to dead-letter at once; any other error retries. */
+export type Handler = (ctx: RunContext) => unknown | Promise<unknown>;
+
+export interface WorkerOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Handlers by name; the worker claims only runs whose handler it has. */
+  handlers: Record<string, Handler>;
+  /** Pool to claim from. Default `default`. */
+  pool?: string;
+  /** Most runs executing at once. Default 10. */
+  concurrency?: number;
+  /** Unique per process start. Default `worker-<random>`. */
+  workerId?: string;
+  /** Wait between claims when nothing is ready, ms. Default 1000. */
+  pollIntervalMs?: number;
+  /**
+   * How often the worker checks its leases, ms. Default 1000. All held leases are renewed in one
+   * statement once any of them is a third of the way through its length (10 s of a 30 s lease).
+   */
+  heartbeatCheckMs?: number;
+  /** Claim only this tenant's runs. Default: every tenant's. */
+  tenantId?: string;
+}
+
+export interface WorkerEvents {
+  'run:started': [run: ClaimedRun];
+  'run:succeeded': [run: ClaimedRun];
+  'run:failed': [run: ClaimedRun, result: { state: 'pending' | 'dead'; error: string }];
+  /** The lease was lost or the worker shut down: the handler's result was not recorded. */
+  'run:dropped': [run: ClaimedRun, reason: string];
+  'lease:lost': [runId: string];
+  error: [err: unknown];
+}
+
+interface Active {
+  run: ClaimedRun;
+  controller: AbortController;
+  leaseExpiresAt: number;
+  /** Length of this run's lease, ms, and when it was last renewed. */
+  leaseMs: number;
+  renewedAt: number;
+  /** Set once the run is no longer ours: its result must not be written. */
+  dropped: string | null;
+  done: Promise<void>;
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) return err.stack ?? `${err.name}: ${err.message}`;
+  try {
+    return typeof err === 'string' ? err : JSON.stringify(err);
+  } catch {
+    return String(err);
+  }
+}
+
+export class Worker extends EventEmitter<WorkerEvents> {
+  readonly workerId: string;
+  readonly pool: string;
+  readonly concurrency: number;
+  private readonly active = new Map<string, Active>();
+  private readonly claimLoop: Periodic;
+  private readonly heartbeatLoop: Periodic;
+  private readonly handlerNames: string[];
+  private claiming = false;
+  private pendingCompletions: { active: Active; lease: LeaseRef }[] = [];
+  private flushing: Promise<void> | null = null;
+
+  constructor(private readonly o: WorkerOptions) {
+    super();
+    this.workerId = validateId(o.workerId ?? `worker-${randomBytes(6).toString('hex')}`, 'worker_id');
+    this.pool = validateId(o.pool ?? 'default', 'pool');
+    this.concurrency = o.concurrency ?? 10;
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1 || this.concurrency > 1000) {
+      throw new RangeError('worker concurrency must be an integer from 1 to 1000');
+    }
+    this.handlerNames = Object.keys(o.handlers);
+    if (this.handlerNames.length === 0) throw new RangeError('a worker needs at least one handler');
+    this.claimLoop = new Periodic({
+      clock: o.clock,
+      intervalMs: o.pollIntervalMs ?? 1000,
+      step: () => this.claimOnce(),
+      onError: (err, failures) => {
+        o.logger.error({ err, failures }, 'claim failed; retrying with backoff');
+        this.emit('error', err);
+      },
+    });
+    this.heartbeatLoop = new Periodic({
+      clock: o.clock,
+      intervalMs: o.heartbeatCheckMs ?? 1000,
+      step: async () => {
+        try {
+          await this.heartbeatOnce();
+        } finally {
+          this.dropExpired();
+        }
+        return false;
+      },
+      onError: (err, failures) => {
+        o.logger.error({ err, failures }, 'heartbeat failed; retrying');
+        this.emit('error', err);
+      },
+    });
+  }
+
+  /** Runs in flight. */
+  get inFlight(): number {
+    return this.active.size;
+  }
+
+  start(): void {
+    this.claiming = true;
+    this.claimLoop.start();
+    this.heartbeatLoop.start();
+  }
+
+  /**
+   * One claim for the free capacity. Returns true when it filled the capacity it asked for
+   * (more may be ready: claim again as soon as a slot frees).
+   */
+  async claimOnce(): Promise<boolean> {
+    const free = this.concurrency - this.active.size;
+    if (!this.claiming || free <= 0) return false;
+    const runs = await this.o.store.claimRuns({
+      workerId: this.workerId,
+      pool: this.pool,
+      max: free,
+      now: this.o.clock.nowMs(),
+      handlers: this.handlerNames,
+      tenantId: this.o.tenantId,
+    });
+    for (const run of runs) this.execute(run);
+    return runs.length === free && this.active.size < this.concurrency;
+  }
+
+  /**
+   * Once any held lease is a third of the way through, renews every held lease in one statement
+   * and aborts the handlers whose lease is gone. `force` renews regardless.
+   */
+  async heartbeatOnce(force = false): Promise<void> {
+    const now = this.o.clock.nowMs();
+    const live = [...this.active.values()].filter((a) => a.dropped === null);
+    if (!force && !live.some((a) => now >= a.renewedAt + a.leaseMs / 3)) return;
+    if (live.length === 0) return;
+    const { renewed, lost } = await this.o.store.heartbeatRuns({
+      leases: live.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+      now,
+    });
+    for (const r of renewed) {
+      const a = this.active.get(r.runId);
+      if (a) {
+        a.leaseExpiresAt = r.leaseExpiresAt.getTime();
+        a.renewedAt = now;
+      }
+    }
+    for (const runId of lost) this.loseLease(runId, 'lease lost');
+  }
+
+  /** A lease we could not renew before its expiry is presumed lost: step down rather than guess. */
+  private dropExpired(): void {
+    const now = this.o.clock.nowMs();
+    for (const a of this.active.values()) {
+      if (a.dropped === null && a.leaseExpiresAt <= now)
+        this.loseLease(a.run.runId, 'lease expired before renewal');
+    }
+  }
+
+  private loseLease(runId: string, reason: string): void {
+    const a = this.active.get(runId);
+    if (!a || a.dropped !== null) return;
+    a.dropped = reason;
+    a.controller.abort(new LeaseLostError(`${reason} on run ${runId}`, { run_id: runId }));
+    this.o.logger.warn(
+      { run_id: runId, job_id: a.run.jobId },
+      `${reason}; handler aborted, result will be dropped`,
+    );
+    this.emit('lease:lost', runId);
+  }
+
+  private execute(run: ClaimedRun): void {
+    const controller = new AbortController();
+    const now = this.o.clock.nowMs();
+    const active: Active = {
+      run,
+      controller,
+      leaseExpiresAt: run.leaseExpiresAt.getTime(),
+      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
+      renewedAt: now,
+      dropped: null,
+      done: Promise.resolve(),
+    };
+    this.active.set(run.runId, active);
+    this.emit('run:started', run);
+    active.done = this.runHandler(active).finally(() => {
+      this.active.delete(run.runId);
+      if (this.claiming) this.claimLoop.poke();
+    });
+  }
+
+  private async runHandler(a: Active): Promise<void> {
+    const { run } = a;
+    const handler = this.o.handlers[run.handler];
+    let failure: unknown = null;
+    let failed = false;
+    try {
+      if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
+      await handler({
+        runId: run.runId,
+        tenantId: run.tenantId,
+        jobId: run.jobId,
+        scheduledFor: run.scheduledFor,
+        attempt: run.attempt,
+        payload: run.payload,
+        signal: a.controller.signal,
+        logger: this.o.logger.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt }),
+      });
+    } catch (err) {
+      failed = true;
+      failure = err;
+    }
+    if (a.dropped !== null) {
+      this.emit('run:dropped', run, a.dropped);
+      return;
+    }
+    try {
+      if (!failed) {
+        await this.complete(a);
+        return;
+      }
+      const permanent =
+        typeof failure === 'object' &&
+        failure !== null &&
+        (failure as { code?: unknown }).code === 'permanent_failure';
+      const error = errorText(failure);
+      const result = await this.o.store.failRun({
+        runId: run.runId,
+        leaseToken: run.leaseToken,
+        error,
+        permanent,
+        now: this.o.clock.nowMs(),
+      });
+      this.emit('run:failed', run, { state: result.state, error });
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.emit('lease:lost', run.runId);
+        this.emit('run:dropped', run, 'lease lost before the result was recorded');
+        return;
+      }
+      // The database is unreachable: the lease will expire and the reaper retries the run.
+      this.o.logger.error({ err, run_id: run.runId }, 'could not record the result; the lease will expire');
+      this.emit('error', err);
+    }
+  }
+
+  /** Completions are batched: those that arrive while one batch is in flight go in the next. */
+  private complete(a: Active): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pendingCompletions.push({
+        active: a,
+        lease: { runId: a.run.runId, leaseToken: a.run.leaseToken },
+      });
+      const settle = async () => {
+        while (this.pendingCompletions.length > 0) {
+          const batch = this.pendingCompletions;
+          this.pendingCompletions = [];
+          try {
+            const { lost } = await this.o.store.completeRuns({
+              leases: batch.map((b) => b.lease),
+              now: this.o.clock.nowMs(),
+            });
+            const lostSet = new Set(lost);
+            for (const b of batch) {
+              if (lostSet.has(b.lease.runId)) {
+                this.emit('lease:lost', b.lease.runId);
+                this.emit('run:dropped', b.active.run, 'lease lost before completion');
+              } else {
+                this.emit('run:succeeded', b.active.run);
+              }
+            }
+          } catch (err) {
+            this.o.logger.error(
+              { err, runs: batch.length },
+              'could not record completions; the leases will expire',
+            );
+            this.emit('error', err);
+          }
+        }
+      };
+      if (!this.flushing) {
+        this.flushing = settle().finally(() => {
+          this.flushing = null;
+        });
+      }
+      this.flushing.then(resolve, reject);
+    });
+  }
+
+  /**
+   * Graceful stop: no new claims; running handlers get `graceMs` to finish; the rest are aborted
+   * and their leases released without spending an attempt.
+   */
+  async stop(graceMs = 30_000): Promise<void> {
+    this.claiming = false;
+    await this.claimLoop.stop();
+    const deadline = new AbortController();
+    const all = Promise.all([...this.active.values()].map((a) => a.done));
+    await Promise.race([all, this.o.clock.sleep(graceMs, deadline.signal)]);
+    deadline.abort();
+    const rest = [...this.active.values()].filter((a) => a.dropped === null);
+    if (rest.length > 0) {
+      for (const a of rest) {
+        a.dropped = 'worker shutdown';
+        a.controller.abort(new Error('worker shutdown'));
+      }
+      try {
+        const { released } = await this.o.store.releaseRuns({
+          leases: rest.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+          reason: 'worker shutdown',
+          now: this.o.clock.nowMs(),
+        });
+        this.o.logger.info({ released: released.length }, 'released unfinished runs for another worker');
+      } catch (err) {
+        this.o.logger.error({ err }, 'could not release runs; their leases will expire');
+      }
+    }
+    await this.heartbeatLoop.stop();
+    await this.flushing;
+  }
+}

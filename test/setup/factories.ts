@@ -1,0 +1,60 @@
+/**
+ * Test data builders and small assertions shared by the store tests.
+ */
+import type pg from 'pg';
+import { expect } from 'vitest';
+import { type ErrorCode, type JobInput, TockError } from '../../src/core/index.js';
+
+let counter = 0;
+
+/** A job definition with test defaults: `job-<n>`, every 10 s, handler `noop`. */
+export function job(overrides: Partial<JobInput> = {}): JobInput {
+  counter += 1;
+  return { jobId: `job-${counter}`, schedule: '@every 10s', handler: 'noop', ...overrides };
+}
+
+/** A fresh identifier with a readable prefix (tenants, job ids), unique within the test run. */
+export function uniqueId(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${counter}`;
+}
+
+/** Awaits `promise`, expects it to reject with a `TockError` of `code`, and returns that error. */
+export async function expectTockError(promise: Promise<unknown>, code: ErrorCode): Promise<TockError> {
+  let caught: unknown;
+  try {
+    await promise;
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught, `expected a ${code} error, but nothing was thrown`).toBeInstanceOf(TockError);
+  const err = caught as TockError;
+  expect(err.code).toBe(code);
+  return err;
+}
+
+/** `SELECT count(*)` of a table (optionally filtered), as a number. */
+export async function countRows(pool: pg.Pool, table: string, where = 'true', params: unknown[] = []): Promise<number> {
+  const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table} WHERE ${where}`, params);
+  return rows[0].n as number;
+}
+
+/** Every column of one run, straight from the table (for "nothing changed" checks). */
+export async function runRow(pool: pg.Pool, runId: string): Promise<Record<string, unknown>> {
+  const { rows } = await pool.query('SELECT * FROM runs WHERE run_id = $1', [runId]);
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+/** Every attempt row of one run, in a stable order. */
+export async function attemptRows(pool: pg.Pool, runId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await pool.query('SELECT * FROM attempts WHERE run_id = $1 ORDER BY started_at, lease_token', [
+    runId,
+  ]);
+  return rows;
+}
+
+/** Rounds `ms` up to the next multiple of `step` (the next `@every` slot at or after `ms`). */
+export function alignUp(ms: number, step: number): number {
+  return Math.ceil(ms / step) * step;
+}
