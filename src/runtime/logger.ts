@@ -10,6 +10,7 @@ export function createLogger(format: LogFormat, level = 'info'): Logger {
     { level },
     pretty({
       sync: true,
+      singleLine: true,
       colorize: process.stdout.isTTY === true,
       translateTime: 'SYS:HH:MM:ss.l',
       ignore: 'pid,hostname',

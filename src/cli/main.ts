@@ -1,0 +1,197 @@
+/**
+ * The `tock` command line: argv → a runtime function. No business logic lives here; every
+ * option has an environment variable and a default, and `--help` documents each.
+ */
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseDuration, ValidationError } from '../core/index.js';
+import { openDatabase } from '../runtime/database.js';
+import { runDemo } from '../runtime/demo.js';
+import { startDev } from '../runtime/dev.js';
+import { createLogger, type LogFormat } from '../runtime/logger.js';
+
+const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
+
+function duration(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
+  }
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+const databaseOptions = (cmd: Command) =>
+  cmd
+    .addOption(
+      new Option('--database-url <url>', 'PostgreSQL connection string; unset: embedded PostgreSQL').env(
+        'DATABASE_URL',
+      ),
+    )
+    .addOption(
+      new Option('--data-dir <dir>', 'embedded PostgreSQL data directory')
+        .env('TOCK_DATA_DIR')
+        .default('.tock'),
+    )
+    .addOption(
+      new Option('--log-format <format>', 'log lines for people or machines')
+        .choices(['pretty', 'json'])
+        .env('TOCK_LOG_FORMAT')
+        .default('pretty'),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'least severe level logged')
+        .choices(['trace', 'debug', 'info', 'warn', 'error'])
+        .env('TOCK_LOG_LEVEL')
+        .default('info'),
+    );
+
+/** Waits for SIGINT/SIGTERM, runs `stop`, exits; a second signal exits at once. */
+function stopOnSignal(stop: () => Promise<void>, log: (msg: string) => void): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log(`${signal} again: exiting now`);
+      process.exit(130);
+    }
+    stopping = true;
+    stop().then(
+      () => process.exit(0),
+      (err) => {
+        log(`stop failed: ${err instanceof Error ? err.message : String(err)}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
+
+export function buildProgram(): Command {
+  const program = new Command('tock')
+    .description(
+      'Tock: a distributed job scheduler on PostgreSQL — cron, intervals and one-shots, on time and once each.',
+    )
+    .showHelpAfterError()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+  databaseOptions(
+    program
+      .command('dev')
+      .description(
+        'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
+      ),
+  )
+    .addOption(
+      new Option('--jobs <file>', 'YAML or JSON file of jobs registered at start')
+        .env('TOCK_JOBS')
+        .default(EXAMPLE_JOBS, 'examples/jobs.yaml'),
+    )
+    .addOption(
+      new Option('--lease <duration>', 'default lease of a run')
+        .env('TOCK_LEASE')
+        .default(30_000, '30s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--tick <duration>', 'pause between scheduler ticks')
+        .env('TOCK_TICK')
+        .default(1000, '1s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--lookahead <duration>', 'materialise runs this far before their slot')
+        .env('TOCK_LOOKAHEAD')
+        .default(1000, '1s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--tick-batch <n>', 'most due jobs per tick')
+        .env('TOCK_TICK_BATCH')
+        .default(1000)
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--concurrency <n>', 'runs the worker executes at once')
+        .env('TOCK_CONCURRENCY')
+        .default(10)
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--poll <duration>', 'wait between claims when idle')
+        .env('TOCK_POLL')
+        .default(500, '500ms')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--grace <duration>', 'time running handlers get to finish on Ctrl-C')
+        .env('TOCK_GRACE')
+        .default(10_000, '10s')
+        .argParser(duration),
+    )
+    .action(async (opts) => {
+      const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
+      const dev = await startDev({
+        logger,
+        databaseUrl: opts.databaseUrl,
+        dataDir: opts.dataDir,
+        jobsFile: opts.jobs,
+        leaseMs: opts.lease,
+        tickMs: opts.tick,
+        lookaheadMs: opts.lookahead,
+        batchSize: opts.tickBatch,
+        concurrency: opts.concurrency,
+        pollMs: opts.poll,
+        graceMs: opts.grace,
+      });
+      stopOnSignal(
+        () => dev.stop(),
+        (m) => logger.warn(m),
+      );
+    });
+
+  databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
+    async (opts) => {
+      const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
+      const db = await openDatabase({
+        databaseUrl: opts.databaseUrl,
+        dataDir: opts.dataDir,
+        logger,
+        poolSize: 2,
+      });
+      await db.close();
+      logger.info('schema is current');
+    },
+  );
+
+  databaseOptions(
+    program
+      .command('demo')
+      .description(
+        "replay the reference design's walk-through on a fake clock against the real store and print its ten lines",
+      ),
+  ).action(async (opts) => {
+    const logger = createLogger(
+      opts.logFormat as LogFormat,
+      opts.logLevel === 'info' ? 'warn' : opts.logLevel,
+    );
+    await runDemo({
+      logger,
+      databaseUrl: opts.databaseUrl,
+      dataDir: opts.dataDir,
+      print: (line) => process.stdout.write(`${line}\n`),
+    });
+  });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  await buildProgram().parseAsync(argv);
+}

@@ -1,0 +1,322 @@
+/**
+ * The tick: materialising due slots exactly once under concurrency, bounded batches, lookahead,
+ * misfire policies after an outage, one-shots, and ad-hoc triggers.
+ *
+ * A tick scans every tenant's due jobs, so each test here starts from empty tables and from a
+ * clock instant on the 10 s grid (`t0`).
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import type { MisfirePolicy } from '../../src/core/index.js';
+import type { RunRef } from '../../src/store/index.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { alignUp, countRows, expectTockError, job, uniqueId } from '../setup/factories.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await setupDatabase();
+});
+afterAll(() => db.teardown());
+
+const TEN_S = 10_000;
+let t0: number;
+
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE jobs, runs, attempts');
+  db.clock.set(alignUp(db.clock.nowMs() + 1, TEN_S));
+  t0 = db.clock.nowMs();
+});
+
+async function runCounts(): Promise<{ total: number; distinct: number }> {
+  const { rows } = await db.pool.query(
+    'SELECT count(*)::int AS total, count(DISTINCT (tenant_id, job_id, scheduled_for))::int AS distinct FROM runs',
+  );
+  return rows[0];
+}
+
+async function slotsOf(tenantId: string, jobId: string): Promise<number[]> {
+  const { rows } = await db.pool.query(
+    'SELECT scheduled_for FROM runs WHERE tenant_id = $1 AND job_id = $2 ORDER BY scheduled_for',
+    [tenantId, jobId],
+  );
+  return rows.map((r) => (r.scheduled_for as Date).getTime());
+}
+
+describe('exactly once', () => {
+  test('two stores ticking the same 200 due jobs at the same instant create each (job, slot) once', async () => {
+    const tenantId = uniqueId('t-herd');
+    const ids = Array.from({ length: 200 }, (_, i) => `herd-${String(i).padStart(3, '0')}`);
+    await Promise.all(ids.map((jobId) => db.store.upsertJob({ tenantId, job: job({ jobId }), now: t0 })));
+    const other = db.newStore();
+
+    for (let round = 0; round < 3; round++) {
+      const now = db.clock.nowMs();
+      // Round 0: one big tick each. Later rounds: each store drains in small batches, interleaving.
+      const batchSize = round === 0 ? 500 : 15;
+      const drain = async (store: typeof other) => {
+        const out = { jobs: 0, created: [] as RunRef[], ticks: 0 };
+        for (;;) {
+          const r = await store.tick({ now, lookaheadMs: 0, batchSize });
+          out.jobs += r.jobs;
+          out.created.push(...r.created);
+          out.ticks += 1;
+          if (!r.full) return out;
+        }
+      };
+      const results = await Promise.all([drain(db.store), drain(other)]);
+      const created = results.flatMap((r) => r.created);
+      expect(created).toHaveLength(200);
+      expect(new Set(created.map((r) => r.jobId)).size).toBe(200);
+      for (const r of created) expect(r.scheduledFor).toEqual(new Date(now));
+      expect(results[0]!.jobs + results[1]!.jobs).toBe(200);
+      console.log(round, results.map((r) => [r.jobs, r.ticks]));
+      expect(await runCounts()).toEqual({ total: 200 * (round + 1), distinct: 200 * (round + 1) });
+      const next = await db.pool.query('SELECT DISTINCT next_run_at FROM jobs WHERE tenant_id = $1', [tenantId]);
+      expect(next.rows.map((r) => r.next_run_at)).toEqual([new Date(now + TEN_S)]);
+      db.clock.advance(TEN_S);
+    }
+  });
+
+  test('replaying a tick at the same instant creates nothing, even when next_run_at is rewound', async () => {
+    const tenantId = uniqueId('t-replay');
+    const ids = Array.from({ length: 20 }, (_, i) => `replay-${i}`);
+    await Promise.all(ids.map((jobId) => db.store.upsertJob({ tenantId, job: job({ jobId }), now: t0 })));
+    const first = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
+    expect(first.jobs).toBe(20);
+    expect(first.created).toHaveLength(20);
+
+    const again = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
+    expect(again).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(await runCounts()).toEqual({ total: 20, distinct: 20 });
+
+    // A scheduler that did not see the advance (next_run_at back at t0): the unique slot holds.
+    await db.pool.query('UPDATE jobs SET next_run_at = $1', [new Date(t0)]);
+    const stale = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
+    expect(stale.jobs).toBe(20);
+    expect(stale.created).toEqual([]);
+    expect(await runCounts()).toEqual({ total: 20, distinct: 20 });
+    const next = await db.pool.query('SELECT DISTINCT next_run_at FROM jobs');
+    expect(next.rows.map((r) => r.next_run_at)).toEqual([new Date(t0 + TEN_S)]);
+  });
+});
+
+describe('bounded batches', () => {
+  test('25 due jobs with batch size 10: full, full, then drained, in next_run_at order', async () => {
+    const tenantId = uniqueId('t-batch');
+    // Job k fires at t0 + k s; ids are in a scrambled order so id order is not time order.
+    const order = Array.from({ length: 25 }, (_, k) => k + 1);
+    const idOf = (k: number) => `batch-${String((k * 7) % 25).padStart(2, '0')}-${k}`;
+    await Promise.all(
+      order.map((k) =>
+        db.store.upsertJob({
+          tenantId,
+          job: job({ jobId: idOf(k), schedule: `@at ${new Date(t0 + k * 1000).toISOString()}` }),
+          now: t0,
+        }),
+      ),
+    );
+    db.clock.advance(30_000);
+    const now = db.clock.nowMs();
+
+    const ticks = [];
+    for (let i = 0; i < 4; i++) ticks.push(await db.store.tick({ now, lookaheadMs: 0, batchSize: 10 }));
+    expect(ticks.map((t) => [t.jobs, t.created.length, t.full])).toEqual([
+      [10, 10, true],
+      [10, 10, true],
+      [5, 5, false],
+      [0, 0, false],
+    ]);
+    const byTick = ticks.map((t) =>
+      t.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b),
+    );
+    expect(byTick[0]).toEqual(order.slice(0, 10).map((k) => t0 + k * 1000));
+    expect(byTick[1]).toEqual(order.slice(10, 20).map((k) => t0 + k * 1000));
+    expect(byTick[2]).toEqual(order.slice(20).map((k) => t0 + k * 1000));
+    expect(new Set(ticks[0]!.created.map((r) => r.jobId))).toEqual(new Set(order.slice(0, 10).map(idOf)));
+    expect(await runCounts()).toEqual({ total: 25, distinct: 25 });
+  });
+
+  test('a batch exactly as large as the due jobs is full; the next tick finds none', async () => {
+    await Promise.all(
+      ['x1', 'x2', 'x3'].map((jobId) => db.store.upsertJob({ tenantId: uniqueId('t-exact'), job: job({ jobId }), now: t0 })),
+    );
+    const one = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
+    expect([one.jobs, one.created.length, one.full]).toEqual([3, 3, true]);
+    const two = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
+    expect(two).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+  });
+});
+
+describe('lookahead', () => {
+  test('a slot 500 ms ahead is materialised with lookahead 1000, available at the slot, never claimed early', async () => {
+    const tenantId = uniqueId('t-ahead');
+    const slot = t0 + TEN_S;
+    db.clock.set(slot - 500);
+    const now = db.clock.nowMs();
+    const def = job();
+    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now });
+    expect(registered.nextRunAt).toEqual(new Date(slot));
+
+    const short = await db.store.tick({ now, lookaheadMs: 499, batchSize: 10 });
+    expect(short).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+
+    const tick = await db.store.tick({ now, lookaheadMs: 1000, batchSize: 10 });
+    expect(tick.created).toHaveLength(1);
+    expect(tick.created[0]).toMatchObject({ tenantId, jobId: def.jobId, scheduledFor: new Date(slot) });
+    const run = await db.store.getRun({ tenantId, runId: tick.created[0]!.runId });
+    expect(run.state).toBe('pending');
+    expect(run.availableAt).toEqual(new Date(slot));
+    expect(run.createdAt).toEqual(new Date(now));
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(slot + TEN_S));
+
+    const claim = (at: number) => db.store.claimRuns({ workerId: 'w-early', pool: 'default', max: 10, now: at, tenantId });
+    expect(await claim(now)).toEqual([]);
+    expect(await claim(slot - 1)).toEqual([]);
+    expect((await db.store.getRun({ tenantId, runId: run.runId })).state).toBe('pending');
+    const got = await claim(slot);
+    expect(got.map((c) => c.runId)).toEqual([run.runId]);
+    expect(got[0]!.scheduledFor).toEqual(new Date(slot));
+  });
+
+  test('lookahead materialises every slot up to the horizon, and only those', async () => {
+    const tenantId = uniqueId('t-ahead2');
+    const def = job({ schedule: '@every 1s' });
+    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    const tick = await db.store.tick({ now: t0, lookaheadMs: 3_500, batchSize: 10 });
+    expect(tick.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b)).toEqual([
+      t0,
+      t0 + 1000,
+      t0 + 2000,
+      t0 + 3000,
+    ]);
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 4000));
+  });
+});
+
+describe('misfire after a 350 s outage', () => {
+  const expected: Record<MisfirePolicy, { slots: number[]; dropped: number }> = {
+    skip: { slots: [], dropped: 35 },
+    fire_once: { slots: [350_000], dropped: 34 },
+    catch_up: { slots: [330_000, 340_000, 350_000], dropped: 32 },
+  };
+
+  test.each(['skip', 'fire_once', 'catch_up'] as const)('%s', async (misfire) => {
+    const tenantId = uniqueId(`t-misfire-${misfire}`);
+    const def = job({ misfire, catchUpLimit: 3 });
+    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    expect(registered.nextRunAt).toEqual(new Date(t0));
+    const first = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 });
+    expect(first.created.map((r) => r.scheduledFor)).toEqual([new Date(t0)]);
+
+    db.clock.advance(350_000);
+    const now = db.clock.nowMs();
+    const after = await db.store.tick({ now, lookaheadMs: 0, batchSize: 10 });
+    const want = expected[misfire];
+    expect(after.jobs).toBe(1);
+    expect(after.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b)).toEqual(
+      want.slots.map((s) => t0 + s),
+    );
+    expect(after.dropped).toBe(want.dropped);
+    expect(await slotsOf(tenantId, def.jobId)).toEqual([t0, ...want.slots.map((s) => t0 + s)]);
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 360_000));
+
+    // And the job is back on time: the next tick at the next slot fires exactly that slot.
+    db.clock.advance(TEN_S);
+    const next = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
+    expect(next.created.map((r) => r.scheduledFor)).toEqual([new Date(t0 + 360_000)]);
+    expect(next.dropped).toBe(0);
+  });
+
+  test('a tick less than the misfire threshold late fires every missed slot, whatever the policy', async () => {
+    const tenantId = uniqueId('t-late');
+    const def = job({ misfire: 'skip' });
+    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    db.clock.advance(30_000);
+    const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
+    expect(tick.dropped).toBe(0);
+    expect(await slotsOf(tenantId, def.jobId)).toEqual([t0, t0 + 10_000, t0 + 20_000, t0 + 30_000]);
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 40_000));
+  });
+});
+
+describe('one-shot', () => {
+  test('an @at job fires once at its instant, then next_run_at is null', async () => {
+    const tenantId = uniqueId('t-at');
+    const at = t0 + 5_000;
+    const def = job({ schedule: `@at ${new Date(at).toISOString()}` });
+    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    expect(registered.nextRunAt).toEqual(new Date(at));
+
+    expect((await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 })).created).toEqual([]);
+    db.clock.set(at);
+    const fired = await db.store.tick({ now: at, lookaheadMs: 0, batchSize: 10 });
+    expect(fired.created.map((r) => [r.jobId, r.scheduledFor])).toEqual([[def.jobId, new Date(at)]]);
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toBeNull();
+
+    db.clock.advance(3_600_000);
+    const later = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 60_000, batchSize: 10 });
+    expect(later).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(await slotsOf(tenantId, def.jobId)).toEqual([at]);
+  });
+});
+
+describe('triggerRun', () => {
+  test('creates a run for a slot; the same slot again is a conflict naming the run; unknown job is not_found', async () => {
+    const tenantId = uniqueId('t-trigger');
+    const def = job({ priority: 7, maxAttempts: 5, payload: { k: 'v' }, handler: 'h-trig' });
+    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    db.clock.advance(1_234);
+    const now = db.clock.nowMs();
+    const slot = t0 - 60_000;
+
+    const run = await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: slot, now });
+    expect(run).toMatchObject({
+      tenantId,
+      jobId: def.jobId,
+      scheduledFor: new Date(slot),
+      state: 'pending',
+      attempt: 1,
+      maxAttempts: 5,
+      handler: 'h-trig',
+      payload: { k: 'v' },
+      pool: 'default',
+      priority: 7,
+      availableAt: new Date(slot),
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      lastError: null,
+      createdAt: new Date(now),
+      startedAt: null,
+      finishedAt: null,
+    });
+    expect(run.runId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+
+    const before = await db.pool.query('SELECT * FROM runs ORDER BY run_id');
+    const err = await expectTockError(
+      db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: slot, now: now + 5 }),
+      'conflict',
+    );
+    expect(err.details.run_id).toBe(run.runId);
+    expect((await db.pool.query('SELECT * FROM runs ORDER BY run_id')).rows).toEqual(before.rows);
+
+    // Default slot: now. A slot the tick already materialised is a conflict naming the tick's run.
+    const adhoc = await db.store.triggerRun({ tenantId, jobId: def.jobId, now });
+    expect(adhoc.scheduledFor).toEqual(new Date(now));
+    const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
+    const ticked = tick.created.find((r) => r.scheduledFor.getTime() === t0)!;
+    expect(ticked).toBeDefined();
+    const dup = await expectTockError(
+      db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: t0, now }),
+      'conflict',
+    );
+    expect(dup.details.run_id).toBe(ticked.runId);
+
+    const count = await countRows(db.pool, 'runs');
+    await expectTockError(db.store.triggerRun({ tenantId, jobId: 'no-such-job', now }), 'not_found');
+    await expectTockError(db.store.triggerRun({ tenantId: uniqueId('t-nobody'), jobId: def.jobId, now }), 'not_found');
+    await expectTockError(
+      db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: Number.NaN, now }),
+      'validation_error',
+    );
+    expect(await countRows(db.pool, 'runs')).toBe(count);
+  });
+});
