@@ -40,6 +40,12 @@ const databaseOptions = (cmd: Command) =>
         .default('.tock'),
     )
     .addOption(
+      new Option(
+        '--schema <name>',
+        "PostgreSQL schema for Tock's tables (created if missing); default: the server's search_path",
+      ).env('TOCK_SCHEMA'),
+    )
+    .addOption(
       new Option('--log-format <format>', 'log lines for people or machines')
         .choices(['pretty', 'json'])
         .env('TOCK_LOG_FORMAT')
@@ -52,25 +58,24 @@ const databaseOptions = (cmd: Command) =>
         .default('info'),
     );
 
-/** Waits for SIGINT/SIGTERM, runs `stop`, exits; a second signal exits at once. */
-function stopOnSignal(stop: () => Promise<void>, log: (msg: string) => void): void {
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      log(`${signal} again: exiting now`);
-      process.exit(130);
-    }
-    stopping = true;
-    stop().then(
-      () => process.exit(0),
-      (err) => {
-        log(`stop failed: ${err instanceof Error ? err.message : String(err)}`);
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+/**
+ * Installs SIGINT/SIGTERM handling before anything starts, so a signal during start-up is not
+ * lost: the returned promise resolves on the first signal; a second signal exits at once.
+ */
+function stopSignal(log: (msg: string) => void): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    let received = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (received) {
+        log(`${signal} again: exiting now`);
+        process.exit(130);
+      }
+      received = true;
+      resolve(signal);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
 }
 
 export function buildProgram(): Command {
@@ -137,10 +142,12 @@ export function buildProgram(): Command {
     )
     .action(async (opts) => {
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
+      const signal = stopSignal((m) => logger.warn(m));
       const dev = await startDev({
         logger,
         databaseUrl: opts.databaseUrl,
         dataDir: opts.dataDir,
+        schema: opts.schema,
         jobsFile: opts.jobs,
         leaseMs: opts.lease,
         tickMs: opts.tick,
@@ -150,10 +157,9 @@ export function buildProgram(): Command {
         pollMs: opts.poll,
         graceMs: opts.grace,
       });
-      stopOnSignal(
-        () => dev.stop(),
-        (m) => logger.warn(m),
-      );
+      await signal;
+      await dev.stop();
+      process.exit(0);
     });
 
   databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
@@ -162,6 +168,7 @@ export function buildProgram(): Command {
       const db = await openDatabase({
         databaseUrl: opts.databaseUrl,
         dataDir: opts.dataDir,
+        schema: opts.schema,
         logger,
         poolSize: 2,
       });

@@ -5,7 +5,7 @@
 
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { OffsetClock, SystemClock } from '../core/index.js';
+import { type ClockSample, OffsetClock, SystemClock } from '../core/index.js';
 import { createPool, type EmbeddedDatabase, migrate, startEmbedded } from '../store/index.js';
 
 export interface OpenOptions {
@@ -41,6 +41,8 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
   }
   try {
     if (o.schema) {
+      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(o.schema))
+        throw new Error(`schema "${o.schema}" is not a plain lower-case name`);
       const admin = createPool(url, { max: 1 });
       try {
         await admin.query(`CREATE SCHEMA IF NOT EXISTS ${o.schema}`);

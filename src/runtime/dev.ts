@@ -18,6 +18,8 @@ export interface DevOptions {
   databaseUrl?: string;
   /** Embedded data directory. Default `./.tock`. */
   dataDir?: string;
+  /** Schema for Tock's tables. Default: the server's search_path. */
+  schema?: string;
   /** Jobs registered at start (YAML or JSON). */
   jobsFile: string;
   /** Default lease, ms. */
@@ -41,7 +43,7 @@ export const TENANT = 'default';
 export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }> {
   const { logger } = o;
   const jobs = await readJobsFile(o.jobsFile);
-  const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, logger });
+  const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
   try {
     const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
     const clock = await databaseClock((local) => store.sampleClock(local));

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 
@@ -61,6 +61,18 @@ async function stopLeftover(clusterDir: string): Promise<void> {
   for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }
 
+async function checkTraversable(dir: string): Promise<void> {
+  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+    const { mode } = await stat(d);
+    if ((mode & 0o001) === 0) {
+      throw new Error(
+        `embedded PostgreSQL runs as the "postgres" user, which cannot enter ${d}; use a data directory under a world-traversable path, or chmod o+x ${d}`,
+      );
+    }
+    if (d === path.dirname(d)) return;
+  }
+}
+
 const EXIT_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
 
 async function loadEmbeddedPostgres() {
@@ -90,8 +102,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   } else {
     password = (await readFile(secretFile, 'utf8')).trim();
   }
-  // The postgres user must be able to reach the cluster directory.
+  // As root, the server runs as the postgres user, which must be able to reach the cluster directory.
   await chmod(dataDir, 0o755);
+  if (process.getuid?.() === 0) await checkTraversable(dataDir);
   if (!fresh) await stopLeftover(clusterDir);
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const EmbeddedPostgres = await loadEmbeddedPostgres();

@@ -34,7 +34,12 @@ export async function expectTockError(promise: Promise<unknown>, code: ErrorCode
 }
 
 /** `SELECT count(*)` of a table (optionally filtered), as a number. */
-export async function countRows(pool: pg.Pool, table: string, where = 'true', params: unknown[] = []): Promise<number> {
+export async function countRows(
+  pool: pg.Pool,
+  table: string,
+  where = 'true',
+  params: unknown[] = [],
+): Promise<number> {
   const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table} WHERE ${where}`, params);
   return rows[0].n as number;
 }
@@ -48,9 +53,10 @@ export async function runRow(pool: pg.Pool, runId: string): Promise<Record<strin
 
 /** Every attempt row of one run, in a stable order. */
 export async function attemptRows(pool: pg.Pool, runId: string): Promise<Record<string, unknown>[]> {
-  const { rows } = await pool.query('SELECT * FROM attempts WHERE run_id = $1 ORDER BY started_at, lease_token', [
-    runId,
-  ]);
+  const { rows } = await pool.query(
+    'SELECT * FROM attempts WHERE run_id = $1 ORDER BY started_at, lease_token',
+    [runId],
+  );
   return rows;
 }
 

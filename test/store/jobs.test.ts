@@ -19,7 +19,10 @@ const TEN_S = 10_000;
 const slotAfter = (ms: number) => (Math.floor(ms / TEN_S) + 1) * TEN_S;
 
 async function jobRow(tenantId: string, jobId: string) {
-  const { rows } = await db.pool.query('SELECT * FROM jobs WHERE tenant_id = $1 AND job_id = $2', [tenantId, jobId]);
+  const { rows } = await db.pool.query('SELECT * FROM jobs WHERE tenant_id = $1 AND job_id = $2', [
+    tenantId,
+    jobId,
+  ]);
   return rows;
 }
 
@@ -102,7 +105,12 @@ describe('upsert', () => {
 
     db.clock.advance(3_000);
     // Same definition, keys in a different order: still the same definition.
-    const reordered = { payload: { b: [1, 2], a: 1 }, handler: 'noop', schedule: '@every 10s', jobId: def.jobId };
+    const reordered = {
+      payload: { b: [1, 2], a: 1 },
+      handler: 'noop',
+      schedule: '@every 10s',
+      jobId: def.jobId,
+    };
     const third = await db.store.upsertJob({ tenantId, job: reordered, now: db.clock.nowMs() });
     expect(third.change).toBe('unchanged');
     expect(third.job.nextRunAt).toEqual(new Date(slotAfter(now)));
@@ -122,7 +130,11 @@ describe('upsert', () => {
     db.clock.advance(37_000); // a recomputation from now would give a different slot
     const now = db.clock.nowMs();
     expect(alignUp(now, TEN_S)).not.toBe(first.nextRunAt!.getTime());
-    const { job: updated, change } = await db.store.upsertJob({ tenantId, job: { ...def, payload: { n: 2 } }, now });
+    const { job: updated, change } = await db.store.upsertJob({
+      tenantId,
+      job: { ...def, payload: { n: 2 } },
+      now,
+    });
 
     expect(change).toBe('updated');
     expect(updated.version).toBe(2);
@@ -171,10 +183,18 @@ describe('get and list', () => {
     const tenantId = uniqueId('t-list');
     const ids = ['job-g', 'job-c', 'job-a', 'job-f', 'job-b', 'job-e', 'job-d'];
     for (const jobId of ids) {
-      await db.store.upsertJob({ tenantId, job: job({ jobId, handler: `h-${jobId}` }), now: db.clock.nowMs() });
+      await db.store.upsertJob({
+        tenantId,
+        job: job({ jobId, handler: `h-${jobId}` }),
+        now: db.clock.nowMs(),
+      });
     }
     // Another tenant's jobs sort in between and must not show.
-    await db.store.upsertJob({ tenantId: uniqueId('t-list-other'), job: job({ jobId: 'job-bb' }), now: db.clock.nowMs() });
+    await db.store.upsertJob({
+      tenantId: uniqueId('t-list-other'),
+      job: job({ jobId: 'job-bb' }),
+      now: db.clock.nowMs(),
+    });
 
     const pages: string[][] = [];
     const cursors: (string | null)[] = [];
@@ -187,11 +207,7 @@ describe('get and list', () => {
       cursor = page.nextCursor;
     } while (cursor !== null && pages.length < 10);
 
-    expect(pages).toEqual([
-      ['job-a', 'job-b', 'job-c'],
-      ['job-d', 'job-e', 'job-f'],
-      ['job-g'],
-    ]);
+    expect(pages).toEqual([['job-a', 'job-b', 'job-c'], ['job-d', 'job-e', 'job-f'], ['job-g']]);
     expect(cursors[0]).toEqual(expect.any(String));
     expect(cursors[1]).toEqual(expect.any(String));
     expect(cursors[2]).toBeNull();
@@ -300,7 +316,8 @@ describe('delete', () => {
     const now = db.clock.nowMs();
     const slots = [now - 4_000, now - 3_000, now - 2_000, now - 1_000];
     const runs = [];
-    for (const s of slots) runs.push(await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: s, now }));
+    for (const s of slots)
+      runs.push(await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: s, now }));
     const claimed = await db.store.claimRuns({ workerId: 'w-del', pool: 'default', max: 2, now, tenantId });
     expect(claimed.map((c) => c.runId)).toEqual([runs[0]!.runId, runs[1]!.runId]);
     await db.store.completeRuns({ leases: [claimed[0]!], now });
@@ -325,7 +342,9 @@ describe('delete', () => {
     ]);
     expect(rows[2].finished_at).toEqual(new Date(deletedAt));
     expect(rows[3].finished_at).toEqual(new Date(deletedAt));
-    expect(await countRows(db.pool, 'attempts', 'run_id = ANY($1::uuid[])', [runs.map((r) => r.runId)])).toBe(2);
+    expect(await countRows(db.pool, 'attempts', 'run_id = ANY($1::uuid[])', [runs.map((r) => r.runId)])).toBe(
+      2,
+    );
     const history = await db.store.listRuns({ tenantId, jobId: def.jobId, limit: 10 });
     expect(history.items).toHaveLength(4);
 
@@ -344,8 +363,16 @@ describe('tenants', () => {
     const a = uniqueId('t-a');
     const b = uniqueId('t-b');
     const jobId = 'shared-id';
-    const ra = await db.store.upsertJob({ tenantId: a, job: job({ jobId, handler: 'ha' }), now: db.clock.nowMs() });
-    const rb = await db.store.upsertJob({ tenantId: b, job: job({ jobId, handler: 'hb' }), now: db.clock.nowMs() });
+    const ra = await db.store.upsertJob({
+      tenantId: a,
+      job: job({ jobId, handler: 'ha' }),
+      now: db.clock.nowMs(),
+    });
+    const rb = await db.store.upsertJob({
+      tenantId: b,
+      job: job({ jobId, handler: 'hb' }),
+      now: db.clock.nowMs(),
+    });
     expect(ra.change).toBe('created');
     expect(rb.change).toBe('created');
     expect(await countRows(db.pool, 'jobs', 'job_id = $1 AND tenant_id = ANY($2)', [jobId, [a, b]])).toBe(2);
@@ -410,7 +437,10 @@ describe('bad input is a typed error and writes nothing', () => {
     await rejects(() => db.store.resumeJob({ tenantId, jobId, now }), 'not_found');
     await rejects(() => db.store.deleteJob({ tenantId, jobId, now }), 'not_found');
     await rejects(() => db.store.triggerRun({ tenantId, jobId, now }), 'not_found');
-    await rejects(() => db.store.triggerRun({ tenantId, jobId, scheduledFor: now - 1_000, now }), 'not_found');
+    await rejects(
+      () => db.store.triggerRun({ tenantId, jobId, scheduledFor: now - 1_000, now }),
+      'not_found',
+    );
   });
 
   test.each([
@@ -452,7 +482,10 @@ describe('bad input is a typed error and writes nothing', () => {
   });
 
   test('bad timezone, bad misfire and an unknown field are validation errors', async () => {
-    await rejects(() => upsert(job({ schedule: '0 3 * * *', timezone: 'Mars/Olympus_Mons' })), 'validation_error');
+    await rejects(
+      () => upsert(job({ schedule: '0 3 * * *', timezone: 'Mars/Olympus_Mons' })),
+      'validation_error',
+    );
     await rejects(() => upsert(job({ jobId: existing, timezone: 'Nowhere/Land' })), 'validation_error');
     await rejects(() => upsert(job({ misfire: 'sometimes' as never })), 'validation_error');
     await rejects(
@@ -466,7 +499,11 @@ describe('bad input is a typed error and writes nothing', () => {
   test('a bad tenant id or a bad now is a validation error', async () => {
     await rejects(() => upsert(job(), 'bad tenant'), 'validation_error', 'tenant_id');
     await rejects(() => upsert(job(), ''), 'validation_error', 'tenant_id');
-    await rejects(() => db.store.upsertJob({ tenantId, job: job(), now: Number.NaN }), 'validation_error', 'now');
+    await rejects(
+      () => db.store.upsertJob({ tenantId, job: job(), now: Number.NaN }),
+      'validation_error',
+      'now',
+    );
   });
 
   test('bad ids on lookups are not_found', async () => {

@@ -68,9 +68,10 @@ describe('exactly once', () => {
       expect(new Set(created.map((r) => r.jobId)).size).toBe(200);
       for (const r of created) expect(r.scheduledFor).toEqual(new Date(now));
       expect(results[0]!.jobs + results[1]!.jobs).toBe(200);
-      console.log(round, results.map((r) => [r.jobs, r.ticks]));
       expect(await runCounts()).toEqual({ total: 200 * (round + 1), distinct: 200 * (round + 1) });
-      const next = await db.pool.query('SELECT DISTINCT next_run_at FROM jobs WHERE tenant_id = $1', [tenantId]);
+      const next = await db.pool.query('SELECT DISTINCT next_run_at FROM jobs WHERE tenant_id = $1', [
+        tenantId,
+      ]);
       expect(next.rows.map((r) => r.next_run_at)).toEqual([new Date(now + TEN_S)]);
       db.clock.advance(TEN_S);
     }
@@ -125,9 +126,7 @@ describe('bounded batches', () => {
       [5, 5, false],
       [0, 0, false],
     ]);
-    const byTick = ticks.map((t) =>
-      t.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b),
-    );
+    const byTick = ticks.map((t) => t.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b));
     expect(byTick[0]).toEqual(order.slice(0, 10).map((k) => t0 + k * 1000));
     expect(byTick[1]).toEqual(order.slice(10, 20).map((k) => t0 + k * 1000));
     expect(byTick[2]).toEqual(order.slice(20).map((k) => t0 + k * 1000));
@@ -137,7 +136,9 @@ describe('bounded batches', () => {
 
   test('a batch exactly as large as the due jobs is full; the next tick finds none', async () => {
     await Promise.all(
-      ['x1', 'x2', 'x3'].map((jobId) => db.store.upsertJob({ tenantId: uniqueId('t-exact'), job: job({ jobId }), now: t0 })),
+      ['x1', 'x2', 'x3'].map((jobId) =>
+        db.store.upsertJob({ tenantId: uniqueId('t-exact'), job: job({ jobId }), now: t0 }),
+      ),
     );
     const one = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
     expect([one.jobs, one.created.length, one.full]).toEqual([3, 3, true]);
@@ -168,7 +169,8 @@ describe('lookahead', () => {
     expect(run.createdAt).toEqual(new Date(now));
     expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(slot + TEN_S));
 
-    const claim = (at: number) => db.store.claimRuns({ workerId: 'w-early', pool: 'default', max: 10, now: at, tenantId });
+    const claim = (at: number) =>
+      db.store.claimRuns({ workerId: 'w-early', pool: 'default', max: 10, now: at, tenantId });
     expect(await claim(now)).toEqual([]);
     expect(await claim(slot - 1)).toEqual([]);
     expect((await db.store.getRun({ tenantId, runId: run.runId })).state).toBe('pending');
@@ -312,7 +314,10 @@ describe('triggerRun', () => {
 
     const count = await countRows(db.pool, 'runs');
     await expectTockError(db.store.triggerRun({ tenantId, jobId: 'no-such-job', now }), 'not_found');
-    await expectTockError(db.store.triggerRun({ tenantId: uniqueId('t-nobody'), jobId: def.jobId, now }), 'not_found');
+    await expectTockError(
+      db.store.triggerRun({ tenantId: uniqueId('t-nobody'), jobId: def.jobId, now }),
+      'not_found',
+    );
     await expectTockError(
       db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: Number.NaN, now }),
       'validation_error',

@@ -1,0 +1,240 @@
+/**
+ * The real `tock` binary (built `dist/`) as a child process: the demo's ten lines, `tock dev`
+ * running jobs and stopping cleanly on SIGINT, a second start reusing the data, bad job files.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { createPool } from '../../src/store/index.js';
+
+const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
+const url = inject('databaseUrl');
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'tock-e2e-'));
+  // Embedded PostgreSQL runs as the postgres user when we are root: it must reach the data directory.
+  await chmod(dir, 0o755);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+interface Exited {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Exited> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A long-running `tock` whose JSON log lines can be awaited. */
+class Proc {
+  readonly child: ChildProcess;
+  readonly lines: Record<string, unknown>[] = [];
+  private waiters: {
+    test: (l: Record<string, unknown>) => boolean;
+    resolve: (l: Record<string, unknown>) => void;
+  }[] = [];
+  readonly exited: Promise<number | null>;
+  stderr = '';
+
+  constructor(args: string[], env: Record<string, string | undefined>) {
+    this.child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
+    let buffer = '';
+    this.child.stdout!.on('data', (d) => {
+      buffer += d;
+      const parts = buffer.split('\n');
+      buffer = parts.pop() ?? '';
+      for (const part of parts) {
+        if (!part.trim()) continue;
+        const line = JSON.parse(part) as Record<string, unknown>;
+        this.lines.push(line);
+        this.waiters = this.waiters.filter((w) => (w.test(line) ? (w.resolve(line), false) : true));
+      }
+    });
+    this.child.stderr!.on('data', (d) => (this.stderr += d));
+    this.exited = new Promise((resolve) => this.child.on('close', resolve));
+  }
+
+  waitFor(
+    test: (l: Record<string, unknown>) => boolean,
+    what: string,
+    timeoutMs = 20_000,
+  ): Promise<Record<string, unknown>> {
+    const seen = this.lines.find(test);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `timed out waiting for ${what}; stderr: ${this.stderr}; log: ${JSON.stringify(this.lines.slice(-5))}`,
+            ),
+          ),
+        timeoutMs,
+      );
+      this.waiters.push({
+        test,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
+    });
+  }
+}
+
+const msg = (m: string) => (l: Record<string, unknown>) => l.msg === m;
+
+async function jobsFile(name: string, body: string): Promise<string> {
+  const file = path.join(dir, name);
+  await writeFile(file, body);
+  return file;
+}
+
+describe('tock demo', () => {
+  test("prints the reference design's ten lines with the same outcomes", async () => {
+    const out = await run(['demo'], { DATABASE_URL: url });
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    const lines = out.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(10);
+    const expected = [
+      /^tick at t=1000: 3 jobs due\s+-> runs \['billing', 'metrics', 'report'\]$/,
+      /^the same tick replayed\s+-> 0 new runs \(unique on job_id \+ slot\)$/,
+      /^w-1 claims twice\s+-> executed \['report', 'billing'\] \(priority 9 before 5\)$/,
+      /^w-2 claims metrics then dies\s+-> lease held until t=1030$/,
+      /^31 s later, the reaper runs\s+-> requeued \['metrics'\], attempt 2$/,
+      /^w-2 wakes up and completes late\s+-> rejected: w-2 no longer holds the lease on [0-9a-f]{8}$/,
+      /^w-3 picks up the requeued run\s+-> executed metrics#2, states \{'succeeded': 3\}$/,
+      /^flaky fails twice \(max_attempts 2\) -> dead letters \[\('flaky', 'upstream 500'\)\]$/,
+      /^scheduler down 350 s, catch_up 3\s+-> report backfilled 3 slots at \['1100', '1200', '1300'\]$/,
+      /^metrics uses fire_once\s+-> 1 run, not 35$/,
+    ];
+    lines.forEach((line, i) => expect(line).toMatch(expected[i]!));
+  });
+});
+
+describe('tock dev', () => {
+  test('runs the jobs of its file, logs each run, stops cleanly on SIGINT, and a second start reuses the data', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const file = await jobsFile(
+      'every-second.yaml',
+      'jobs:\n  - { job_id: tictoc, schedule: "@every 1s", handler: echo }\n',
+    );
+    const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
+    try {
+      const first = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+      await first.waitFor((l) => l.msg === 'job created' && l.job_id === 'tictoc', 'the job registered');
+      const started = await first.waitFor(msg('run started'), 'a run to start');
+      const done = await first.waitFor(
+        (l) => l.msg === 'run succeeded' && l.run_id === started.run_id,
+        'that run to succeed',
+      );
+      expect(done.job_id).toBe('tictoc');
+      first.child.kill('SIGINT');
+      expect(await first.exited).toBe(0);
+      expect(first.lines.some(msg('stopped'))).toBe(true);
+
+      const pool = createPool(url, { schema, max: 1 });
+      try {
+        const { rows } = await pool.query(
+          `SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS n, count(*) FILTER (WHERE state = 'running')::int AS running FROM runs WHERE job_id = 'tictoc'`,
+        );
+        expect(rows[0].n).toBeGreaterThanOrEqual(1);
+        expect(rows[0].running).toBe(0);
+      } finally {
+        await pool.end();
+      }
+
+      const second = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+      const again = await second.waitFor(
+        (l) => typeof l.msg === 'string' && l.msg.startsWith('job ') && l.job_id === 'tictoc',
+        'the job',
+      );
+      expect(again.msg).toBe('job unchanged');
+      second.child.kill('SIGTERM');
+      expect(await second.exited).toBe(0);
+    } finally {
+      const pool = createPool(url, { max: 1 });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
+  });
+
+  test('on the embedded database: starts it, runs jobs, and stops it with the process', async () => {
+    const dataDir = path.join(dir, 'embedded');
+    const file = await jobsFile(
+      'embedded.yaml',
+      'jobs:\n  - { job_id: local, schedule: "@every 1s", handler: echo }\n',
+    );
+    const env = { DATABASE_URL: undefined, TOCK_DATA_DIR: dataDir, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
+    const dev = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+    await dev.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database', 60_000);
+    await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed');
+    expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
+    dev.child.kill('SIGINT');
+    expect(await dev.exited).toBe(0);
+    // PostgreSQL removes its pid file when it has shut down.
+    expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+  }, 90_000);
+
+  test('a bad jobs file is refused with the entry named, and nothing is registered', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const file = await jobsFile(
+      'bad.yaml',
+      'jobs:\n  - { job_id: fine, schedule: "@every 1s", handler: echo }\n  - { job_id: broken, schedule: "61 * * * *", handler: echo }\n',
+    );
+    const out = await run(['dev'], { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_JOBS: file });
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain('entry 2');
+    expect(out.stderr).toMatch(/minute/i);
+    const pool = createPool(url, { max: 1 });
+    const { rows } = await pool.query('SELECT to_regnamespace($1) AS ns', [schema]);
+    await pool.end();
+    expect(rows[0].ns).toBeNull();
+  });
+
+  test('bad options are refused before anything starts', async () => {
+    const out = await run(['dev', '--lease', 'soon'], { DATABASE_URL: url });
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toContain('--lease');
+  });
+});
+
+describe('help', () => {
+  test('every command documents its options', async () => {
+    const top = await run(['--help']);
+    expect(top.code).toBe(0);
+    for (const cmd of ['dev', 'migrate', 'demo']) expect(top.stdout).toContain(cmd);
+    const dev = await run(['dev', '--help']);
+    for (const opt of [
+      '--database-url',
+      '--data-dir',
+      '--schema',
+      '--jobs',
+      '--lease',
+      '--tick',
+      '--lookahead',
+      '--concurrency',
+      '--grace',
+    ]) {
+      expect(dev.stdout).toContain(opt);
+    }
+  });
+});

@@ -1,0 +1,301 @@
+/**
+ * The scheduler's loops against a real database: TickLoop (one-shot ticks, draining a herd in full
+ * batches, two schedulers at once, surviving failing steps with backoff) and Reaper (requeueing an
+ * expired lease). Time moves only through a FakeClock; waits are on events, guarded by a timeout.
+ */
+import { EventEmitter } from 'node:events';
+import pino from 'pino';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { FakeClock, retryDelayMs, seededRandom } from '../../src/core/index.js';
+import { Reaper, TickLoop } from '../../src/scheduler/index.js';
+import type { Store, TickResult } from '../../src/store/index.js';
+import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+
+const logger = pino({ level: 'silent' });
+
+/**
+ * Resolves with the arguments of the first `event` that satisfies `predicate`; rejects loudly when
+ * none comes within `timeoutMs` (a test guard, not scheduling logic).
+ */
+function once<A extends unknown[]>(
+  emitter: {
+    on(event: string, l: (...args: A) => void): unknown;
+    off(event: string, l: (...args: A) => void): unknown;
+  },
+  event: string,
+  predicate: (...args: A) => boolean = () => true,
+  timeoutMs = 5000,
+): Promise<A> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      emitter.off(event, listener);
+      reject(new Error(`timed out after ${timeoutMs} ms waiting for "${event}"`));
+    }, timeoutMs);
+    const listener = (...args: A) => {
+      let ok: boolean;
+      try {
+        ok = predicate(...args);
+      } catch (err) {
+        ok = false;
+        clearTimeout(timer);
+        emitter.off(event, listener);
+        reject(err);
+        return;
+      }
+      if (!ok) return;
+      clearTimeout(timer);
+      emitter.off(event, listener);
+      resolve(args);
+    };
+    emitter.on(event, listener);
+  });
+}
+
+/** A FakeClock that reports every sleep it is asked for, so a test can wait until a loop is idle. */
+class WatchedClock extends FakeClock {
+  readonly sleeps: number[] = [];
+  readonly events = new EventEmitter<{ sleep: [ms: number] }>();
+
+  override sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    const p = super.sleep(ms, signal);
+    this.sleeps.push(ms);
+    this.events.emit('sleep', ms);
+    return p;
+  }
+}
+
+let db: TestDatabase;
+let clock: WatchedClock;
+const stops: (() => Promise<void>)[] = [];
+
+beforeEach(async () => {
+  db = await setupDatabase();
+  clock = new WatchedClock(T0);
+});
+
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+  await db.teardown();
+});
+
+/** `n` jobs of tenant `t`, every 10 s: each is due at T0 (aligned) with exactly one slot in the lookahead. */
+async function addJobs(n: number, prefix = 'job'): Promise<string[]> {
+  const ids = Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(3, '0')}`);
+  for (let i = 0; i < ids.length; i += 10) {
+    await Promise.all(
+      ids.slice(i, i + 10).map(async (jobId) => {
+        const { job } = await db.store.upsertJob({
+          tenantId: 't',
+          job: { jobId, schedule: '@every 10s', handler: 'h' },
+          now: T0,
+        });
+        expect(job.nextRunAt?.getTime()).toBe(T0);
+      }),
+    );
+  }
+  return ids;
+}
+
+async function runRows(): Promise<{ job_id: string; scheduled_for: Date; state: string; attempt: number }[]> {
+  const { rows } = await db.pool.query(
+    'SELECT job_id, scheduled_for, state, attempt FROM runs ORDER BY job_id, scheduled_for',
+  );
+  return rows;
+}
+
+test('tickOnce materialises the due runs, advances the jobs and emits tick', async () => {
+  const ids = await addJobs(3);
+  const loop = new TickLoop({ store: db.store, clock, logger });
+  const ticks: (TickResult & { now: number })[] = [];
+  loop.on('tick', (r) => ticks.push(r));
+
+  const result = await loop.tickOnce();
+  expect(result.jobs).toBe(3);
+  expect(result.dropped).toBe(0);
+  expect(result.full).toBe(false);
+  expect(result.created.map((r) => [r.tenantId, r.jobId, r.scheduledFor.getTime()]).sort()).toEqual(
+    ids.map((id) => ['t', id, T0]),
+  );
+  expect(ticks).toEqual([{ ...result, now: T0 }]);
+
+  expect(await runRows()).toEqual(
+    ids.map((id) => ({ job_id: id, scheduled_for: new Date(T0), state: 'pending', attempt: 1 })),
+  );
+  const { rows } = await db.pool.query('SELECT DISTINCT next_run_at FROM jobs');
+  expect(rows).toEqual([{ next_run_at: new Date(T0 + 10_000) }]);
+
+  // Nothing more is due until the next slot comes within the lookahead.
+  const again = await loop.tickOnce();
+  expect(again).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+  expect(ticks).toHaveLength(2);
+  expect(await runRows()).toHaveLength(3);
+});
+
+test('a started loop drains a herd in full batches without the clock moving', async () => {
+  const ids = await addJobs(25);
+  const loop = new TickLoop({ store: db.store, clock, logger, batchSize: 10 });
+  stops.push(() => loop.stop());
+  const ticks: (TickResult & { now: number })[] = [];
+  loop.on('tick', (r) => ticks.push(r));
+  const drained = once(loop, 'tick', (r: TickResult) => !r.full);
+
+  loop.start();
+  await drained;
+
+  expect(ticks.map((t) => [t.jobs, t.created.length, t.full, t.now])).toEqual([
+    [10, 10, true, T0],
+    [10, 10, true, T0],
+    [5, 5, false, T0],
+  ]);
+  expect(clock.nowMs()).toBe(T0);
+  const rows = await runRows();
+  expect(rows).toHaveLength(25);
+  expect(rows.map((r) => r.job_id)).toEqual(ids);
+  expect(new Set(rows.map((r) => r.scheduled_for.getTime()))).toEqual(new Set([T0]));
+});
+
+test('two tick loops on two stores create each (job, slot) exactly once', async () => {
+  const ids = await addJobs(100);
+  const a = new TickLoop({ store: db.store, clock, logger, batchSize: 10 });
+  const b = new TickLoop({ store: db.newStore(), clock, logger, batchSize: 10 });
+  stops.push(
+    () => a.stop(),
+    () => b.stop(),
+  );
+  const ticks: TickResult[] = [];
+  a.on('tick', (r) => ticks.push(r));
+  b.on('tick', (r) => ticks.push(r));
+  // Each loop stops ticking at its first partial batch (it then sleeps on the unmoving clock).
+  const idle = Promise.all([
+    once(a, 'tick', (r: TickResult) => !r.full),
+    once(b, 'tick', (r: TickResult) => !r.full),
+  ]);
+
+  a.start();
+  b.start();
+  await idle;
+
+  // Every job was planned by exactly one tick (SKIP LOCKED), so no slot was even attempted twice.
+  expect(ticks.reduce((n, t) => n + t.jobs, 0)).toBe(100);
+  const created = ticks.flatMap((t) => t.created.map((r) => r.jobId));
+  expect(created).toHaveLength(100);
+  expect(new Set(created)).toEqual(new Set(ids));
+  const rows = await runRows();
+  expect(rows.map((r) => [r.job_id, r.scheduled_for.getTime()])).toEqual(ids.map((id) => [id, T0]));
+});
+
+test('the tick loop reports failing steps, backs off, and recovers', async () => {
+  const ids = await addJobs(2);
+  let calls = 0;
+  const real = db.store;
+  // A thin wrapper: every method delegates to the real store; tick fails on its first two calls.
+  const flaky = new Proxy(real, {
+    get(target, prop) {
+      if (prop === 'tick') {
+        return async (p: Parameters<Store['tick']>[0]) => {
+          calls += 1;
+          if (calls <= 2) throw new Error(`tick failure ${calls}`);
+          return target.tick(p);
+        };
+      }
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Store;
+
+  const loop = new TickLoop({ store: flaky, clock, logger, intervalMs: 1000 });
+  stops.push(() => loop.stop());
+  const errors: string[] = [];
+  loop.on('error', (err) => errors.push((err as Error).message));
+  const ticks: TickResult[] = [];
+  loop.on('tick', (r) => ticks.push(r));
+
+  // First failure: reported, then a backoff of interval × 2.
+  let slept = once(clock.events, 'sleep');
+  loop.start();
+  expect(await slept).toEqual([2000]);
+  expect(errors).toEqual(['tick failure 1']);
+
+  clock.advance(1999);
+  expect(clock.pendingSleeps).toBe(1);
+  expect(calls).toBe(1);
+
+  // Second failure: reported, backoff doubles.
+  slept = once(clock.events, 'sleep');
+  clock.advance(1);
+  expect(await slept).toEqual([4000]);
+  expect(errors).toEqual(['tick failure 1', 'tick failure 2']);
+  expect(calls).toBe(2);
+  expect(ticks).toEqual([]);
+
+  clock.advance(3999);
+  expect(calls).toBe(2);
+
+  // Past the backoff the step succeeds; the backoff resets to the plain interval.
+  slept = once(clock.events, 'sleep');
+  const ticked = once(loop, 'tick');
+  clock.advance(1);
+  const [tick] = (await ticked) as [TickResult & { now: number }];
+  expect(await slept).toEqual([1000]);
+  expect(tick.now).toBe(T0 + 6000);
+  expect(tick.jobs).toBe(2);
+  expect(tick.created.map((r) => r.jobId).sort()).toEqual(ids);
+  expect(errors).toHaveLength(2);
+  expect(calls).toBe(3);
+  expect(clock.sleeps).toEqual([2000, 4000, 1000]);
+  expect(await runRows()).toHaveLength(2);
+});
+
+test('reapOnce requeues an expired lease with the next attempt and emits reap', async () => {
+  await db.store.upsertJob({
+    tenantId: 't',
+    job: { jobId: 'a', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  const run = await db.store.triggerRun({ tenantId: 't', jobId: 'a', now: T0 });
+  const [claimed] = await db.store.claimRuns({ workerId: 'w1', pool: 'default', max: 1, now: T0 });
+  expect(claimed?.runId).toBe(run.runId);
+  expect(claimed?.leaseExpiresAt.getTime()).toBe(T0 + 30_000);
+
+  const reaper = new Reaper({ store: db.store, clock, logger });
+  const reaps: unknown[] = [];
+  reaper.on('reap', (r) => reaps.push(r));
+
+  // At the instant of expiry the lease is still not expired (strictly before now).
+  clock.advance(30_000);
+  expect(await reaper.reapOnce()).toEqual({ requeued: [], dead: [] });
+  expect(reaps).toEqual([{ requeued: [], dead: [], now: T0 + 30_000 }]);
+
+  clock.advance(1000);
+  const now = T0 + 31_000;
+  const result = await reaper.reapOnce();
+  const ref = { runId: run.runId, tenantId: 't', jobId: 'a', scheduledFor: new Date(T0) };
+  expect(result).toEqual({ requeued: [{ ...ref, attempt: 2 }], dead: [] });
+  expect(reaps).toHaveLength(2);
+  expect(reaps[1]).toEqual({ ...result, now });
+
+  // The store's jitter comes from seededRandom(7); this is its first draw.
+  const delay = retryDelayMs(1, { baseSeconds: 2, capSeconds: 3600, jitter: 0.5 }, seededRandom(7));
+  const after = await db.store.getRun({ tenantId: 't', runId: run.runId });
+  expect(after).toMatchObject({
+    state: 'pending',
+    attempt: 2,
+    leaseExpiresAt: null,
+    lastError: 'lease expired',
+    availableAt: new Date(now + delay),
+    finishedAt: null,
+  });
+  expect(after.attempts).toEqual([
+    {
+      attempt: 1,
+      workerId: 'w1',
+      startedAt: new Date(T0),
+      finishedAt: new Date(now),
+      outcome: 'lease_expired',
+      error: 'lease expired',
+    },
+  ]);
+
+  // A second pass finds nothing: the requeue happened once.
+  expect(await reaper.reapOnce()).toEqual({ requeued: [], dead: [] });
+});

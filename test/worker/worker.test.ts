@@ -1,0 +1,494 @@
+/**
+ * The Worker against a real database: bounded concurrency, the handler's context, retries and
+ * dead letters, handler filtering, lease loss, batched completions and graceful stop. Handlers
+ * block on promises the test resolves; time moves only through a FakeClock; waits are on events,
+ * guarded by a timeout.
+ */
+import { EventEmitter } from 'node:events';
+import pino from 'pino';
+import { afterEach, beforeEach, expect, test, vi } from 'vitest';
+import { FakeClock, LeaseLostError, PermanentError } from '../../src/core/index.js';
+import { Reaper } from '../../src/scheduler/index.js';
+import type { ClaimedRun, Run } from '../../src/store/index.js';
+import { type Handler, type RunContext, Worker, type WorkerOptions } from '../../src/worker/index.js';
+import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+
+const logger = pino({ level: 'silent' });
+
+/**
+ * Resolves with the arguments of the first `event` that satisfies `predicate`; rejects loudly when
+ * none comes within `timeoutMs` (a test guard, not scheduling logic).
+ */
+function once<A extends unknown[]>(
+  emitter: {
+    on(event: string, l: (...args: A) => void): unknown;
+    off(event: string, l: (...args: A) => void): unknown;
+  },
+  event: string,
+  predicate: (...args: A) => boolean = () => true,
+  timeoutMs = 5000,
+): Promise<A> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      emitter.off(event, listener);
+      reject(new Error(`timed out after ${timeoutMs} ms waiting for "${event}"`));
+    }, timeoutMs);
+    const listener = (...args: A) => {
+      let ok: boolean;
+      try {
+        ok = predicate(...args);
+      } catch (err) {
+        clearTimeout(timer);
+        emitter.off(event, listener);
+        reject(err);
+        return;
+      }
+      if (!ok) return;
+      clearTimeout(timer);
+      emitter.off(event, listener);
+      resolve(args);
+    };
+    emitter.on(event, listener);
+  });
+}
+
+/** A FakeClock that reports every sleep it is asked for, so a test can see a wait begin. */
+class WatchedClock extends FakeClock {
+  readonly events = new EventEmitter<{ sleep: [ms: number] }>();
+
+  override sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    const p = super.sleep(ms, signal);
+    this.events.emit('sleep', ms);
+    return p;
+  }
+}
+
+interface Gate {
+  promise: Promise<void>;
+  open: () => void;
+}
+
+function gate(): Gate {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+/** Everything a worker emitted, in order. */
+interface Recorder {
+  started: ClaimedRun[];
+  succeeded: ClaimedRun[];
+  failed: [ClaimedRun, { state: 'pending' | 'dead'; error: string }][];
+  dropped: [ClaimedRun, string][];
+  lost: string[];
+  errors: unknown[];
+}
+
+let db: TestDatabase;
+let clock: WatchedClock;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeEach(async () => {
+  db = await setupDatabase();
+  clock = new WatchedClock(T0);
+});
+
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  vi.restoreAllMocks();
+  await db.teardown();
+});
+
+/**
+ * A worker on the test clock, recording its events. Its poll and heartbeat loops sleep for an hour,
+ * so only the test's explicit steps (and the pokes of finishing handlers) drive it.
+ */
+function newWorker(
+  handlers: Record<string, Handler>,
+  o: Partial<WorkerOptions> = {},
+): { worker: Worker; events: Recorder } {
+  const worker = new Worker({
+    store: db.store,
+    clock,
+    logger,
+    handlers,
+    pollIntervalMs: 3_600_000,
+    heartbeatCheckMs: 3_600_000,
+    ...o,
+  });
+  const events: Recorder = { started: [], succeeded: [], failed: [], dropped: [], lost: [], errors: [] };
+  worker.on('run:started', (r) => events.started.push(r));
+  worker.on('run:succeeded', (r) => events.succeeded.push(r));
+  worker.on('run:failed', (r, result) => events.failed.push([r, result]));
+  worker.on('run:dropped', (r, reason) => events.dropped.push([r, reason]));
+  worker.on('lease:lost', (id) => events.lost.push(id));
+  worker.on('error', (err) => events.errors.push(err));
+  return { worker, events };
+}
+
+/**
+ * `n` ready runs, one per job `job-<i>` of tenant `t`, each with its own payload and slot (the
+ * slots are in the past, oldest first, so they are claimable at T0 in job order).
+ */
+async function readyRuns(n: number, handler = 'h', tenantId = 't'): Promise<Run[]> {
+  const runs: Run[] = [];
+  for (let i = 0; i < n; i++) {
+    const jobId = `${handler}-job-${i}`;
+    await db.store.upsertJob({
+      tenantId,
+      job: { jobId, schedule: '@every 1h', handler, payload: { n: i, handler } },
+      now: T0,
+    });
+    runs.push(await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - (n - i) * 60_000, now: T0 }));
+  }
+  return runs;
+}
+
+async function attemptRows(runId: string) {
+  const { rows } = await db.pool.query(
+    'SELECT attempt, worker_id, outcome, error, finished_at FROM attempts WHERE run_id = $1 ORDER BY started_at, attempt',
+    [runId],
+  );
+  return rows;
+}
+
+async function runState(
+  runId: string,
+): Promise<{ state: string; attempt: number; lease_expires_at: Date | null }> {
+  const { rows } = await db.pool.query(
+    'SELECT state, attempt, lease_expires_at FROM runs WHERE run_id = $1',
+    [runId],
+  );
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+test('runs 7 ready runs with concurrency 3, each once, with the right context', async () => {
+  const runs = await readyRuns(7);
+  const contexts: RunContext[] = [];
+  const waiting: Gate[] = [];
+  let current = 0;
+  let maxConcurrent = 0;
+  const { worker, events } = newWorker(
+    {
+      h: async (ctx) => {
+        contexts.push(ctx);
+        current += 1;
+        maxConcurrent = Math.max(maxConcurrent, current);
+        const g = gate();
+        waiting.push(g);
+        await g.promise;
+        current -= 1;
+      },
+    },
+    { concurrency: 3 },
+  );
+  cleanups.push(() => worker.stop(0));
+
+  /** Lets every blocked handler finish at once, then waits until `started` runs have started. */
+  const round = async (started: number) => {
+    const next =
+      started > events.started.length
+        ? once(worker, 'run:started', () => events.started.length === started)
+        : null;
+    for (const g of waiting.splice(0)) g.open();
+    await next;
+  };
+
+  const firstThree = once(worker, 'run:started', () => events.started.length === 3);
+  worker.start();
+  await firstThree;
+  expect([current, worker.inFlight, maxConcurrent]).toEqual([3, 3, 3]);
+  await round(6);
+  expect([current, maxConcurrent]).toEqual([3, 3]);
+  await round(7);
+  const allDone = once(worker, 'run:succeeded', () => events.succeeded.length === 7);
+  for (const g of waiting.splice(0)) g.open();
+  await allDone;
+
+  expect(maxConcurrent).toBe(3);
+  expect(current).toBe(0);
+  // 'run:succeeded' fires before the run leaves the active set; stop() waits for that (the clock
+  // does not move, so the grace cannot run out).
+  await worker.stop(1000);
+  expect(clock.nowMs()).toBe(T0);
+  expect(worker.inFlight).toBe(0);
+  // Each run exactly once, in slot order, each with its own identity, slot, attempt and payload.
+  expect(contexts.map((c) => c.runId)).toEqual(runs.map((r) => r.runId));
+  for (const [i, ctx] of contexts.entries()) {
+    const run = runs[i]!;
+    expect({
+      runId: ctx.runId,
+      tenantId: ctx.tenantId,
+      jobId: ctx.jobId,
+      scheduledFor: ctx.scheduledFor,
+      attempt: ctx.attempt,
+      payload: ctx.payload,
+    }).toEqual({
+      runId: run.runId,
+      tenantId: 't',
+      jobId: `h-job-${i}`,
+      scheduledFor: new Date(T0 - (7 - i) * 60_000),
+      attempt: 1,
+      payload: { n: i, handler: 'h' },
+    });
+    expect(ctx.signal.aborted).toBe(false);
+    expect(typeof ctx.logger.info).toBe('function');
+  }
+  expect(events.succeeded.map((r) => r.runId).sort()).toEqual(runs.map((r) => r.runId).sort());
+  expect(events.failed).toEqual([]);
+  expect(events.dropped).toEqual([]);
+  expect(events.errors).toEqual([]);
+  expect(await db.store.countRuns({})).toMatchObject({ succeeded: 7, pending: 0, running: 0 });
+  const { rows } = await db.pool.query('SELECT run_id, count(*)::int AS n FROM attempts GROUP BY run_id');
+  expect(rows).toHaveLength(7);
+  expect(rows.every((r) => r.n === 1)).toBe(true);
+});
+
+test('a handler that throws fails the attempt: retried later with attempt 2', async () => {
+  const [run] = await readyRuns(1);
+  const { worker, events } = newWorker({
+    h: () => {
+      throw new Error('boom');
+    },
+  });
+  cleanups.push(() => worker.stop(0));
+  const failed = once(worker, 'run:failed');
+  worker.start();
+  const [claimed, result] = (await failed) as [ClaimedRun, { state: string; error: string }];
+
+  expect(claimed.runId).toBe(run!.runId);
+  expect(result.state).toBe('pending');
+  expect(result.error).toMatch(/^Error: boom\n/);
+  const after = await db.store.getRun({ tenantId: 't', runId: run!.runId });
+  expect(after).toMatchObject({ state: 'pending', attempt: 2, leaseExpiresAt: null, finishedAt: null });
+  expect(after.lastError).toBe(result.error);
+  expect(after.availableAt.getTime()).toBeGreaterThan(T0);
+  expect(after.attempts.map((a) => [a.attempt, a.outcome, a.error])).toEqual([[1, 'failed', result.error]]);
+  expect(events.succeeded).toEqual([]);
+  expect(events.errors).toEqual([]);
+});
+
+test('a PermanentError dead-letters the run at once', async () => {
+  const [run] = await readyRuns(1);
+  const { worker, events } = newWorker({
+    h: () => {
+      throw new PermanentError('bad arguments');
+    },
+  });
+  cleanups.push(() => worker.stop(0));
+  const failed = once(worker, 'run:failed');
+  worker.start();
+  const [, result] = (await failed) as [ClaimedRun, { state: string; error: string }];
+
+  expect(result.state).toBe('dead');
+  expect(result.error).toMatch(/^PermanentError: bad arguments\n/);
+  const after = await db.store.getRun({ tenantId: 't', runId: run!.runId });
+  expect(after).toMatchObject({ state: 'dead', attempt: 1, finishedAt: new Date(T0), maxAttempts: 3 });
+  expect(after.attempts.map((a) => [a.attempt, a.outcome])).toEqual([[1, 'failed']]);
+  expect(events.errors).toEqual([]);
+});
+
+test('a worker claims only the runs whose handler it has', async () => {
+  const [mine] = await readyRuns(1, 'known');
+  const [other] = await readyRuns(1, 'unknown');
+  const claim = vi.spyOn(db.store, 'claimRuns');
+  const { worker, events } = newWorker({ known: () => {} });
+  cleanups.push(() => worker.stop(0));
+  const done = once(worker, 'run:succeeded');
+  worker.start();
+  await done;
+
+  // The first claim asked for 10 runs and the unknown handler's run was ready, yet it was not taken.
+  const first = await claim.mock.results[0]!.value;
+  expect(claim.mock.calls[0]![0]).toMatchObject({ max: 10, handlers: ['known'], now: T0 });
+  expect((first as ClaimedRun[]).map((r) => r.runId)).toEqual([mine!.runId]);
+  expect(events.started.map((r) => r.runId)).toEqual([mine!.runId]);
+  await worker.stop(0);
+  expect(await runState(other!.runId)).toEqual({ state: 'pending', attempt: 1, lease_expires_at: null });
+  expect(await attemptRows(other!.runId)).toEqual([]);
+  expect((await runState(mine!.runId)).state).toBe('succeeded');
+});
+
+test('a lost lease aborts the handler and its later result is dropped', async () => {
+  const [run] = await readyRuns(1);
+  const signals: AbortSignal[] = [];
+  const release = gate();
+  const aborted = gate();
+  const complete = vi.spyOn(db.store, 'completeRuns');
+  const { worker, events } = newWorker({
+    h: async ({ signal }) => {
+      signals.push(signal);
+      signal.addEventListener('abort', () => aborted.open(), { once: true });
+      await release.promise;
+      return 'done';
+    },
+  });
+  cleanups.push(() => worker.stop(0));
+  const started = once(worker, 'run:started');
+  worker.start();
+  await started;
+  expect(signals).toHaveLength(1);
+  const signal = signals[0]!;
+  expect(signal.aborted).toBe(false);
+
+  // The worker froze past its 30 s lease; a reaper requeued the run under a new state.
+  clock.advance(31_000);
+  const reaper = new Reaper({ store: db.store, clock, logger });
+  const reaped = await reaper.reapOnce();
+  expect(reaped.requeued.map((r) => [r.runId, r.attempt])).toEqual([[run!.runId, 2]]);
+
+  const lost = once(worker, 'lease:lost');
+  await worker.heartbeatOnce(true);
+  expect(await lost).toEqual([run!.runId]);
+  await aborted.promise;
+  expect(signal.aborted).toBe(true);
+  expect(signal.reason).toBeInstanceOf(LeaseLostError);
+  expect((signal.reason as LeaseLostError).code).toBe('lease_lost');
+  expect(events.dropped).toEqual([]);
+
+  // The handler now resolves successfully: its result must not be recorded.
+  const dropped = once(worker, 'run:dropped');
+  release.open();
+  const [droppedRun, reason] = (await dropped) as [ClaimedRun, string];
+  expect(droppedRun.runId).toBe(run!.runId);
+  expect(reason).toBe('lease lost');
+  expect(events.lost).toEqual([run!.runId]);
+  expect(events.succeeded).toEqual([]);
+  expect(events.failed).toEqual([]);
+  expect(complete).not.toHaveBeenCalled();
+  expect(await runState(run!.runId)).toEqual({ state: 'pending', attempt: 2, lease_expires_at: null });
+  expect((await attemptRows(run!.runId)).map((a) => a.outcome)).toEqual(['lease_expired']);
+  expect(worker.inFlight).toBe(0);
+  expect(events.errors).toEqual([]);
+});
+
+test('completions finishing together are written in batches', async () => {
+  const runs = await readyRuns(5);
+  const release = gate();
+  const complete = vi.spyOn(db.store, 'completeRuns');
+  const { worker, events } = newWorker({ h: () => release.promise });
+  cleanups.push(() => worker.stop(0));
+  const started = once(worker, 'run:started', () => events.started.length === 5);
+  worker.start();
+  await started;
+
+  const done = once(worker, 'run:succeeded', () => events.succeeded.length === 5);
+  release.open();
+  await done;
+
+  // The first completion goes alone; the four that arrive while it is in flight share one statement.
+  expect(complete.mock.calls.map(([p]) => p.leases.length)).toEqual([1, 4]);
+  const ids = runs.map((r) => r.runId).sort();
+  expect(complete.mock.calls.flatMap(([p]) => p.leases.map((l) => l.runId)).sort()).toEqual(ids);
+  const { rows } = await db.pool.query(
+    'SELECT r.state, a.outcome, a.finished_at FROM runs r JOIN attempts a USING (run_id) ORDER BY r.run_id',
+  );
+  expect(rows).toEqual(
+    Array.from({ length: 5 }, () => ({
+      state: 'succeeded',
+      outcome: 'succeeded',
+      finished_at: new Date(T0),
+    })),
+  );
+  expect(events.errors).toEqual([]);
+});
+
+test('graceful stop releases unfinished runs without spending an attempt', async () => {
+  const runs = await readyRuns(2);
+  const release = gate();
+  const signals: AbortSignal[] = [];
+  const { worker, events } = newWorker({
+    h: async ({ signal }) => {
+      signals.push(signal);
+      await release.promise; // ignores its signal
+    },
+  });
+  cleanups.push(() => release.open());
+  const started = once(worker, 'run:started', () => events.started.length === 2);
+  worker.start();
+  await started;
+
+  const graceBegins = once(clock.events, 'sleep', (ms: number) => ms === 1000);
+  let stopped = false;
+  const stopping = worker.stop(1000).then(() => {
+    stopped = true;
+  });
+  await graceBegins;
+  clock.advance(999);
+  expect(stopped).toBe(false);
+  expect(signals.map((s) => s.aborted)).toEqual([false, false]);
+  clock.advance(1);
+  await stopping;
+
+  expect(signals.map((s) => s.aborted)).toEqual([true, true]);
+  expect(signals.map((s) => (s.reason as Error).message)).toEqual(['worker shutdown', 'worker shutdown']);
+  for (const run of runs) {
+    expect(await runState(run.runId)).toEqual({ state: 'pending', attempt: 1, lease_expires_at: null });
+    expect(await attemptRows(run.runId)).toEqual([
+      {
+        attempt: 1,
+        worker_id: worker.workerId,
+        outcome: 'released',
+        error: 'worker shutdown',
+        finished_at: new Date(T0 + 1000),
+      },
+    ]);
+  }
+
+  // The handlers finish late: their results are dropped, not recorded.
+  const dropped = once(worker, 'run:dropped', () => events.dropped.length === 2);
+  release.open();
+  await dropped;
+  expect(events.dropped.map(([, reason]) => reason)).toEqual(['worker shutdown', 'worker shutdown']);
+  expect(events.succeeded).toEqual([]);
+
+  // Another worker takes them at once, at the same clock time, on the same attempt.
+  const second = newWorker({ h: () => {} }, { workerId: 'worker-b', store: db.newStore() });
+  cleanups.push(() => second.worker.stop(0));
+  const retaken = once(second.worker, 'run:succeeded', () => second.events.succeeded.length === 2);
+  second.worker.start();
+  await retaken;
+  expect(clock.nowMs()).toBe(T0 + 1000);
+  expect(second.events.started.map((r) => [r.runId, r.attempt]).sort()).toEqual(
+    runs.map((r) => [r.runId, 1]).sort(),
+  );
+  for (const run of runs) {
+    expect((await runState(run.runId)).state).toBe('succeeded');
+    expect((await attemptRows(run.runId)).map((a) => [a.attempt, a.worker_id, a.outcome])).toEqual([
+      [1, worker.workerId, 'released'],
+      [1, 'worker-b', 'succeeded'],
+    ]);
+  }
+  expect(events.errors).toEqual([]);
+  expect(second.events.errors).toEqual([]);
+});
+
+test('graceful stop lets handlers that finish within the grace complete', async () => {
+  const runs = await readyRuns(2);
+  const release = gate();
+  const releaseSpy = vi.spyOn(db.store, 'releaseRuns');
+  const { worker, events } = newWorker({ h: () => release.promise });
+  const started = once(worker, 'run:started', () => events.started.length === 2);
+  worker.start();
+  await started;
+
+  const graceBegins = once(clock.events, 'sleep', (ms: number) => ms === 1000);
+  const stopping = worker.stop(1000);
+  await graceBegins;
+  release.open();
+  await stopping;
+
+  expect(clock.nowMs()).toBe(T0);
+  expect(clock.pendingSleeps).toBe(0);
+  expect(releaseSpy).not.toHaveBeenCalled();
+  expect(events.succeeded.map((r) => r.runId).sort()).toEqual(runs.map((r) => r.runId).sort());
+  expect(events.dropped).toEqual([]);
+  for (const run of runs) {
+    expect((await runState(run.runId)).state).toBe('succeeded');
+    expect((await attemptRows(run.runId)).map((a) => [a.outcome, a.error])).toEqual([['succeeded', null]]);
+  }
+  expect(events.errors).toEqual([]);
+});
