@@ -64,7 +64,9 @@ class Proc {
         if (!part.trim()) continue;
         const line = JSON.parse(part) as Record<string, unknown>;
         this.lines.push(line);
-        this.waiters = this.waiters.filter((w) => (w.test(line) ? (w.resolve(line), false) : true));
+        const matched = this.waiters.filter((w) => w.test(line));
+        this.waiters = this.waiters.filter((w) => !matched.includes(w));
+        for (const w of matched) w.resolve(line);
       }
     });
     this.child.stderr!.on('data', (d) => (this.stderr += d));
@@ -126,7 +128,7 @@ describe('tock demo', () => {
       /^scheduler down 350 s, catch_up 3\s+-> report backfilled 3 slots at \['1100', '1200', '1300'\]$/,
       /^metrics uses fire_once\s+-> 1 run, not 35$/,
     ];
-    lines.forEach((line, i) => expect(line).toMatch(expected[i]!));
+    for (const [i, line] of lines.entries()) expect(line).toMatch(expected[i]!);
   });
 });
 
