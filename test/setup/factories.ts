@@ -64,3 +64,23 @@ export async function attemptRows(pool: pg.Pool, runId: string): Promise<Record<
 export function alignUp(ms: number, step: number): number {
   return Math.ceil(ms / step) * step;
 }
+
+/**
+ * Makes `pool` run `between` once, right after the first query whose SQL matches `match` returns
+ * and before the caller sees the result: a deterministic "something happened between the read
+ * and the write" for stores that read, decide, then write.
+ */
+export function pauseAfter(pool: pg.Pool, match: (sql: string) => boolean, between: () => Promise<void>): pg.Pool {
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  let fired = false;
+  const wrapped = async (...args: unknown[]) => {
+    const result = await query(...args);
+    if (!fired && typeof args[0] === 'string' && match(args[0])) {
+      fired = true;
+      await between();
+    }
+    return result;
+  };
+  (pool as unknown as { query: typeof wrapped }).query = wrapped;
+  return pool;
+}
