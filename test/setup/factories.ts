@@ -70,7 +70,11 @@ export function alignUp(ms: number, step: number): number {
  * and before the caller sees the result: a deterministic "something happened between the read
  * and the write" for stores that read, decide, then write.
  */
-export function pauseAfter(pool: pg.Pool, match: (sql: string) => boolean, between: () => Promise<void>): pg.Pool {
+export function pauseAfter(
+  pool: pg.Pool,
+  match: (sql: string) => boolean,
+  between: () => Promise<void>,
+): pg.Pool {
   const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
   let fired = false;
   const wrapped = async (...args: unknown[]) => {

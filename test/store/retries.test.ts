@@ -3,9 +3,9 @@
  * requeue and its guards, replay of dead runs, and release without spending an attempt.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { PostgresStore } from '../../src/store/index.js';
+import { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { attemptRows, expectTockError, job, runRow, uniqueId } from '../setup/factories.js';
+import { attemptRows, expectTockError, job, pauseAfter, runRow, uniqueId } from '../setup/factories.js';
 
 let db: TestDatabase;
 /** A store whose backoff jitter is always zero: delays are exactly `min(cap, base^attempt)` seconds. */
@@ -225,6 +225,69 @@ describe('the reaper', () => {
     expect(await attemptRows(db.pool, runId)).toEqual(attemptsBefore);
   });
 
+  /** A reaper whose candidate read is followed, before its write, by `between`. */
+  const reaperPausedAfterRead = (between: () => Promise<void>) =>
+    new PostgresStore(
+      pauseAfter(
+        db.newPool(),
+        (sql) => sql.includes("WHERE state = 'running' AND lease_expires_at < $1"),
+        between,
+      ),
+      { random: () => 0 },
+    );
+
+  test("a run completed between the reaper's read and its write is not touched", async () => {
+    const { tenantId, runId } = await oneRun();
+    const start = db.clock.nowMs();
+    const c = await claimOne(tenantId, start);
+    db.clock.set(start + LEASE_MS - 1);
+    const completedAt = db.clock.nowMs();
+    let completed: unknown;
+    const reaper = reaperPausedAfterRead(async () => {
+      // The worker was just in time (its clock said the lease was live).
+      completed = await store.completeRuns({ leases: [c!], now: completedAt });
+    });
+    const reaped = await reaper.reapExpired({ now: start + LEASE_MS + 1, batchSize: 1000 });
+    expect(completed).toEqual({ completed: [runId], lost: [] });
+    expect([...reaped.requeued, ...reaped.dead].filter((r) => r.runId === runId)).toEqual([]);
+    expect(await runRow(db.pool, runId)).toMatchObject({
+      state: 'succeeded',
+      attempt: 1,
+      finished_at: new Date(completedAt),
+      last_error: null,
+    });
+    expect((await attemptRows(db.pool, runId)).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  test("a run requeued and re-claimed between the reaper's read and its write keeps its new lease", async () => {
+    const { tenantId, runId } = await oneRun({ maxAttempts: 5 });
+    const start = db.clock.nowMs();
+    await claimOne(tenantId, start, 'w-first');
+    const now = start + LEASE_MS + 1;
+    db.clock.set(now);
+    let second: Awaited<ReturnType<typeof claimOne>>;
+    const reaper = reaperPausedAfterRead(async () => {
+      // Another reaper requeues it, and a worker claims it when its backoff ends.
+      const other = await store.reapExpired({ now, batchSize: 1000 });
+      expect(other.requeued.filter((r) => r.runId === runId).map((r) => r.attempt)).toEqual([2]);
+      second = await claimOne(tenantId, now + 2_000, 'w-second');
+    });
+    const reaped = await reaper.reapExpired({ now, batchSize: 1000 });
+    expect([...reaped.requeued, ...reaped.dead].filter((r) => r.runId === runId)).toEqual([]);
+    expect(second!).toMatchObject({ runId, attempt: 2 });
+    expect(await runRow(db.pool, runId)).toMatchObject({
+      state: 'running',
+      attempt: 2,
+      lease_owner: 'w-second',
+      lease_token: second!.leaseToken,
+      lease_expires_at: new Date(now + 2_000 + LEASE_MS),
+    });
+    expect((await attemptRows(db.pool, runId)).map((a) => [a.attempt, a.worker_id, a.outcome])).toEqual([
+      [1, 'w-first', 'lease_expired'],
+      [2, 'w-second', null],
+    ]);
+  });
+
   test('two reapers at once requeue each expired run once: attempt grows by exactly 1', async () => {
     const tenantId = uniqueId('t-double-reap');
     const def = job({ maxAttempts: 5 });
@@ -272,15 +335,23 @@ describe('the reaper', () => {
 
 describe('replay', () => {
   test('a dead run replays to pending with attempt 1 and is claimable at once', async () => {
-    const { tenantId, runId } = await oneRun({ maxAttempts: 3 });
-    const c = await claimOne(tenantId);
-    await store.failRun({
+    const { tenantId, runId } = await oneRun({ maxAttempts: 2 });
+    const c1 = await claimOne(tenantId);
+    const f1 = await store.failRun({
       runId,
-      leaseToken: c!.leaseToken,
-      error: 'fatal',
-      permanent: true,
+      leaseToken: c1!.leaseToken,
+      error: 'flaky',
       now: db.clock.nowMs(),
     });
+    db.clock.set(f1.availableAt!.getTime());
+    const c2 = await claimOne(tenantId);
+    const f2 = await store.failRun({
+      runId,
+      leaseToken: c2!.leaseToken,
+      error: 'fatal',
+      now: db.clock.nowMs(),
+    });
+    expect(f2).toEqual({ state: 'dead', attempt: 2, availableAt: null });
 
     db.clock.advance(3_600_000);
     const now = db.clock.nowMs();
@@ -300,6 +371,7 @@ describe('replay', () => {
     expect(run.state).toBe('succeeded');
     expect(run.attempts.map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([
       [1, 'w-1', 'failed'],
+      [2, 'w-1', 'failed'],
       [1, 'w-replay', 'succeeded'],
     ]);
   });
