@@ -35,7 +35,11 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 async function seed(pool, n) {
   await pool.query('TRUNCATE runs, attempts, jobs');
   const store = new PostgresStore(pool);
-  await store.upsertJob({ tenantId: 'bench', job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' }, now: clock.nowMs() });
+  await store.upsertJob({
+    tenantId: 'bench',
+    job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
+    now: clock.nowMs(),
+  });
   // The backlog: n ready runs of one job at distinct past slots.
   await pool.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
@@ -52,7 +56,12 @@ async function storeLoop(pool) {
   const t0 = performance.now();
   let done = 0;
   for (;;) {
-    const claimed = await store.claimRuns({ workerId: 'bench-1', pool: 'default', max: BATCH, now: clock.nowMs() });
+    const claimed = await store.claimRuns({
+      workerId: 'bench-1',
+      pool: 'default',
+      max: BATCH,
+      now: clock.nowMs(),
+    });
     if (claimed.length === 0) break;
     const { completed } = await store.completeRuns({ leases: claimed, now: clock.nowMs() });
     done += completed.length;

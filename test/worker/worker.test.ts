@@ -247,11 +247,13 @@ test('runs 7 ready runs with concurrency 3, each once, with the right context', 
   expect(rows.every((r) => r.n === 1)).toBe(true);
 });
 
-test('a handler that throws fails the attempt: retried later with attempt 2', async () => {
+test('a handler that throws fails the attempt: retried after its backoff with attempt 2', async () => {
   const [run] = await readyRuns(1);
+  const attempts: number[] = [];
   const { worker, events } = newWorker({
-    h: () => {
-      throw new Error('boom');
+    h: ({ attempt }) => {
+      attempts.push(attempt);
+      if (attempt === 1) throw new Error('boom');
     },
   });
   cleanups.push(() => worker.stop(0));
@@ -265,9 +267,31 @@ test('a handler that throws fails the attempt: retried later with attempt 2', as
   const after = await db.store.getRun({ tenantId: 't', runId: run!.runId });
   expect(after).toMatchObject({ state: 'pending', attempt: 2, leaseExpiresAt: null, finishedAt: null });
   expect(after.lastError).toBe(result.error);
-  expect(after.availableAt.getTime()).toBeGreaterThan(T0);
+  // Backoff of attempt 1: 2 s, shortened by up to half at random.
+  const wait = after.availableAt.getTime() - T0;
+  expect(wait >= 1000 && wait <= 2000).toBe(true);
   expect(after.attempts.map((a) => [a.attempt, a.outcome, a.error])).toEqual([[1, 'failed', result.error]]);
   expect(events.succeeded).toEqual([]);
+
+  // Not before its backoff ends; then the retry runs with attempt 2 and succeeds.
+  clock.set(after.availableAt.getTime() - 1);
+  expect(await worker.claimOnce()).toBe(false);
+  expect(events.started).toHaveLength(1);
+  clock.set(after.availableAt);
+  const succeeded = once(worker, 'run:succeeded');
+  await worker.claimOnce();
+  await succeeded;
+  expect(attempts).toEqual([1, 2]);
+  expect(events.started.map((r) => [r.runId, r.attempt])).toEqual([
+    [run!.runId, 1],
+    [run!.runId, 2],
+  ]);
+  const final = await db.store.getRun({ tenantId: 't', runId: run!.runId });
+  expect(final.state).toBe('succeeded');
+  expect(final.attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+    [1, 'failed'],
+    [2, 'succeeded'],
+  ]);
   expect(events.errors).toEqual([]);
 });
 
@@ -316,12 +340,12 @@ test('a lost lease aborts the handler and its later result is dropped', async ()
   const [run] = await readyRuns(1);
   const signals: AbortSignal[] = [];
   const release = gate();
-  const aborted = gate();
   const complete = vi.spyOn(db.store, 'completeRuns');
   const { worker, events } = newWorker({
+    // Blocks on its signal, then (once the test lets it) resolves as if it had succeeded.
     h: async ({ signal }) => {
       signals.push(signal);
-      signal.addEventListener('abort', () => aborted.open(), { once: true });
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
       await release.promise;
       return 'done';
     },
@@ -343,7 +367,6 @@ test('a lost lease aborts the handler and its later result is dropped', async ()
   const lost = once(worker, 'lease:lost');
   await worker.heartbeatOnce(true);
   expect(await lost).toEqual([run!.runId]);
-  await aborted.promise;
   expect(signal.aborted).toBe(true);
   expect(signal.reason).toBeInstanceOf(LeaseLostError);
   expect((signal.reason as LeaseLostError).code).toBe('lease_lost');

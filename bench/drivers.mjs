@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+// node-postgres (pg) against postgres.js on Tock's hot loop: the same claim and complete
+// statements (src/store/queries/runs.ts), one loop of claim-100 → complete-100 over a backlog of
+// ready runs, in a throwaway schema on DATABASE_URL (default the machine's server).
+// Usage: node bench/drivers.mjs [--runs 20000] [--repeat 3]
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import postgres from 'postgres';
+import { createPool, migrate } from '../dist/store/index.js';
+import { runClaim, runCompleteMany } from '../dist/store/queries/runs.js';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '20000' },
+    repeat: { type: 'string', default: '3' },
+    smoke: { type: 'boolean', default: false },
+  },
+});
+const RUNS = args.smoke ? 500 : Number(args.runs);
+const REPEAT = args.smoke ? 1 : Number(args.repeat);
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function seed(pool) {
+  await pool.query('TRUNCATE runs, attempts');
+  await pool.query(
+    `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+       backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
+     SELECT 'bench', 'noop', t, 3, 'noop', '{}', 'default', 0, 2, 3600, t, t, t
+     FROM generate_series(1, $1::int) AS i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 ms' AS t) s`,
+    [RUNS],
+  );
+  await pool.query('VACUUM ANALYZE runs');
+}
+
+async function withPg(pool) {
+  let done = 0;
+  for (;;) {
+    const now = new Date();
+    const { rows } = await pool.query(runClaim, ['default', now, 100, 'bench', 30000, null, null]);
+    if (rows.length === 0) return done;
+    const r = await pool.query(runCompleteMany, [
+      rows.map((x) => x.run_id),
+      rows.map((x) => x.lease_token),
+      new Date(),
+    ]);
+    done += r.rows.length;
+  }
+}
+
+async function withPostgresJs(sql) {
+  let done = 0;
+  for (;;) {
+    const rows = await sql.unsafe(runClaim, ['default', new Date(), 100, 'bench', 30000, null, null], {
+      prepare: true,
+    });
+    if (rows.length === 0) return done;
+    const r = await sql.unsafe(
+      runCompleteMany,
+      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date()],
+      { prepare: true },
+    );
+    done += r.length;
+  }
+}
+
+const schema = `drivers_${randomBytes(4).toString('hex')}`;
+const admin = createPool(url, { max: 1 });
+await admin.query(`CREATE SCHEMA ${schema}`);
+const pool = createPool(url, { schema, max: 4 });
+const sql = postgres(url, { max: 4, connection: { search_path: schema }, onnotice: () => {} });
+try {
+  await migrate(pool);
+  console.log(`drivers: claim-100 + complete-100 loop, ${RUNS} runs, ${REPEAT} repeats`);
+  for (const [name, fn] of [
+    ['pg', () => withPg(pool)],
+    ['postgres.js', () => withPostgresJs(sql)],
+  ]) {
+    const rates = [];
+    for (let i = 0; i < REPEAT; i++) {
+      await seed(pool);
+      const t0 = performance.now();
+      const done = await fn();
+      const s = (performance.now() - t0) / 1000;
+      if (done !== RUNS) throw new Error(`${name}: completed ${done} of ${RUNS}`);
+      rates.push(done / s);
+    }
+    console.log(`${name}: median ${Math.round(median(rates))} runs/s (${rates.map(Math.round).join(', ')})`);
+  }
+} finally {
+  await sql.end();
+  await pool.end();
+  await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+  await admin.end();
+}
