@@ -73,6 +73,8 @@ interface Active {
   renewedAt: number;
   /** Set once the run is no longer ours: its result must not be written. */
   dropped: string | null;
+  /** The handler has returned: its result is being recorded, so shutdown must not release it. */
+  finishing: boolean;
   done: Promise<void>;
 }
 
@@ -218,6 +220,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
       renewedAt: now,
       dropped: null,
+      finishing: false,
       done: Promise.resolve(),
     };
     this.active.set(run.runId, active);
@@ -249,6 +252,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       failed = true;
       failure = err;
     }
+    a.finishing = true;
     if (a.dropped !== null) {
       this.emit('run:dropped', run, a.dropped);
       return;
@@ -337,7 +341,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const all = Promise.all([...this.active.values()].map((a) => a.done));
     await Promise.race([all, this.o.clock.sleep(graceMs, deadline.signal)]);
     deadline.abort();
-    const rest = [...this.active.values()].filter((a) => a.dropped === null);
+    const rest = [...this.active.values()].filter((a) => a.dropped === null && !a.finishing);
+    const finishing = [...this.active.values()].filter((a) => a.finishing);
     if (rest.length > 0) {
       for (const a of rest) {
         a.dropped = 'worker shutdown';
@@ -354,6 +359,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.o.logger.error({ err }, 'could not release runs; their leases will expire');
       }
     }
+    // Results already in hand are recorded, not released: releasing them would run the slot again.
+    await Promise.all(finishing.map((a) => a.done));
     await this.heartbeatLoop.stop();
     await this.flushing;
   }

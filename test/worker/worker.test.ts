@@ -515,3 +515,36 @@ test('graceful stop lets handlers that finish within the grace complete', async 
   }
   expect(events.errors).toEqual([]);
 });
+
+test('stop does not release a run whose handler already returned while its completion is being written', async () => {
+  const [run] = await readyRuns(1);
+  const handlerDone = gate();
+  const completionHeld = gate();
+  const realComplete = db.store.completeRuns.bind(db.store);
+  const completeCalled = gate();
+  vi.spyOn(db.store, 'completeRuns').mockImplementation(async (p) => {
+    completeCalled.open();
+    await completionHeld.promise;
+    return realComplete(p);
+  });
+  const releaseSpy = vi.spyOn(db.store, 'releaseRuns');
+  const { worker, events } = newWorker({
+    h: () => {
+      handlerDone.open();
+    },
+  });
+  worker.start();
+  await handlerDone.promise;
+  await completeCalled.promise;
+
+  // The grace is zero: stop decides at once which runs to release, while the completion is held.
+  const stopping = worker.stop(0);
+  completionHeld.open();
+  await stopping;
+
+  expect(releaseSpy).not.toHaveBeenCalled();
+  expect((await runState(run!.runId)).state).toBe('succeeded');
+  expect((await attemptRows(run!.runId)).map((a) => a.outcome)).toEqual(['succeeded']);
+  expect(events.dropped).toEqual([]);
+  expect(events.succeeded.map((r) => r.runId)).toEqual([run!.runId]);
+});
