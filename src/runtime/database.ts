@@ -68,10 +68,10 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
   }
 }
 
-/** A clock that follows the database's: measured now, re-measured every `remeasureMs` by the caller. */
+/** A clock that follows the database's, by an offset measured over several round trips at start. */
 export async function databaseClock(
-  sample: (local: () => number) => Promise<import('../core/index.js').ClockSample>,
-) {
+  sample: (local: () => number) => Promise<ClockSample>,
+): Promise<OffsetClock> {
   const local = new SystemClock();
   const clock = new OffsetClock(local);
   await clock.measure(() => sample(() => local.nowMs()));

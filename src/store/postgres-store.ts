@@ -210,7 +210,8 @@ export class PostgresStore implements Store {
     const tenantId = validateId(p.tenantId, 'tenant_id');
     const { spec, schedule } = validateJob(p.job);
     const now = checkInstant(p.now, 'now');
-    const first = firstSlotFrom(schedule, p.now);
+    // A one-shot whose instant has passed is still due: its misfire policy decides (fire_once runs it now).
+    const first = schedule.kind === 'at' ? schedule.atMs : firstSlotFrom(schedule, p.now);
     const { rows } = await this.pool.query(J.jobUpsert, [
       tenantId,
       spec.jobId,

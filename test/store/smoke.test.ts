@@ -9,7 +9,11 @@ afterAll(() => db.teardown());
 
 test('a job ticks, is claimed and completes', async () => {
   const { store, clock } = db;
-  await store.upsertJob({ tenantId: 't', job: { jobId: 'a', schedule: '@every 10s', handler: 'h' }, now: clock.nowMs() });
+  await store.upsertJob({
+    tenantId: 't',
+    job: { jobId: 'a', schedule: '@every 10s', handler: 'h' },
+    now: clock.nowMs(),
+  });
   const tick = await store.tick({ now: clock.nowMs(), lookaheadMs: 0, batchSize: 100 });
   expect(tick.created).toHaveLength(1);
   const claimed = await store.claimRuns({ workerId: 'w', pool: 'default', max: 10, now: clock.nowMs() });

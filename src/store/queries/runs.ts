@@ -116,12 +116,15 @@ WITH failed AS (
 )
 SELECT attempt, available_at FROM failed`;
 
-/** $1 run ids, $2 tokens, $3 now, $4 reason. Back to pending, same attempt, same place in the queue. */
+/**
+ * $1 run ids, $2 tokens, $3 now, $4 reason. Back to pending, same attempt, same place in the queue;
+ * only under a live lease (an expired one is the reaper's, and counts as an attempt).
+ */
 export const runReleaseMany = `
 WITH released AS (
   UPDATE runs r SET state = 'pending', lease_expires_at = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
-  WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running'
+  WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
   RETURNING r.run_id, r.lease_token
 ), recorded AS (
   UPDATE attempts a SET finished_at = $3, outcome = 'released', error = $4 FROM released WHERE a.lease_token = released.lease_token
