@@ -460,3 +460,19 @@ describe('release', () => {
     expect(await runRow(db.pool, runId)).toEqual(before);
   });
 });
+
+describe('release after expiry', () => {
+  test('a lease that already expired cannot be released: the run stays running for the reaper', async () => {
+    const { tenantId, runId } = await oneRun();
+    const claimed = await claimOne(tenantId, db.clock.nowMs(), 'w-late');
+    db.clock.advance(31_000);
+    const before = await runRow(db.pool, runId);
+    expect(
+      await store.releaseRuns({ leases: [claimed!], reason: 'worker shutdown', now: db.clock.nowMs() }),
+    ).toEqual({
+      released: [],
+    });
+    expect(await runRow(db.pool, runId)).toEqual(before);
+    expect(before.state).toBe('running');
+  });
+});

@@ -261,6 +261,25 @@ describe('one-shot', () => {
   });
 });
 
+describe('one-shot registered late', () => {
+  test.each([
+    ['fire_once', 1],
+    ['skip', 0],
+  ] as const)(
+    'an @at instant already past when registered: %s creates %i run(s)',
+    async (misfire, expected) => {
+      const tenantId = uniqueId('t-at-late');
+      const at = t0 - 3_600_000;
+      const def = job({ schedule: `@at ${new Date(at).toISOString()}`, misfire });
+      const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
+      expect(registered.nextRunAt).toEqual(new Date(at));
+      const result = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 });
+      expect(result.created.map((r) => r.scheduledFor)).toEqual(expected ? [new Date(at)] : []);
+      expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toBeNull();
+    },
+  );
+});
+
 describe('triggerRun', () => {
   test('creates a run for a slot; the same slot again is a conflict naming the run; unknown job is not_found', async () => {
     const tenantId = uniqueId('t-trigger');
