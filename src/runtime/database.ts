@@ -35,6 +35,7 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
     embedded = await startEmbedded({
       dataDir: o.dataDir,
       onLog: (line) => o.logger.trace({ postgres: line }),
+      onNotice: (line) => o.logger.warn(line),
     });
     url = embedded.url;
     o.logger.info({ port: embedded.port }, 'embedded PostgreSQL is up');

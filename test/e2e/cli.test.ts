@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
@@ -17,8 +17,7 @@ let dir: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'tock-e2e-'));
-  // Embedded PostgreSQL runs as the postgres user when we are root: it must reach the data directory.
-  await chmod(dir, 0o755);
+  // Left private (0700) on purpose: as root, `tock dev` must make it reachable for the postgres user.
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
