@@ -14,6 +14,7 @@ import pino from 'pino';
 import { SystemClock } from '../dist/core/index.js';
 import { createPool, migrate, PostgresStore, startEmbedded } from '../dist/store/index.js';
 import { Worker } from '../dist/worker/index.js';
+import { median, seedBacklog } from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -30,25 +31,15 @@ const REPEAT = args.smoke ? 1 : Number(args.repeat);
 const clock = new SystemClock();
 const logger = pino({ level: 'silent' });
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
 async function seed(pool, n) {
-  await pool.query('TRUNCATE runs, attempts, jobs');
+  await pool.query('TRUNCATE jobs');
   const store = new PostgresStore(pool);
   await store.upsertJob({
     tenantId: 'bench',
     job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
     now: clock.nowMs(),
   });
-  // The backlog: n ready runs of one job at distinct past slots.
-  await pool.query(
-    `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-       backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
-     SELECT 'bench', 'noop', t, 3, 'noop', '{}', 'default', 0, 2, 3600, t, t, t
-     FROM generate_series(1, $1::int) AS i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 ms' AS t) s`,
-    [n],
-  );
-  await pool.query('VACUUM ANALYZE runs');
+  await seedBacklog(pool, n);
 }
 
 async function storeLoop(pool) {

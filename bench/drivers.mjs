@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { createPool, migrate } from '../dist/store/index.js';
 import { runClaim, runCompleteMany } from '../dist/store/queries/runs.js';
+import { median, seedBacklog } from './lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -19,19 +20,6 @@ const { values: args } = parseArgs({
 const RUNS = args.smoke ? 500 : Number(args.runs);
 const REPEAT = args.smoke ? 1 : Number(args.repeat);
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-async function seed(pool) {
-  await pool.query('TRUNCATE runs, attempts');
-  await pool.query(
-    `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-       backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
-     SELECT 'bench', 'noop', t, 3, 'noop', '{}', 'default', 0, 2, 3600, t, t, t
-     FROM generate_series(1, $1::int) AS i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 ms' AS t) s`,
-    [RUNS],
-  );
-  await pool.query('VACUUM ANALYZE runs');
-}
 
 async function withPg(pool) {
   let done = 0;
@@ -78,7 +66,7 @@ try {
   ]) {
     const rates = [];
     for (let i = 0; i < REPEAT; i++) {
-      await seed(pool);
+      await seedBacklog(pool, RUNS);
       const t0 = performance.now();
       const done = await fn();
       const s = (performance.now() - t0) / 1000;

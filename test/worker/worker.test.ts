@@ -4,64 +4,16 @@
  * block on promises the test resolves; time moves only through a FakeClock; waits are on events,
  * guarded by a timeout.
  */
-import { EventEmitter } from 'node:events';
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test, vi } from 'vitest';
-import { FakeClock, LeaseLostError, PermanentError } from '../../src/core/index.js';
+import { LeaseLostError, PermanentError } from '../../src/core/index.js';
 import { Reaper } from '../../src/scheduler/index.js';
 import type { ClaimedRun, Run } from '../../src/store/index.js';
 import { type Handler, type RunContext, Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+import { once, WatchedClock } from '../setup/events.js';
 
 const logger = pino({ level: 'silent' });
-
-/**
- * Resolves with the arguments of the first `event` that satisfies `predicate`; rejects loudly when
- * none comes within `timeoutMs` (a test guard, not scheduling logic).
- */
-function once<A extends unknown[]>(
-  emitter: {
-    on(event: string, l: (...args: A) => void): unknown;
-    off(event: string, l: (...args: A) => void): unknown;
-  },
-  event: string,
-  predicate: (...args: A) => boolean = () => true,
-  timeoutMs = 5000,
-): Promise<A> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      emitter.off(event, listener);
-      reject(new Error(`timed out after ${timeoutMs} ms waiting for "${event}"`));
-    }, timeoutMs);
-    const listener = (...args: A) => {
-      let ok: boolean;
-      try {
-        ok = predicate(...args);
-      } catch (err) {
-        clearTimeout(timer);
-        emitter.off(event, listener);
-        reject(err);
-        return;
-      }
-      if (!ok) return;
-      clearTimeout(timer);
-      emitter.off(event, listener);
-      resolve(args);
-    };
-    emitter.on(event, listener);
-  });
-}
-
-/** A FakeClock that reports every sleep it is asked for, so a test can see a wait begin. */
-class WatchedClock extends FakeClock {
-  readonly events = new EventEmitter<{ sleep: [ms: number] }>();
-
-  override sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    const p = super.sleep(ms, signal);
-    this.events.emit('sleep', ms);
-    return p;
-  }
-}
 
 interface Gate {
   promise: Promise<void>;
