@@ -24,6 +24,8 @@ export class Periodic {
   private stopping = new AbortController();
   private wake = new AbortController();
   private loop: Promise<void> | null = null;
+  /** Set by a poke; a poke during a step makes the next step start without waiting. */
+  private poked = false;
 
   constructor(private readonly o: PeriodicOptions) {}
 
@@ -39,6 +41,7 @@ export class Periodic {
 
   /** Cuts the current wait short so the step runs now. */
   poke(): void {
+    this.poked = true;
     this.wake.abort();
   }
 
@@ -53,6 +56,7 @@ export class Periodic {
     let failures = 0;
     while (!this.stopping.signal.aborted) {
       let again = false;
+      this.poked = false;
       try {
         again = (await this.o.step()) === true;
         failures = 0;
@@ -61,7 +65,7 @@ export class Periodic {
         this.o.onError(err, failures);
       }
       if (this.stopping.signal.aborted) break;
-      if (again && failures === 0) continue;
+      if ((again || this.poked) && failures === 0) continue;
       const wait =
         failures === 0
           ? this.o.intervalMs

@@ -57,6 +57,12 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
       batchSize: this.batchSize,
       shards: this.o.shards?.(),
     });
+    for (const job of result.parked) {
+      this.o.logger.error(
+        { tenant_id: job.tenantId, job_id: job.jobId, reason: job.reason },
+        'schedule can no longer be evaluated; job parked (re-register it to resume)',
+      );
+    }
     if (result.created.length > 0 || result.dropped > 0) {
       this.o.logger.debug(
         { jobs: result.jobs, created: result.created.length, dropped: result.dropped },

@@ -171,6 +171,7 @@ export class PostgresStore implements Store {
   readonly shardCount: number;
   private readonly random: Random;
   private readonly schedules = new Map<string, Schedule>();
+  private readonly allShards: number[];
 
   constructor(
     private readonly pool: pg.Pool,
@@ -181,6 +182,7 @@ export class PostgresStore implements Store {
     this.misfireThresholdMs = options.misfireThresholdMs ?? 60_000;
     this.shardCount = options.shardCount ?? 64;
     this.random = options.random ?? Math.random;
+    this.allShards = Array.from({ length: options.shardCount ?? 64 }, (_, i) => i);
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)
       throw new ValidationError('lease must be at least 1s');
     if (!Number.isInteger(this.shardCount) || this.shardCount < 1 || this.shardCount > 4096) {
@@ -301,7 +303,9 @@ export class PostgresStore implements Store {
     if (!(p.lookaheadMs >= 0)) throw new ValidationError('lookahead must not be negative');
     const horizon = checkInstant(p.now + p.lookaheadMs, 'now');
     return inTransaction(this.pool, async (client) => {
-      const due = await client.query(J.jobDueLock, [horizon, p.batchSize, p.shards ? [...p.shards] : null]);
+      // Without a shard list, every shard: the due scan walks the (shard_id, next_run_at) index either way.
+      const shards = p.shards ? [...p.shards] : this.allShards;
+      const due = await client.query(J.jobDueLock, [horizon, p.batchSize, shards]);
       const tenants: string[] = [];
       const jobs: string[] = [];
       const slots: Date[] = [];
@@ -310,6 +314,7 @@ export class PostgresStore implements Store {
       const nextJobs: string[] = [];
       const nexts: (Date | null)[] = [];
       let dropped = 0;
+      const parked: TickResult['parked'] = [];
       for (const row of due.rows) {
         let next: number | null = null;
         try {
@@ -330,10 +335,15 @@ export class PostgresStore implements Store {
           }
           dropped += plan.dropped ?? 0;
           next = plan.nextRunAt;
-        } catch {
+        } catch (err) {
           // A stored schedule that no longer parses (a runtime without its timezone) cannot fire:
-          // park the job rather than let it head the due scan forever.
+          // park the job rather than let it head the due scan forever, and say so.
           next = null;
+          parked.push({
+            tenantId: row.tenant_id,
+            jobId: row.job_id,
+            reason: err instanceof Error ? err.message : String(err),
+          });
         }
         nextTenants.push(row.tenant_id);
         nextJobs.push(row.job_id);
@@ -345,7 +355,7 @@ export class PostgresStore implements Store {
         created = inserted.rows.map(toRef);
       }
       if (nextJobs.length > 0) await client.query(J.jobAdvanceMany, [nextTenants, nextJobs, nexts]);
-      return { jobs: due.rows.length, created, dropped, full: due.rows.length === p.batchSize };
+      return { jobs: due.rows.length, created, dropped, parked, full: due.rows.length === p.batchSize };
     });
   }
 

@@ -105,6 +105,8 @@ export interface TickResult {
   created: RunRef[];
   /** Slots that the misfire policy dropped, where countable. */
   dropped: number;
+  /** Jobs whose stored schedule could no longer be evaluated: their next_run_at is now null. */
+  parked: { tenantId: string; jobId: string; reason: string }[];
   /** True when the batch was full: more jobs may be due, tick again at once. */
   full: boolean;
 }

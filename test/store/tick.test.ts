@@ -86,7 +86,7 @@ describe('exactly once', () => {
     expect(first.created).toHaveLength(20);
 
     const again = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
-    expect(again).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(again).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
     expect(await runCounts()).toEqual({ total: 20, distinct: 20 });
 
     // A scheduler that did not see the advance (next_run_at back at t0): the unique slot holds.
@@ -143,7 +143,7 @@ describe('bounded batches', () => {
     const one = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
     expect([one.jobs, one.created.length, one.full]).toEqual([3, 3, true]);
     const two = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
-    expect(two).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(two).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
   });
 });
 
@@ -158,7 +158,7 @@ describe('lookahead', () => {
     expect(registered.nextRunAt).toEqual(new Date(slot));
 
     const short = await db.store.tick({ now, lookaheadMs: 499, batchSize: 10 });
-    expect(short).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(short).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
 
     const tick = await db.store.tick({ now, lookaheadMs: 1000, batchSize: 10 });
     expect(tick.created).toHaveLength(1);
@@ -256,7 +256,7 @@ describe('one-shot', () => {
 
     db.clock.advance(3_600_000);
     const later = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 60_000, batchSize: 10 });
-    expect(later).toEqual({ jobs: 0, created: [], dropped: 0, full: false });
+    expect(later).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
     expect(await slotsOf(tenantId, def.jobId)).toEqual([at]);
   });
 });
@@ -342,5 +342,24 @@ describe('triggerRun', () => {
       'validation_error',
     );
     expect(await countRows(db.pool, 'runs')).toBe(count);
+  });
+});
+
+describe('parked jobs', () => {
+  test('a stored schedule that can no longer be evaluated parks the job and says so', async () => {
+    const tenantId = uniqueId('t-parked');
+    const def = job({ schedule: '0 3 * * *', timezone: 'Europe/Berlin' });
+    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    // As if the runtime that reads it lacks this zone: write a name no runtime knows.
+    await db.pool.query(`UPDATE jobs SET timezone = 'Nowhere/Gone', next_run_at = $2 WHERE tenant_id = $1`, [
+      tenantId,
+      new Date(t0),
+    ]);
+    const result = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 });
+    expect(result.created).toEqual([]);
+    expect(result.parked).toHaveLength(1);
+    expect(result.parked[0]).toMatchObject({ tenantId, jobId: def.jobId });
+    expect(result.parked[0]!.reason).toMatch(/Nowhere\/Gone/);
+    expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toBeNull();
   });
 });
