@@ -23,7 +23,10 @@ test('a poke that arrives during a step makes the next step run without waiting'
     onError: () => {},
   });
   const second = new Promise<void>((resolve) => {
-    const check = () => (counter.n >= 2 ? resolve() : stepsReached(counter).then(check));
+    const check = (): void => {
+      if (counter.n >= 2) resolve();
+      else void stepsReached(counter).then(check);
+    };
     check();
   });
   periodic.start();
