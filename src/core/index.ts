@@ -3,6 +3,7 @@ export * from './backoff.js';
 export * from './clock.js';
 export * from './duration.js';
 export * from './errors.js';
+export * from './jitter.js';
 export * from './job.js';
 export * from './misfire.js';
 export * from './periodic.js';

@@ -41,6 +41,7 @@ describe('validateJob', () => {
       catchUpLimit: 10,
       pool: 'default',
       leaseSeconds: null,
+      jitterSeconds: 0,
     } satisfies JobSpec);
     expect(schedule.kind).toBe('cron');
   });

@@ -46,6 +46,8 @@ export interface JobInput {
   pool?: string;
   /** Lease length in seconds for this job's runs, 1–86400. Default: the server's `--lease`. */
   leaseSeconds?: number | null;
+  /** Spread runs up to this many seconds after their slot, deterministically per job, 0–86400. Default 0. */
+  jitterSeconds?: number;
 }
 
 /** A validated definition with every default applied. */
@@ -63,6 +65,7 @@ export interface JobSpec {
   catchUpLimit: number;
   pool: string;
   leaseSeconds: number | null;
+  jitterSeconds: number;
 }
 
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -81,6 +84,7 @@ const KNOWN_FIELDS = new Set<string>([
   'catchUpLimit',
   'pool',
   'leaseSeconds',
+  'jitterSeconds',
 ]);
 
 function int(value: unknown, what: string, min: number, max: number, fallback: number): number {
@@ -177,6 +181,7 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     catchUpLimit: int(input.catchUpLimit, 'catch_up_limit', 1, MAX_CATCH_UP_LIMIT, 10),
     pool,
     leaseSeconds,
+    jitterSeconds: int(input.jitterSeconds, 'jitter_seconds', 0, 86_400, 0),
   };
   return { spec, schedule };
 }
@@ -224,6 +229,7 @@ const API_FIELDS: Record<string, keyof JobInput> = {
   catch_up_limit: 'catchUpLimit',
   pool: 'pool',
   lease_seconds: 'leaseSeconds',
+  jitter_seconds: 'jitterSeconds',
 };
 
 /**

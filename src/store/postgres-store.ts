@@ -11,6 +11,7 @@ import {
   firstSlotFrom,
   isRunState,
   type JobInput,
+  jitterOffsetMs,
   LeaseLostError,
   NotFoundError,
   parseSchedule,
@@ -79,6 +80,7 @@ function toJob(r: Row): Job {
     catchUpLimit: r.catch_up_limit,
     pool: r.pool,
     leaseSeconds: r.lease_seconds,
+    jitterSeconds: r.jitter_seconds,
     enabled: r.enabled,
     shardId: r.shard_id,
     nextRunAt: r.next_run_at,
@@ -233,6 +235,7 @@ export class PostgresStore implements Store {
       first === null ? null : new Date(first),
       definitionHash(spec),
       now,
+      spec.jitterSeconds,
     ]);
     const row = rows[0];
     if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
@@ -310,6 +313,7 @@ export class PostgresStore implements Store {
       const jobs: string[] = [];
       const slots: Date[] = [];
       const keys: Date[] = [];
+      const available: Date[] = [];
       const nextTenants: string[] = [];
       const nextJobs: string[] = [];
       const nexts: (Date | null)[] = [];
@@ -327,11 +331,13 @@ export class PostgresStore implements Store {
             policy: row.misfire,
             catchUpLimit: row.catch_up_limit,
           });
+          const jitter = jitterOffsetMs(row.tenant_id, row.job_id, row.jitter_seconds);
           for (const slot of plan.slots) {
             tenants.push(row.tenant_id);
             jobs.push(row.job_id);
             slots.push(new Date(slot));
-            keys.push(new Date(sortKey(slot, row.priority, this.agingStepMs)));
+            available.push(new Date(slot + jitter));
+            keys.push(new Date(sortKey(slot + jitter, row.priority, this.agingStepMs)));
           }
           dropped += plan.dropped ?? 0;
           next = plan.nextRunAt;
@@ -351,7 +357,14 @@ export class PostgresStore implements Store {
       }
       let created: RunRef[] = [];
       if (slots.length > 0) {
-        const inserted = await client.query(R.runInsertSlots, [tenants, jobs, slots, keys, new Date(p.now)]);
+        const inserted = await client.query(R.runInsertSlots, [
+          tenants,
+          jobs,
+          slots,
+          keys,
+          new Date(p.now),
+          available,
+        ]);
         created = inserted.rows.map(toRef);
       }
       if (nextJobs.length > 0) await client.query(J.jobAdvanceMany, [nextTenants, nextJobs, nexts]);

@@ -20,6 +20,7 @@ export interface Job {
   catchUpLimit: number;
   pool: string;
   leaseSeconds: number | null;
+  jitterSeconds: number;
   enabled: boolean;
   shardId: number;
   /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */

@@ -7,11 +7,21 @@
 import { Cron } from 'croner';
 import { formatDuration, parseDuration } from '../duration.js';
 import { ValidationError } from '../errors.js';
+import { checkCronFields } from './cron-fields.js';
+import { instantsOf, offsetAt, transitionsBetween, wallOf } from './timezone.js';
 
 export type Schedule =
   | { readonly kind: 'every'; readonly source: string; readonly everyMs: number }
   | { readonly kind: 'at'; readonly source: string; readonly atMs: number }
-  | { readonly kind: 'cron'; readonly source: string; readonly timezone: string; readonly cron: Cron };
+  | {
+      readonly kind: 'cron';
+      readonly source: string;
+      readonly timezone: string;
+      /** The pattern evaluated on local wall-clock time (local ms, as if UTC). */
+      readonly wall: Cron;
+      /** Fixed hours (`0 2 * * *`) or wildcard or step hours (`@hourly`): decides the DST rule. */
+      readonly fixedHour: boolean;
+    };
 
 const MACROS: Record<string, string> = {
   '@yearly': '0 0 1 1 *',
@@ -82,22 +92,20 @@ export function parseSchedule(source: string, timezone = 'UTC'): Schedule {
     }
     pattern = macro;
   }
-  const fields = pattern.split(/\s+/).length;
-  if (fields !== 5 && fields !== 6) {
-    throw new ValidationError(
-      `cron expression "${text}" has ${fields} fields; expected 5, or 6 with seconds`,
-    );
-  }
+  const checked = checkCronFields(pattern);
+  let wall: Cron;
   try {
-    // For UTC, a fixed offset: croner's timezone path is ~100x slower per lookup (it formats dates
-    // through Intl), and UTC has no transitions to honour.
-    const zone = timezone === 'UTC' || timezone === 'Etc/UTC' ? { utcOffset: 0 } : { timezone };
-    const cron = new Cron(pattern, { ...zone, paused: true, legacyMode: true });
-    return { kind: 'cron', source: text, timezone, cron };
+    wall = new Cron(checked.pattern, { utcOffset: 0, paused: true, legacyMode: true });
   } catch (err) {
     const reason = err instanceof Error ? err.message.replace(/^CronPattern: /, '') : String(err);
-    throw new ValidationError(`cron expression "${text}" is invalid: ${reason}`);
+    throw new ValidationError(`cron expression "${text}" is invalid: ${reason}`, { field: 'schedule' });
   }
+  if (wall.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
+    throw new ValidationError(`cron expression "${text}" never fires: no date matches it`, {
+      field: 'schedule',
+    });
+  }
+  return { kind: 'cron', source: text, timezone, wall, fixedHour: checked.fixedHour };
 }
 
 /** The first slot strictly after `afterMs`, or `null` when the schedule has no more slots. */
@@ -107,11 +115,52 @@ export function nextSlotAfter(schedule: Schedule, afterMs: number): number | nul
       return (Math.floor(afterMs / schedule.everyMs) + 1) * schedule.everyMs;
     case 'at':
       return schedule.atMs > afterMs ? schedule.atMs : null;
-    case 'cron': {
-      const next = schedule.cron.nextRun(new Date(afterMs));
-      return next ? next.getTime() : null;
-    }
+    case 'cron':
+      return nextCronSlot(schedule, afterMs);
   }
+}
+
+/** The largest shift of local time a transition may cause that the search below accounts for. */
+const MAX_SHIFT = 3 * 3_600_000;
+
+function nextWall(s: Extract<Schedule, { kind: 'cron' }>, afterWall: number): number | null {
+  const next = s.wall.nextRun(new Date(afterWall));
+  return next ? next.getTime() : null;
+}
+
+/**
+ * The cron slot strictly after `afterMs`, the expression read in local time. Away from a
+ * transition, local and UTC differ by one offset and the answer is arithmetic. Near one, the
+ * daylight-saving rule applies:
+ *  - fixed hours: a local time skipped by a spring-forward fires once, at the transition; a local
+ *    time repeated by a fall-back fires once, at its first occurrence;
+ *  - wildcard or step hours: slots follow elapsed time: a repeated local time fires at both
+ *    occurrences, and none is invented for a skipped one.
+ */
+function nextCronSlot(s: Extract<Schedule, { kind: 'cron' }>, afterMs: number): number | null {
+  const zone = s.timezone;
+  const offset = offsetAt(zone, afterMs);
+  const wall = nextWall(s, afterMs + offset);
+  if (wall === null) return null;
+  const guess = wall - offset;
+  if (guess > afterMs && transitionsBetween(zone, afterMs - MAX_SHIFT, guess + MAX_SHIFT).length === 0)
+    return guess;
+  // A transition is near: walk local slots from a little before `afterMs`, map each to its instants.
+  let best: number | null = null;
+  for (let w = nextWall(s, afterMs + offset - MAX_SHIFT - 1); w !== null; w = nextWall(s, w)) {
+    if (best !== null && w > wallOf(zone, best) + MAX_SHIFT) break;
+    const { instants, gapEnd } = instantsOf(zone, w);
+    const candidates =
+      instants.length > 0
+        ? s.fixedHour
+          ? instants.slice(0, 1)
+          : instants
+        : s.fixedHour && gapEnd !== null
+          ? [gapEnd]
+          : [];
+    for (const c of candidates) if (c > afterMs && (best === null || c < best)) best = c;
+  }
+  return best;
 }
 
 /** The first slot at or after `ms`: where a newly registered (or resumed) job starts. */

@@ -1,27 +1,28 @@
 /** Every statement on `jobs`. Parameters are positional; each constant's comment lists them. */
 
 const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
-  backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, enabled,
-  shard_id, next_run_at, version, created_at, updated_at`;
+  backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds,
+  enabled, shard_id, next_run_at, version, created_at, updated_at`;
 
 /**
  * $1 tenant, $2 job, $3 handler, $4 payload, $5 schedule, $6 timezone, $7 priority, $8 max_attempts,
  * $9 backoff base, $10 backoff cap, $11 misfire, $12 catch_up_limit, $13 pool, $14 lease_seconds,
- * $15 shard, $16 next_run_at, $17 definition_hash, $18 now.
+ * $15 shard, $16 next_run_at, $17 definition_hash, $18 now, $19 jitter_seconds.
  * Inserts, or updates only when the definition changed (no row back: unchanged). A new schedule
  * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own.
  */
 export const jobUpsert = `
 INSERT INTO jobs (tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, shard_id,
-  next_run_at, definition_hash, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)
+  next_run_at, definition_hash, created_at, updated_at, jitter_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19)
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET
   handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
   timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
   backoff_base_seconds = EXCLUDED.backoff_base_seconds, backoff_cap_seconds = EXCLUDED.backoff_cap_seconds,
   misfire = EXCLUDED.misfire, catch_up_limit = EXCLUDED.catch_up_limit, pool = EXCLUDED.pool,
-  lease_seconds = EXCLUDED.lease_seconds, definition_hash = EXCLUDED.definition_hash,
+  lease_seconds = EXCLUDED.lease_seconds, jitter_seconds = EXCLUDED.jitter_seconds,
+  definition_hash = EXCLUDED.definition_hash,
   next_run_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
                      THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
   version = jobs.version + 1, updated_at = EXCLUDED.updated_at
@@ -57,7 +58,7 @@ export const jobDelete = `DELETE FROM jobs WHERE tenant_id = $1 AND job_id = $2 
  * The due scan: locks up to a batch of due jobs, skipping those another scheduler holds.
  */
 export const jobDueLock = `
-SELECT tenant_id, job_id, schedule, timezone, next_run_at, misfire, catch_up_limit, priority
+SELECT tenant_id, job_id, schedule, timezone, next_run_at, misfire, catch_up_limit, priority, jitter_seconds
 FROM jobs
 WHERE enabled AND next_run_at <= $1 AND ($3::int[] IS NULL OR shard_id = ANY($3::int[]))
 ORDER BY next_run_at

@@ -5,15 +5,16 @@ export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, att
   started_at, finished_at`;
 
 /**
- * $1 tenants, $2 jobs, $3 slots, $4 sort keys, $5 now.
+ * $1 tenants, $2 jobs, $3 slots, $4 sort keys, $5 now, $6 available_at (slot + jitter).
  * Materialises slots from their (locked) jobs; a slot that already has a run is skipped silently.
  */
 export const runInsertSlots = `
 INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
   backoff_base_seconds, backoff_cap_seconds, lease_seconds, available_at, sort_key, created_at)
 SELECT j.tenant_id, j.job_id, v.slot, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
-  j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, v.slot, v.sort_key, $5
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS v(tenant_id, job_id, slot, sort_key)
+  j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, v.available_at, v.sort_key, $5
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $6::timestamptz[])
+  AS v(tenant_id, job_id, slot, sort_key, available_at)
 JOIN jobs j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
 ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
 RETURNING run_id, tenant_id, job_id, scheduled_for`;
