@@ -214,8 +214,17 @@ export class PostgresStore implements Store {
     const tenantId = validateId(p.tenantId, 'tenant_id');
     const { spec, schedule } = validateJob(p.job);
     const now = checkInstant(p.now, 'now');
-    // A one-shot whose instant has passed is still due: its misfire policy decides (fire_once runs it now).
-    const first = schedule.kind === 'at' ? schedule.atMs : firstSlotFrom(schedule, p.now);
+    if (schedule.kind === 'at' && schedule.atMs <= p.now) {
+      // A one-shot in the past is a mistake for a new job, but re-applying one that already
+      // exists with that same instant (it fired, or is firing) must stay a harmless no-op.
+      const existing = await this.getJob({ tenantId, jobId: spec.jobId }).catch(() => null);
+      if (!existing || existing.schedule !== spec.schedule || existing.timezone !== spec.timezone) {
+        throw new ValidationError(`@at instant ${new Date(schedule.atMs).toISOString()} is in the past`, {
+          field: 'schedule',
+        });
+      }
+    }
+    const first = firstSlotFrom(schedule, p.now);
     const { rows } = await this.pool.query(J.jobUpsert, [
       tenantId,
       spec.jobId,

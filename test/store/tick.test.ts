@@ -262,22 +262,37 @@ describe('one-shot', () => {
 });
 
 describe('one-shot registered late', () => {
-  test.each([
-    ['fire_once', 1],
-    ['skip', 0],
-  ] as const)(
-    'an @at instant already past when registered: %s creates %i run(s)',
-    async (misfire, expected) => {
-      const tenantId = uniqueId('t-at-late');
-      const at = t0 - 3_600_000;
-      const def = job({ schedule: `@at ${new Date(at).toISOString()}`, misfire });
-      const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
-      expect(registered.nextRunAt).toEqual(new Date(at));
-      const result = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 });
-      expect(result.created.map((r) => r.scheduledFor)).toEqual(expected ? [new Date(at)] : []);
-      expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toBeNull();
-    },
-  );
+  test('a new @at job whose instant has passed is refused, and nothing is written', async () => {
+    const tenantId = uniqueId('t-at-late');
+    const def = job({ schedule: `@at ${new Date(t0 - 3_600_000).toISOString()}` });
+    const before = await countRows(db.pool, 'jobs');
+    const err = await expectTockError(
+      db.store.upsertJob({ tenantId, job: def, now: t0 }),
+      'validation_error',
+    );
+    expect(err.message).toMatch(/in the past/);
+    expect(await countRows(db.pool, 'jobs')).toBe(before);
+  });
+
+  test('re-applying a one-shot that already fired is an unchanged no-op', async () => {
+    const tenantId = uniqueId('t-at-again');
+    const at = t0 + 1000;
+    const def = job({ schedule: `@at ${new Date(at).toISOString()}` });
+    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    db.clock.set(at);
+    expect((await db.store.tick({ now: at, lookaheadMs: 0, batchSize: 10 })).created).toHaveLength(1);
+    const again = await db.store.upsertJob({ tenantId, job: def, now: at + 60_000 });
+    expect(again.change).toBe('unchanged');
+    expect(again.job.nextRunAt).toBeNull();
+    // Changing its payload is still allowed (same instant), and does not make it fire again.
+    const changed = await db.store.upsertJob({
+      tenantId,
+      job: { ...def, payload: { v: 2 } },
+      now: at + 60_000,
+    });
+    expect(changed.change).toBe('updated');
+    expect(changed.job.nextRunAt).toBeNull();
+  });
 });
 
 describe('triggerRun', () => {
