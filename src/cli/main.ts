@@ -4,11 +4,12 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration, ValidationError } from '../core/index.js';
+import { parseDuration, parseInstant, SystemClock, ValidationError } from '../core/index.js';
 import { openDatabase } from '../runtime/database.js';
 import { runDemo } from '../runtime/demo.js';
 import { startDev } from '../runtime/dev.js';
 import { createLogger, type LogFormat } from '../runtime/logger.js';
+import { previewSchedule } from '../runtime/preview.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
 
@@ -140,6 +141,15 @@ export function buildProgram(): Command {
         .default(10_000, '10s')
         .argParser(duration),
     )
+    .addOption(
+      new Option(
+        '--max-clock-uncertainty <duration>',
+        'refuse to schedule while the database clock offset is less certain than this',
+      )
+        .env('TOCK_MAX_CLOCK_UNCERTAINTY')
+        .default(500, '500ms')
+        .argParser(duration),
+    )
     .action(async (opts) => {
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
       const signal = stopSignal((m) => logger.warn(m));
@@ -156,6 +166,7 @@ export function buildProgram(): Command {
         concurrency: opts.concurrency,
         pollMs: opts.poll,
         graceMs: opts.grace,
+        maxClockUncertaintyMs: opts.maxClockUncertainty,
       });
       await signal;
       await dev.stop();
@@ -195,6 +206,26 @@ export function buildProgram(): Command {
       print: (line) => process.stdout.write(`${line}\n`),
     });
   });
+
+  program
+    .command('schedule')
+    .description(
+      'print the next slots of a schedule: the UTC instant, the local time with its offset, and where daylight saving moves or repeats a slot',
+    )
+    .argument(
+      '<expression>',
+      'cron (5 or 6 fields), a macro such as @daily, "@every <duration>" or "@at <instant>"',
+    )
+    .addOption(new Option('--timezone <zone>', 'IANA timezone the expression is read in').default('UTC'))
+    .addOption(new Option('--count <n>', 'how many slots').default(10).argParser(positiveInt))
+    .addOption(
+      new Option('--from <instant>', 'list slots strictly after this ISO-8601 instant (default: now)'),
+    )
+    .action((expression: string, opts) => {
+      const fromMs = opts.from === undefined ? new SystemClock().nowMs() : parseInstant(opts.from, '--from');
+      const lines = previewSchedule({ expression, timezone: opts.timezone, count: opts.count, fromMs });
+      process.stdout.write(`${lines.join('\n')}\n`);
+    });
 
   return program;
 }

@@ -137,8 +137,12 @@ export function estimateOffset(samples: readonly ClockSample[]): OffsetEstimate 
  * node that shares the database shares one time for slots and lease expiry. `measure` takes the
  * sampling function from the caller: this module does no I/O.
  */
+/** How fast an unsynchronised local clock may drift from the reference: 100 ppm, a conservative crystal. */
+export const DRIFT_PER_MS = 1e-4;
+
 export class OffsetClock implements Clock {
   private estimate: OffsetEstimate = { offsetMs: 0, uncertaintyMs: Number.POSITIVE_INFINITY };
+  private measuredAt: number | null = null;
 
   constructor(private readonly local: Clock = new SystemClock()) {}
 
@@ -147,11 +151,22 @@ export class OffsetClock implements Clock {
     const taken: ClockSample[] = [];
     for (let i = 0; i < samples; i++) taken.push(await sample());
     this.estimate = estimateOffset(taken);
-    return this.estimate;
+    this.measuredAt = this.local.nowMs();
+    return this.offset;
   }
 
+  /**
+   * The offset to the reference, and how far off it may be now: half the best round trip at the
+   * last measurement, plus the drift the local clock may have accumulated since. Infinite before
+   * the first measurement.
+   */
   get offset(): OffsetEstimate {
-    return this.estimate;
+    if (this.measuredAt === null) return this.estimate;
+    const age = Math.max(0, this.local.nowMs() - this.measuredAt);
+    return {
+      offsetMs: this.estimate.offsetMs,
+      uncertaintyMs: this.estimate.uncertaintyMs + age * DRIFT_PER_MS,
+    };
   }
 
   nowMs(): number {

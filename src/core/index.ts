@@ -10,3 +10,4 @@ export * from './periodic.js';
 export * from './priority.js';
 export * from './run-state.js';
 export * from './schedule/schedule.js';
+export { instantsOf, offsetAt, transitionsBetween, wallOf } from './schedule/timezone.js';

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { type ClockSample, OffsetClock, SystemClock } from '../core/index.js';
+import { ClockSync } from '../scheduler/index.js';
 import { createPool, type EmbeddedDatabase, migrate, startEmbedded } from '../store/index.js';
 
 export interface OpenOptions {
@@ -69,12 +70,19 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
   }
 }
 
-/** A clock that follows the database's, by an offset measured over several round trips at start. */
+/**
+ * A clock that follows the database's: measured now (several round-trip-corrected samples), then
+ * re-measured every `intervalMs` by the returned `ClockSync`, whose `refusal()` the scheduler
+ * consults before each tick and reap.
+ */
 export async function databaseClock(
   sample: (local: () => number) => Promise<ClockSample>,
-): Promise<OffsetClock> {
+  logger: Logger,
+  options: { intervalMs?: number; maxUncertaintyMs?: number } = {},
+): Promise<{ clock: OffsetClock; sync: ClockSync }> {
   const local = new SystemClock();
   const clock = new OffsetClock(local);
-  await clock.measure(() => sample(() => local.nowMs()));
-  return clock;
+  const sync = new ClockSync({ clock, sample, localNowMs: () => local.nowMs(), logger, ...options });
+  await sync.measureOnce();
+  return { clock, sync };
 }

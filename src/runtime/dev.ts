@@ -36,6 +36,8 @@ export interface DevOptions {
   pollMs: number;
   /** Time running handlers get to finish on stop, ms. */
   graceMs: number;
+  /** Refuse to tick or reap while the database clock offset is less certain than this, ms. */
+  maxClockUncertaintyMs: number;
 }
 
 export const TENANT = 'default';
@@ -46,7 +48,10 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
   const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
   try {
     const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
-    const clock = await databaseClock((local) => store.sampleClock(local));
+    const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
+      maxUncertaintyMs: o.maxClockUncertaintyMs,
+    });
+    const refusal = () => sync.refusal();
     logger.info(
       {
         offset_ms: Math.round(clock.offset.offsetMs),
@@ -68,8 +73,9 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
       intervalMs: o.tickMs,
       lookaheadMs: o.lookaheadMs,
       batchSize: o.batchSize,
+      refusal,
     });
-    const reaper = new Reaper({ store, clock, logger });
+    const reaper = new Reaper({ store, clock, logger, refusal });
     const worker = new Worker({
       store,
       clock,
@@ -101,6 +107,7 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
     worker.on('run:dropped', (r, why) =>
       logger.warn({ job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`),
     );
+    sync.start();
     ticks.start();
     reaper.start();
     worker.start();
@@ -117,7 +124,7 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
       async stop() {
         logger.info('stopping: draining the worker');
         await worker.stop(o.graceMs);
-        await Promise.all([ticks.stop(), reaper.stop()]);
+        await Promise.all([ticks.stop(), reaper.stop(), sync.stop()]);
         await db.close();
         logger.info('stopped');
       },

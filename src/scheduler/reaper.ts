@@ -13,6 +13,8 @@ export interface ReaperOptions {
   store: Store;
   clock: Clock;
   logger: Logger;
+  /** Consulted before each pass: a reason not to trust the clock skips the pass (see ClockSync). */
+  refusal?: () => string | null;
   /** Pause between passes, ms. Default 1000. */
   intervalMs?: number;
   /** Most runs one pass handles. Default 500. */
@@ -35,6 +37,7 @@ export class Reaper extends EventEmitter<ReaperEvents> {
       clock: o.clock,
       intervalMs: o.intervalMs ?? 1000,
       step: async () => {
+        if (o.refusal?.()) return false;
         const r = await this.reapOnce();
         return r.requeued.length + r.dead.length >= this.batchSize;
       },

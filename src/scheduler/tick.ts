@@ -13,6 +13,8 @@ export interface TickLoopOptions {
   store: Store;
   clock: Clock;
   logger: Logger;
+  /** Consulted before each pass: a reason not to trust the clock skips the pass (see ClockSync). */
+  refusal?: () => string | null;
   /** Pause between ticks, ms. Default 1000. */
   intervalMs?: number;
   /** Slots up to this far ahead are materialised early (claimable only at their slot), ms. Default 1000. */
@@ -40,7 +42,10 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
     this.periodic = new Periodic({
       clock: o.clock,
       intervalMs: o.intervalMs ?? 1000,
-      step: async () => (await this.tickOnce()).full,
+      step: async () => {
+        if (o.refusal?.()) return false;
+        return (await this.tickOnce()).full;
+      },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'tick failed; retrying with backoff');
         this.emit('error', err);

@@ -239,3 +239,45 @@ describe('help', () => {
     }
   });
 });
+
+describe('tock schedule', () => {
+  test('prints the next slots, UTC first, local time with offset, and marks the DST transition', async () => {
+    const out = await run([
+      'schedule',
+      '30 2 * * *',
+      '--timezone',
+      'America/New_York',
+      '--from',
+      '2026-03-06T12:00:00Z',
+      '--count',
+      '3',
+    ]);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    expect(out.stdout.trimEnd().split('\n')).toEqual([
+      '2026-03-07T07:30:00.000Z  2026-03-07T02:30:00-05:00',
+      '2026-03-08T07:00:00.000Z  2026-03-08T03:00:00-04:00  # DST: clocks go forward -05:00 → -04:00 at 2026-03-08T07:00:00.000Z; the local time was skipped; fires at the transition',
+      '2026-03-09T06:30:00.000Z  2026-03-09T02:30:00-04:00',
+    ]);
+  });
+
+  test('--from is exclusive', async () => {
+    const out = await run(['schedule', '@every 1m', '--from', '2026-01-01T00:00:00Z', '--count', '1']);
+    expect(out.stdout).toBe('2026-01-01T00:01:00.000Z  2026-01-01T00:01:00+00:00\n');
+  });
+
+  test.each([
+    [['schedule', '61 * * * *'], 'minute 61 is out of range 0-59'],
+    [
+      ['schedule', '0 3 * * *', '--timezone', 'Mars/Olympus'],
+      'timezone "Mars/Olympus" is not an IANA timezone name',
+    ],
+    [['schedule', '0 3 * * *', '--from', 'yesterday'], '--from "yesterday" is not an ISO-8601 instant'],
+    [['schedule', '0 3 * * *', '--count', '0'], 'expected a positive integer'],
+  ])('refuses %j with a clear message', async (args, message) => {
+    const out = await run(args);
+    expect(out.code).not.toBe(0);
+    expect(out.stdout).toBe('');
+    expect(out.stderr).toContain(message);
+  });
+});
