@@ -10,6 +10,7 @@ import { runDemo } from '../runtime/demo.js';
 import { startDev } from '../runtime/dev.js';
 import { createLogger, type LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
+import { startServer } from '../runtime/server.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
 
@@ -59,6 +60,61 @@ const databaseOptions = (cmd: Command) =>
         .default('info'),
     );
 
+function port(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n > 65535)
+    throw new InvalidArgumentError('expected a port from 0 to 65535 (0 picks a free one)');
+  return n;
+}
+
+const listenOptions = (cmd: Command) =>
+  cmd
+    .addOption(
+      new Option('--host <host>', 'address the API listens on').env('TOCK_HOST').default('127.0.0.1'),
+    )
+    .addOption(
+      new Option('--port <port>', 'API port; 0 picks a free one')
+        .env('TOCK_PORT')
+        .default(8080)
+        .argParser(port),
+    );
+
+const schedulerOptions = (cmd: Command) =>
+  cmd
+    .addOption(
+      new Option('--lease <duration>', 'default lease of a run')
+        .env('TOCK_LEASE')
+        .default(30_000, '30s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--tick <duration>', 'pause between scheduler ticks')
+        .env('TOCK_TICK')
+        .default(1000, '1s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--lookahead <duration>', 'materialise runs this far before their slot')
+        .env('TOCK_LOOKAHEAD')
+        .default(1000, '1s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--tick-batch <n>', 'most due jobs per tick')
+        .env('TOCK_TICK_BATCH')
+        .default(1000)
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option(
+        '--max-clock-uncertainty <duration>',
+        'refuse to schedule while the database clock offset is less certain than this',
+      )
+        .env('TOCK_MAX_CLOCK_UNCERTAINTY')
+        .default(500, '500ms')
+        .argParser(duration),
+    );
+
 /**
  * Installs SIGINT/SIGTERM handling before anything starts, so a signal during start-up is not
  * lost: the returned promise resolves on the first signal; a second signal exits at once.
@@ -87,41 +143,21 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
-  databaseOptions(
-    program
-      .command('dev')
-      .description(
-        'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
+  schedulerOptions(
+    listenOptions(
+      databaseOptions(
+        program
+          .command('dev')
+          .description(
+            'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, the API on loopback without keys, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
+          ),
       ),
+    ),
   )
     .addOption(
       new Option('--jobs <file>', 'YAML or JSON file of jobs registered at start')
         .env('TOCK_JOBS')
         .default(EXAMPLE_JOBS, 'examples/jobs.yaml'),
-    )
-    .addOption(
-      new Option('--lease <duration>', 'default lease of a run')
-        .env('TOCK_LEASE')
-        .default(30_000, '30s')
-        .argParser(duration),
-    )
-    .addOption(
-      new Option('--tick <duration>', 'pause between scheduler ticks')
-        .env('TOCK_TICK')
-        .default(1000, '1s')
-        .argParser(duration),
-    )
-    .addOption(
-      new Option('--lookahead <duration>', 'materialise runs this far before their slot')
-        .env('TOCK_LOOKAHEAD')
-        .default(1000, '1s')
-        .argParser(duration),
-    )
-    .addOption(
-      new Option('--tick-batch <n>', 'most due jobs per tick')
-        .env('TOCK_TICK_BATCH')
-        .default(1000)
-        .argParser(positiveInt),
     )
     .addOption(
       new Option('--concurrency <n>', 'runs the worker executes at once')
@@ -141,15 +177,6 @@ export function buildProgram(): Command {
         .default(10_000, '10s')
         .argParser(duration),
     )
-    .addOption(
-      new Option(
-        '--max-clock-uncertainty <duration>',
-        'refuse to schedule while the database clock offset is less certain than this',
-      )
-        .env('TOCK_MAX_CLOCK_UNCERTAINTY')
-        .default(500, '500ms')
-        .argParser(duration),
-    )
     .action(async (opts) => {
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
       const signal = stopSignal((m) => logger.warn(m));
@@ -167,9 +194,65 @@ export function buildProgram(): Command {
         pollMs: opts.poll,
         graceMs: opts.grace,
         maxClockUncertaintyMs: opts.maxClockUncertainty,
+        host: opts.host,
+        port: opts.port,
+        announce: (line) => process.stdout.write(`${line}\n`),
       });
       await signal;
       await dev.stop();
+      process.exit(0);
+    });
+
+  schedulerOptions(
+    listenOptions(
+      databaseOptions(
+        program
+          .command('server')
+          .description(
+            'run the API, the scheduler and the reaper against DATABASE_URL (or the embedded database); run several for availability',
+          ),
+      ),
+    ),
+  )
+    .addOption(
+      new Option(
+        '--insecure',
+        'serve without API keys (every caller is an admin of tenant "default")',
+      ).default(false),
+    )
+    .addOption(
+      new Option('--api-rate <n>', 'requests per second each tenant may make')
+        .env('TOCK_API_RATE')
+        .default(200)
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--api-burst <n>', 'requests a tenant may make at once above the rate')
+        .env('TOCK_API_BURST')
+        .default(400)
+        .argParser(positiveInt),
+    )
+    .action(async (opts) => {
+      const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
+      const signal = stopSignal((m) => logger.warn(m));
+      const server = await startServer({
+        logger,
+        databaseUrl: opts.databaseUrl,
+        dataDir: opts.dataDir,
+        schema: opts.schema,
+        host: opts.host,
+        port: opts.port,
+        insecure: opts.insecure,
+        leaseMs: opts.lease,
+        tickMs: opts.tick,
+        lookaheadMs: opts.lookahead,
+        batchSize: opts.tickBatch,
+        maxClockUncertaintyMs: opts.maxClockUncertainty,
+        quota: { perSecond: opts.apiRate, burst: opts.apiBurst },
+        announce: (line) => process.stdout.write(`${line}\n`),
+      });
+      await signal;
+      await server.stop();
       process.exit(0);
     });
 

@@ -3,7 +3,18 @@
  * `error.code`, so the API maps errors to statuses by code and never by message.
  */
 
-export type ErrorCode = 'validation_error' | 'not_found' | 'conflict' | 'lease_lost' | 'permanent_failure';
+export type ErrorCode =
+  | 'validation_error'
+  | 'not_found'
+  | 'conflict'
+  | 'lease_lost'
+  | 'permanent_failure'
+  | 'idempotency_mismatch'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'rate_limited'
+  | 'payload_too_large'
+  | 'unsupported_media_type';
 
 export class TockError extends Error {
   readonly code: ErrorCode;

@@ -5,6 +5,7 @@ export * from './duration.js';
 export * from './errors.js';
 export * from './jitter.js';
 export * from './job.js';
+export * from './keys.js';
 export * from './misfire.js';
 export * from './periodic.js';
 export * from './priority.js';

@@ -61,6 +61,7 @@ describe('validateJob', () => {
       catchUpLimit: 1000,
       pool: 'gpu',
       leaseSeconds: 86_400,
+      jitterSeconds: 86_400,
     };
     const { spec, schedule } = validateJob(input);
     expect(spec).toEqual({ ...input, schedule: '@every 5m' });
@@ -175,7 +176,7 @@ describe('definitionHash', () => {
   it('is the SHA-256 of the canonical JSON with sorted keys', () => {
     const canonical =
       '{"backoffBaseSeconds":2,"backoffCapSeconds":3600,"catchUpLimit":10,"handler":"report",' +
-      '"jobId":"nightly-report","leaseSeconds":null,"maxAttempts":3,"misfire":"fire_once",' +
+      '"jitterSeconds":0,"jobId":"nightly-report","leaseSeconds":null,"maxAttempts":3,"misfire":"fire_once",' +
       '"payload":{"a":[1,"x"],"b":true},"pool":"default","priority":0,"schedule":"0 3 * * *","timezone":"UTC"}';
     const expected = createHash('sha256').update(canonical).digest('hex');
     expect(definitionHash(spec({ payload: { b: true, a: [1, 'x'] } }))).toBe(expected);
@@ -198,6 +199,7 @@ describe('definitionHash', () => {
     ['catchUpLimit', { catchUpLimit: 11 }],
     ['pool', { pool: 'other' }],
     ['leaseSeconds', { leaseSeconds: 30 }],
+    ['jitterSeconds', { jitterSeconds: 30 }],
   ])('changes when %s differs', (_field, change) => {
     const base = spec({ payload: { a: 1 } });
     const changed = spec({ payload: { a: 1 }, ...change });

@@ -4,13 +4,14 @@
  * starts and ends. `stop()` drains the worker, stops the loops, then the database.
  */
 import type { Logger } from 'pino';
+import { Metrics } from '../api/index.js';
 import { formatDuration } from '../core/index.js';
-import { Reaper, TickLoop } from '../scheduler/index.js';
 import { PostgresStore } from '../store/index.js';
 import { Worker } from '../worker/index.js';
 import { databaseClock, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
 import { readJobsFile } from './jobs-file.js';
+import { startServices } from './services.js';
 
 export interface DevOptions {
   logger: Logger;
@@ -38,12 +39,27 @@ export interface DevOptions {
   graceMs: number;
   /** Refuse to tick or reap while the database clock offset is less certain than this, ms. */
   maxClockUncertaintyMs: number;
+  /** API address: loopback only. */
+  host: string;
+  /** API port; 0 picks a free one. */
+  port: number;
+  /** Prints the one `tock listening on …` line. */
+  announce: (line: string) => void;
 }
 
 export const TENANT = 'default';
 
-export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }> {
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const { logger } = o;
+  if (!isLoopback(o.host)) {
+    throw new Error(
+      `tock dev serves its API without keys, so it binds to loopback only; --host ${o.host} is not (use tock server)`,
+    );
+  }
   const jobs = await readJobsFile(o.jobsFile);
   const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
   try {
@@ -51,7 +67,6 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
     const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
       maxUncertaintyMs: o.maxClockUncertaintyMs,
     });
-    const refusal = () => sync.refusal();
     logger.info(
       {
         offset_ms: Math.round(clock.offset.offsetMs),
@@ -66,16 +81,17 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
         `job ${change}`,
       );
     }
-    const ticks = new TickLoop({
+    const metrics = new Metrics();
+    const services = await startServices({
       store,
+      pool: db.pool,
       clock,
+      sync,
       logger,
-      intervalMs: o.tickMs,
-      lookaheadMs: o.lookaheadMs,
-      batchSize: o.batchSize,
-      refusal,
+      metrics,
+      api: { host: o.host, port: o.port, auth: 'open' },
+      tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
     });
-    const reaper = new Reaper({ store, clock, logger, refusal });
     const worker = new Worker({
       store,
       clock,
@@ -84,15 +100,17 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
       concurrency: o.concurrency,
       pollIntervalMs: o.pollMs,
     });
-    ticks.on('tick', (t) => {
+    services.ticks.on('tick', (t) => {
       for (const r of t.created)
         logger.info({ job_id: r.jobId, slot: r.scheduledFor.toISOString() }, 'run materialised');
     });
-    worker.on('run:started', (r) =>
-      logger.info({ job_id: r.jobId, run_id: r.runId, attempt: r.attempt }, 'run started'),
-    );
+    worker.on('run:started', (r) => {
+      metrics.runStarted(r.pool, r.availableAt.getTime(), clock.nowMs());
+      logger.info({ job_id: r.jobId, run_id: r.runId, attempt: r.attempt }, 'run started');
+    });
     worker.on('run:succeeded', (r) => logger.info({ job_id: r.jobId, run_id: r.runId }, 'run succeeded'));
-    worker.on('run:failed', (r, f) =>
+    worker.on('run:failed', (r, f) => {
+      (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
       logger.warn(
         {
           job_id: r.jobId,
@@ -102,15 +120,16 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
           error: f.error.split('\n')[0],
         },
         f.state === 'dead' ? 'run failed; dead-lettered' : 'run failed; will retry',
-      ),
-    );
+      );
+    });
     worker.on('run:dropped', (r, why) =>
       logger.warn({ job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`),
     );
-    sync.start();
-    ticks.start();
-    reaper.start();
     worker.start();
+    logger.warn(
+      { url: services.url },
+      'the API runs without keys (tock dev, loopback only): anyone on this machine may use it',
+    );
     logger.info(
       {
         jobs: jobs.length,
@@ -120,11 +139,13 @@ export async function startDev(o: DevOptions): Promise<{ stop(): Promise<void> }
       },
       'tock dev is running; Ctrl-C stops it',
     );
+    o.announce(`tock listening on ${services.url}`);
     return {
+      url: services.url,
       async stop() {
         logger.info('stopping: draining the worker');
         await worker.stop(o.graceMs);
-        await Promise.all([ticks.stop(), reaper.stop(), sync.stop()]);
+        await services.stop();
         await db.close();
         logger.info('stopped');
       },

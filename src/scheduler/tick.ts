@@ -26,7 +26,7 @@ export interface TickLoopOptions {
 }
 
 export interface TickLoopEvents {
-  tick: [result: TickResult & { now: number }];
+  tick: [result: TickResult & { now: number; durationMs: number }];
   error: [err: unknown];
 }
 
@@ -56,6 +56,7 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
   /** One tick at the clock's now. */
   async tickOnce(): Promise<TickResult> {
     const now = this.o.clock.nowMs();
+    const started = performance.now();
     const result = await this.o.store.tick({
       now,
       lookaheadMs: this.lookaheadMs,
@@ -74,7 +75,7 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
         'tick',
       );
     }
-    this.emit('tick', { ...result, now });
+    this.emit('tick', { ...result, now, durationMs: performance.now() - started });
     return result;
   }
 

@@ -9,14 +9,19 @@ import {
   ConflictError,
   definitionHash,
   firstSlotFrom,
+  hashSecret,
   isRunState,
   type JobInput,
   jitterOffsetMs,
+  KEY_PREFIX,
   LeaseLostError,
   NotFoundError,
+  newApiKey,
+  parseRole,
   parseSchedule,
   planSlots,
   type Random,
+  type Role,
   RUN_STATES,
   type RunState,
   retryDelayMs,
@@ -28,11 +33,14 @@ import {
   validateJob,
 } from '../core/index.js';
 import { inTransaction } from './db.js';
+import * as A from './queries/api.js';
 import * as J from './queries/jobs.js';
 import * as R from './queries/runs.js';
 import type {
+  ApiKey,
   Attempt,
   ClaimedRun,
+  IdempotentAnswer,
   Job,
   LeaseRef,
   Page,
@@ -110,6 +118,17 @@ function toRun(r: Row): Run {
     createdAt: r.created_at,
     startedAt: r.started_at,
     finishedAt: r.finished_at,
+  };
+}
+
+function toApiKey(r: Row): ApiKey {
+  return {
+    keyId: r.key_id,
+    tenantId: r.tenant_id,
+    role: r.role,
+    name: r.name,
+    createdAt: r.created_at,
+    revokedAt: r.revoked_at,
   };
 }
 
@@ -432,6 +451,7 @@ export class PostgresStore implements Store {
       maxAttempts: r.max_attempts,
       leaseToken: r.lease_token,
       leaseExpiresAt: r.lease_expires_at,
+      availableAt: r.available_at,
     }));
   }
 
@@ -648,6 +668,115 @@ export class PostgresStore implements Store {
       if (isRunState(state)) counts[state] = r.n;
     }
     return counts;
+  }
+
+  // -- API keys and idempotency -----------------------------------------------------------------
+
+  async createApiKey(p: {
+    tenantId: string;
+    role: Role;
+    name?: string;
+    now: number;
+  }): Promise<{ key: ApiKey; secret: string }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const role = parseRole(p.role);
+    const name = p.name ?? '';
+    if (typeof name !== 'string' || name.length > 200)
+      throw new ValidationError('name must be at most 200 characters', { field: 'name' });
+    const { keyId, secret } = newApiKey();
+    const { rows } = await this.pool.query(A.apiKeyInsert, [
+      keyId,
+      tenantId,
+      role,
+      name,
+      hashSecret(secret),
+      checkInstant(p.now, 'now'),
+    ]);
+    return { key: toApiKey(rows[0]), secret };
+  }
+
+  async authenticate(secret: string): Promise<ApiKey | null> {
+    if (typeof secret !== 'string' || !secret.startsWith(KEY_PREFIX) || secret.length > 200) return null;
+    const { rows } = await this.pool.query(A.apiKeyBySecret, [hashSecret(secret)]);
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
+  async listApiKeys(p: { tenantId: string }): Promise<ApiKey[]> {
+    const { rows } = await this.pool.query(A.apiKeyList, [p.tenantId]);
+    return rows.map(toApiKey);
+  }
+
+  async revokeApiKey(p: { tenantId: string; keyId: string; now: number }): Promise<ApiKey> {
+    const { rows } = await this.pool.query(A.apiKeyRevoke, [p.tenantId, p.keyId, checkInstant(p.now, 'now')]);
+    if (!rows[0]) throw new NotFoundError(`key ${p.keyId} does not exist`, { key_id: p.keyId });
+    return toApiKey(rows[0]);
+  }
+
+  async hasApiKeys(): Promise<boolean> {
+    const { rows } = await this.pool.query(A.apiKeyAny);
+    return rows[0].any === true;
+  }
+
+  async takeIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    requestHash: string;
+    now: number;
+    ttlMs: number;
+  }): Promise<
+    | { state: 'taken' }
+    | { state: 'done'; answer: IdempotentAnswer }
+    | { state: 'in_progress'; requestHash: string }
+  > {
+    const notBefore = new Date(p.now - p.ttlMs);
+    for (let i = 0; i < 3; i++) {
+      const taken = await this.pool.query(A.idempotencyClaim, [
+        p.tenantId,
+        p.scope,
+        p.key,
+        p.requestHash,
+        new Date(p.now),
+        notBefore,
+      ]);
+      if (taken.rows.length === 1) return { state: 'taken' };
+      const { rows } = await this.pool.query(A.idempotencyGet, [p.tenantId, p.scope, p.key, notBefore]);
+      const r = rows[0];
+      if (!r) continue; // released or expired in between: try to take it again
+      if (r.status === 0) return { state: 'in_progress', requestHash: r.request_hash };
+      return { state: 'done', answer: { requestHash: r.request_hash, status: r.status, body: r.body } };
+    }
+    return { state: 'in_progress', requestHash: p.requestHash };
+  }
+
+  async finishIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    answer: IdempotentAnswer;
+  }): Promise<void> {
+    await this.pool.query(A.idempotencyFinish, [
+      p.tenantId,
+      p.scope,
+      p.key,
+      p.answer.requestHash,
+      p.answer.status,
+      JSON.stringify(p.answer.body),
+    ]);
+  }
+
+  async releaseIdempotent(p: { tenantId: string; scope: string; key: string }): Promise<void> {
+    await this.pool.query(A.idempotencyRelease, [p.tenantId, p.scope, p.key]);
+  }
+
+  async pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }): Promise<number> {
+    const r = await this.pool.query(A.idempotencyPrune, [new Date(p.now - p.ttlMs), p.batchSize]);
+    return r.rowCount ?? 0;
+  }
+
+  async readyDepth(p: { now: number }): Promise<Map<number, number>> {
+    const { rows } = await this.pool.query(R.runReadyByPriority, [checkInstant(p.now, 'now')]);
+    return new Map(rows.map((r) => [r.priority as number, r.n as number]));
   }
 
   async sampleClock(localNowMs: () => number) {

@@ -3,7 +3,7 @@
  * operation is one conditional statement or one short transaction; "0 rows" answers come back as
  * values (lost leases, already-scheduled slots) or typed errors, never as partial writes.
  */
-import type { AttemptOutcome, ClockSample, JobInput, MisfirePolicy, RunState } from '../core/index.js';
+import type { AttemptOutcome, ClockSample, JobInput, MisfirePolicy, Role, RunState } from '../core/index.js';
 
 export interface Job {
   tenantId: string;
@@ -77,6 +77,8 @@ export interface ClaimedRun {
   maxAttempts: number;
   leaseToken: string;
   leaseExpiresAt: Date;
+  /** When the run became claimable: start − availableAt is the scheduling delay. */
+  availableAt: Date;
 }
 
 export interface LeaseRef {
@@ -115,6 +117,22 @@ export interface TickResult {
 export interface ReapResult {
   requeued: (RunRef & { attempt: number })[];
   dead: RunRef[];
+}
+
+export interface ApiKey {
+  keyId: string;
+  tenantId: string;
+  role: Role;
+  name: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+/** A remembered answer to a request made with an Idempotency-Key. */
+export interface IdempotentAnswer {
+  requestHash: string;
+  status: number;
+  body: unknown;
 }
 
 export interface Store {
@@ -185,6 +203,49 @@ export interface Store {
     cursor?: string | null;
   }): Promise<Page<Run>>;
   countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
+  /** Claimable pending runs by priority (all tenants). */
+  readyDepth(p: { now: number }): Promise<Map<number, number>>;
+
+  /** Creates a key; the secret is returned once and only its hash is stored. */
+  createApiKey(p: {
+    tenantId: string;
+    role: Role;
+    name?: string;
+    now: number;
+  }): Promise<{ key: ApiKey; secret: string }>;
+  /** The live key with this secret, or null (unknown, forged or revoked). */
+  authenticate(secret: string): Promise<ApiKey | null>;
+  listApiKeys(p: { tenantId: string }): Promise<ApiKey[]>;
+  revokeApiKey(p: { tenantId: string; keyId: string; now: number }): Promise<ApiKey>;
+  /** Whether any live key exists. */
+  hasApiKeys(): Promise<boolean>;
+
+  /**
+   * Takes an Idempotency-Key for a request (by its body hash). `taken`: go ahead, then `finishIdempotent`
+   * (or `releaseIdempotent` on an unexpected failure). `done`: the remembered answer (its `requestHash`
+   * may differ: a mismatch). `in_progress`: the same key is being served right now.
+   */
+  takeIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    requestHash: string;
+    now: number;
+    ttlMs: number;
+  }): Promise<
+    | { state: 'taken' }
+    | { state: 'done'; answer: IdempotentAnswer }
+    | { state: 'in_progress'; requestHash: string }
+  >;
+  finishIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    answer: IdempotentAnswer;
+  }): Promise<void>;
+  releaseIdempotent(p: { tenantId: string; scope: string; key: string }): Promise<void>;
+  /** Deletes up to `batchSize` answers older than `ttlMs`; returns how many. */
+  pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }): Promise<number>;
 
   /** One round trip reading the database's clock, timed by `localNowMs`. */
   sampleClock(localNowMs: () => number): Promise<ClockSample>;

@@ -61,7 +61,8 @@ class Proc {
       buffer = parts.pop() ?? '';
       for (const part of parts) {
         if (!part.trim()) continue;
-        const line = JSON.parse(part) as Record<string, unknown>;
+        // The one plain line a serving process prints; every other line is a JSON log record.
+        const line = (part.startsWith('tock listening on ') ? { msg: part } : JSON.parse(part)) as Record<string, unknown>;
         this.lines.push(line);
         const matched = this.waiters.filter((w) => w.test(line));
         this.waiters = this.waiters.filter((w) => !matched.includes(w));
@@ -140,7 +141,7 @@ describe('tock dev', () => {
     );
     const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
     try {
-      const first = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+      const first = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
       await first.waitFor((l) => l.msg === 'job created' && l.job_id === 'tictoc', 'the job registered');
       const started = await first.waitFor(msg('run started'), 'a run to start');
       const done = await first.waitFor(
@@ -163,7 +164,7 @@ describe('tock dev', () => {
         await pool.end();
       }
 
-      const second = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+      const second = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
       const again = await second.waitFor(
         (l) => typeof l.msg === 'string' && l.msg.startsWith('job ') && l.job_id === 'tictoc',
         'the job',
@@ -185,7 +186,7 @@ describe('tock dev', () => {
       'jobs:\n  - { job_id: local, schedule: "@every 1s", handler: echo }\n',
     );
     const env = { DATABASE_URL: undefined, TOCK_DATA_DIR: dataDir, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
-    const dev = new Proc(['dev', '--poll', '100ms', '--tick', '200ms'], env);
+    const dev = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
     await dev.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database', 60_000);
     await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed');
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);

@@ -65,7 +65,7 @@ test('tickOnce materialises the due runs, advances the jobs and emits tick', asy
   expect(result.created.map((r) => [r.tenantId, r.jobId, r.scheduledFor.getTime()]).sort()).toEqual(
     ids.map((id) => ['t', id, T0]),
   );
-  expect(ticks).toEqual([{ ...result, now: T0 }]);
+  expect(ticks).toEqual([{ ...result, now: T0, durationMs: expect.any(Number) }]);
 
   expect(await runRows()).toEqual(
     ids.map((id) => ({ job_id: id, scheduled_for: new Date(T0), state: 'pending', attempt: 1 })),

@@ -68,7 +68,7 @@ WITH picked AS (
   FROM picked
   WHERE r.run_id = picked.run_id AND r.state = 'pending'
   RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
-    r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key
+    r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at
 ), recorded AS (
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at)
   SELECT lease_token, run_id, attempt, $4, $2 FROM claimed
@@ -184,3 +184,7 @@ RETURNING ${RUN_COLUMNS}`;
 
 /** Reads the database's own clock (epoch ms) for the offset clock. */
 export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
+
+/** $1 now. Claimable pending runs by priority: the ready queue's depth per class. */
+export const runReadyByPriority = `
+SELECT priority, count(*)::int AS n FROM runs WHERE state = 'pending' AND available_at <= $1 GROUP BY priority`;

@@ -1,0 +1,88 @@
+/** Domain objects → the API's snake_case JSON. */
+import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+export function jobJson(j: Job) {
+  return {
+    job_id: j.jobId,
+    schedule: j.schedule,
+    timezone: j.timezone,
+    handler: j.handler,
+    payload: j.payload,
+    priority: j.priority,
+    max_attempts: j.maxAttempts,
+    backoff_base_seconds: j.backoffBaseSeconds,
+    backoff_cap_seconds: j.backoffCapSeconds,
+    misfire: j.misfire,
+    catch_up_limit: j.catchUpLimit,
+    pool: j.pool,
+    lease_seconds: j.leaseSeconds,
+    jitter_seconds: j.jitterSeconds,
+    enabled: j.enabled,
+    next_run_at: iso(j.nextRunAt),
+    version: j.version,
+    created_at: j.createdAt.toISOString(),
+    updated_at: j.updatedAt.toISOString(),
+  };
+}
+
+export function runJson(r: Run) {
+  return {
+    run_id: r.runId,
+    job_id: r.jobId,
+    scheduled_for: r.scheduledFor.toISOString(),
+    state: r.state,
+    attempt: r.attempt,
+    max_attempts: r.maxAttempts,
+    handler: r.handler,
+    payload: r.payload,
+    pool: r.pool,
+    priority: r.priority,
+    available_at: r.availableAt.toISOString(),
+    lease_owner: r.leaseOwner,
+    lease_expires_at: iso(r.leaseExpiresAt),
+    last_error: r.lastError,
+    created_at: r.createdAt.toISOString(),
+    started_at: iso(r.startedAt),
+    finished_at: iso(r.finishedAt),
+  };
+}
+
+export function runWithAttemptsJson(r: RunWithAttempts) {
+  return {
+    ...runJson(r),
+    attempts: r.attempts.map((a) => ({
+      attempt: a.attempt,
+      worker_id: a.workerId,
+      started_at: a.startedAt.toISOString(),
+      finished_at: iso(a.finishedAt),
+      outcome: a.outcome,
+      error: a.error,
+    })),
+  };
+}
+
+export function leasedRunJson(r: ClaimedRun) {
+  return {
+    run_id: r.runId,
+    job_id: r.jobId,
+    handler: r.handler,
+    payload: r.payload,
+    scheduled_for: r.scheduledFor.toISOString(),
+    attempt: r.attempt,
+    lease_token: r.leaseToken,
+    lease_expires_at: r.leaseExpiresAt.toISOString(),
+  };
+}
+
+export function keyJson(k: ApiKey) {
+  return {
+    key_id: k.keyId,
+    tenant_id: k.tenantId,
+    role: k.role,
+    name: k.name,
+    created_at: k.createdAt.toISOString(),
+    revoked_at: iso(k.revokedAt),
+  };
+}

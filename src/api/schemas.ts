@@ -1,0 +1,257 @@
+/**
+ * Every request and answer body of the HTTP API as a TypeBox schema: one definition per shape,
+ * used by Fastify to validate requests, to serialise answers, for the handlers' TypeScript types,
+ * and for the OpenAPI document. Bodies are strict: unknown fields and wrong types are refused,
+ * nothing is coerced.
+ */
+import { type Static, Type } from 'typebox';
+
+const ID_PATTERN = '^[A-Za-z0-9._:-]{1,200}$';
+export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
+const Instant = (description: string) => Type.String({ format: 'date-time', description });
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
+const Json = Type.Unknown({ description: 'any JSON value' });
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ description: 'stable machine-readable code, e.g. validation_error' }),
+      message: Type.String(),
+      run_id: Type.Optional(
+        Type.String({ description: 'for a slot conflict: the run the slot already has' }),
+      ),
+    }),
+  },
+  {},
+);
+
+export const JobBody = Type.Object(
+  {
+    schedule: Type.String({
+      minLength: 1,
+      maxLength: 256,
+      description: 'cron, macro, "@every <duration>" or "@at <instant>"',
+    }),
+    timezone: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 64, description: 'IANA name; default UTC' }),
+    ),
+    handler: Id('handler a worker runs'),
+    payload: Type.Optional(Json),
+    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 0' })),
+    max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'default 3' })),
+    backoff_base_seconds: Type.Optional(Type.Number({ minimum: 1.1, maximum: 60, description: 'default 2' })),
+    backoff_cap_seconds: Type.Optional(
+      Type.Number({ minimum: 1, maximum: 604800, description: 'default 3600' }),
+    ),
+    misfire: Type.Optional(
+      Type.Union([Type.Literal('skip'), Type.Literal('fire_once'), Type.Literal('catch_up')]),
+    ),
+    catch_up_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 10' })),
+    pool: Type.Optional(Id('worker pool; default "default"')),
+    lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
+    jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
+  },
+  { additionalProperties: false },
+);
+export type JobBody = Static<typeof JobBody>;
+
+export const Job = Type.Object(
+  {
+    job_id: Type.String(),
+    schedule: Type.String(),
+    timezone: Type.String(),
+    handler: Type.String(),
+    payload: Json,
+    priority: Type.Integer(),
+    max_attempts: Type.Integer(),
+    backoff_base_seconds: Type.Number(),
+    backoff_cap_seconds: Type.Number(),
+    misfire: Type.String(),
+    catch_up_limit: Type.Integer(),
+    pool: Type.String(),
+    lease_seconds: Nullable(Type.Integer()),
+    jitter_seconds: Type.Integer(),
+    enabled: Type.Boolean(),
+    next_run_at: Nullable(Instant('next slot not yet materialised; null once a one-shot fired')),
+    version: Type.Integer(),
+    created_at: Instant('created'),
+    updated_at: Instant('last changed'),
+  },
+  {},
+);
+
+export const UpsertedJob = Type.Object({
+  ...Job.properties,
+  change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged')]),
+});
+
+export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) }, {});
+
+export const Attempt = Type.Object({
+  attempt: Type.Integer(),
+  worker_id: Type.String(),
+  started_at: Instant('claimed'),
+  finished_at: Nullable(Instant('ended')),
+  outcome: Nullable(Type.String({ description: 'succeeded, failed, lease_expired or released' })),
+  error: Nullable(Type.String()),
+});
+
+export const Run = Type.Object(
+  {
+    run_id: Type.String(),
+    job_id: Type.String(),
+    scheduled_for: Instant('the slot: with the job, the run identity'),
+    state: Type.String({ description: 'pending, running, succeeded, dead or cancelled' }),
+    attempt: Type.Integer(),
+    max_attempts: Type.Integer(),
+    handler: Type.String(),
+    payload: Json,
+    pool: Type.String(),
+    priority: Type.Integer(),
+    available_at: Instant('claimable from'),
+    lease_owner: Nullable(Type.String()),
+    lease_expires_at: Nullable(Instant('lease expiry while running')),
+    last_error: Nullable(Type.String()),
+    created_at: Instant('materialised'),
+    started_at: Nullable(Instant('last claimed')),
+    finished_at: Nullable(Instant('ended')),
+  },
+  {},
+);
+
+export const RunWithAttempts = Type.Object({ ...Run.properties, attempts: Type.Array(Attempt) });
+
+export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
+
+export const TriggerBody = Type.Object(
+  { scheduled_for: Type.Optional(Instant('the slot; default now')) },
+  { additionalProperties: false },
+);
+
+export const LeaseRequest = Type.Object(
+  {
+    worker_id: Id('unique per worker process'),
+    pool: Type.Optional(Id('default "default"')),
+    handlers: Type.Optional(
+      Type.Array(Id('handler name'), { minItems: 1, maxItems: 100, uniqueItems: true }),
+    ),
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, description: 'default 1' })),
+    wait_ms: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 30000, description: 'long-poll up to this long; default 0' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const LeasedRun = Type.Object({
+  run_id: Type.String(),
+  job_id: Type.String(),
+  handler: Type.String(),
+  payload: Json,
+  scheduled_for: Instant('the slot'),
+  attempt: Type.Integer(),
+  lease_token: Type.String(),
+  lease_expires_at: Instant('renew before this'),
+});
+
+export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun) });
+
+export const LeaseTokenBody = Type.Object(
+  { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
+  { additionalProperties: false },
+);
+
+export const HeartbeatAnswer = Type.Object({ lease_expires_at: Instant('the renewed expiry') });
+
+export const WorkerHeartbeatBody = Type.Object(
+  {
+    leases: Type.Array(
+      Type.Object(
+        {
+          run_id: Type.String({ minLength: 1, maxLength: 100 }),
+          lease_token: Type.String({ minLength: 1, maxLength: 100 }),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 1000 },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const WorkerHeartbeatAnswer = Type.Object({
+  renewed: Type.Array(Type.Object({ run_id: Type.String(), lease_expires_at: Instant('renewed expiry') })),
+  lost: Type.Array(Type.String()),
+});
+
+export const CompleteBody = Type.Object(
+  {
+    lease_token: Type.String({ minLength: 1, maxLength: 100 }),
+    status: Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]),
+    error: Type.Optional(Type.String({ maxLength: 65536 })),
+    retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),
+    retry_after_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 604800000 })),
+  },
+  { additionalProperties: false },
+);
+
+export const StateAnswer = Type.Object({ state: Type.String() });
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1-500, default 50' })),
+    cursor: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
+export const RunListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1-500, default 50' })),
+    cursor: Type.Optional(Type.String({ maxLength: 500 })),
+    state: Type.Optional(
+      Type.Union([
+        Type.Literal('pending'),
+        Type.Literal('running'),
+        Type.Literal('succeeded'),
+        Type.Literal('dead'),
+        Type.Literal('cancelled'),
+      ]),
+    ),
+    job_id: Type.Optional(Id('only this job')),
+  },
+  { additionalProperties: false },
+);
+
+export const JobParams = Type.Object({ job_id: Id('job id') });
+export const RunParams = Type.Object({ run_id: Type.String({ minLength: 1, maxLength: 100 }) });
+export const WorkerParams = Type.Object({ worker_id: Id('worker id') });
+export const KeyParams = Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 100 }) });
+
+export const KeyBody = Type.Object(
+  {
+    role: Type.Union([
+      Type.Literal('admin'),
+      Type.Literal('operator'),
+      Type.Literal('worker'),
+      Type.Literal('reader'),
+    ]),
+    name: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+
+export const ApiKey = Type.Object({
+  key_id: Type.String(),
+  tenant_id: Type.String(),
+  role: Type.String(),
+  name: Type.String(),
+  created_at: Instant('created'),
+  revoked_at: Nullable(Instant('revoked')),
+});
+
+export const CreatedKey = Type.Object({
+  ...ApiKey.properties,
+  key: Type.String({ description: 'the secret, shown once' }),
+});
+export const KeyList = Type.Object({ keys: Type.Array(ApiKey) });

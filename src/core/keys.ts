@@ -1,0 +1,43 @@
+/**
+ * API keys and roles. A key is `tock_` followed by 32 random bytes (base64url); only its SHA-256
+ * is stored, so a key is shown once, at creation. Each key belongs to one tenant and has one role.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { ValidationError } from './errors.js';
+
+export const ROLES = ['admin', 'operator', 'worker', 'reader'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** What a route needs. */
+export type Permission = 'read' | 'operate' | 'work' | 'admin';
+
+const GRANTS: Record<Role, readonly Permission[]> = {
+  admin: ['read', 'operate', 'work', 'admin'],
+  operator: ['read', 'operate'],
+  worker: ['work'],
+  reader: ['read'],
+};
+
+export function parseRole(value: string): Role {
+  if ((ROLES as readonly string[]).includes(value)) return value as Role;
+  throw new ValidationError(`role "${value}" is not one of ${ROLES.join(', ')}`, { field: 'role' });
+}
+
+export function allows(role: Role, permission: Permission): boolean {
+  return GRANTS[role].includes(permission);
+}
+
+export const KEY_PREFIX = 'tock_';
+
+/** A new secret and its public id (shown in listings; the secret is not). */
+export function newApiKey(): { keyId: string; secret: string } {
+  return {
+    keyId: `key_${randomBytes(6).toString('hex')}`,
+    secret: `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`,
+  };
+}
+
+/** What is stored and looked up: the SHA-256 of the secret, hex. */
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}

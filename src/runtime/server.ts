@@ -1,0 +1,71 @@
+/**
+ * `tock server`: the API, the scheduler (tick, reaper) and clock sync against DATABASE_URL (or
+ * the embedded database); run several for availability. It refuses to start without API keys
+ * unless told `--insecure`.
+ */
+import type { Logger } from 'pino';
+import { Metrics } from '../api/index.js';
+import { PostgresStore } from '../store/index.js';
+import { databaseClock, openDatabase } from './database.js';
+import { startServices } from './services.js';
+
+export interface ServerOptions {
+  logger: Logger;
+  databaseUrl?: string;
+  dataDir?: string;
+  schema?: string;
+  host: string;
+  port: number;
+  insecure: boolean;
+  leaseMs: number;
+  tickMs: number;
+  lookaheadMs: number;
+  batchSize: number;
+  maxClockUncertaintyMs: number;
+  quota: { perSecond: number; burst: number };
+  announce: (line: string) => void;
+}
+
+export async function startServer(o: ServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
+  const { logger } = o;
+  const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
+  try {
+    const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+    if (!o.insecure && !(await store.hasApiKeys())) {
+      throw new Error(
+        'no API keys exist: create one with `tock keys create --tenant <tenant> --role admin`, or start with --insecure to serve without keys',
+      );
+    }
+    const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
+      maxUncertaintyMs: o.maxClockUncertaintyMs,
+    });
+    const services = await startServices({
+      store,
+      pool: db.pool,
+      clock,
+      sync,
+      logger,
+      metrics: new Metrics(),
+      api: { host: o.host, port: o.port, auth: o.insecure ? 'open' : 'keys', quota: o.quota },
+      tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
+    });
+    if (o.insecure)
+      logger.warn(
+        { url: services.url },
+        '--insecure: the API runs without keys; every caller is an admin of tenant "default"',
+      );
+    o.announce(`tock listening on ${services.url}`);
+    return {
+      url: services.url,
+      async stop() {
+        logger.info('stopping');
+        await services.stop();
+        await db.close();
+        logger.info('stopped');
+      },
+    };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}
