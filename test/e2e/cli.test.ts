@@ -62,7 +62,10 @@ class Proc {
       for (const part of parts) {
         if (!part.trim()) continue;
         // The one plain line a serving process prints; every other line is a JSON log record.
-        const line = (part.startsWith('tock listening on ') ? { msg: part } : JSON.parse(part)) as Record<string, unknown>;
+        const line = (part.startsWith('tock listening on ') ? { msg: part } : JSON.parse(part)) as Record<
+          string,
+          unknown
+        >;
         this.lines.push(line);
         const matched = this.waiters.filter((w) => w.test(line));
         this.waiters = this.waiters.filter((w) => !matched.includes(w));
