@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { createPool } from '../../src/store/index.js';
+import { createPool, PostgresStore } from '../../src/store/index.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const url = inject('databaseUrl');
@@ -283,5 +283,62 @@ describe('tock schedule', () => {
     expect(out.code).not.toBe(0);
     expect(out.stdout).toBe('');
     expect(out.stderr).toContain(message);
+  });
+});
+
+describe('tock server', () => {
+  test('refuses to start without API keys unless --insecure', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    try {
+      const out = await run(['server', '--port', '0'], { DATABASE_URL: url, TOCK_SCHEMA: schema });
+      expect(out.code).toBe(1);
+      expect(out.stderr).toContain('no API keys exist');
+      expect(out.stdout).not.toContain('tock listening on');
+    } finally {
+      const pool = createPool(url, { max: 1 });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
+  });
+
+  test('with a key: announces its address, serves the API with keys only, and stops on SIGTERM', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json' };
+    try {
+      // The first admin key is made against the database directly.
+      const migrated = await run(['migrate'], env);
+      expect(migrated.code).toBe(0);
+      const pool = createPool(url, { schema, max: 1 });
+      const store = new PostgresStore(pool);
+      const { secret } = await store.createApiKey({ tenantId: 'acme', role: 'admin', now: Date.now() });
+      await pool.end();
+
+      const server = new Proc(['server', '--port', '0'], env);
+      const listening = await server.waitFor(
+        (l) => String(l.msg).startsWith('tock listening on http://127.0.0.1:'),
+        'the listening line',
+      );
+      const base = String(listening.msg).slice('tock listening on '.length);
+      expect((await fetch(`${base}/v1/jobs`)).status).toBe(401);
+      const put = await fetch(`${base}/v1/jobs/hello`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ schedule: '@every 1m', handler: 'echo' }),
+      });
+      expect(put.status).toBe(200);
+      expect(((await put.json()) as { change: string }).change).toBe('created');
+      const logged = await server.waitFor(
+        (l) => l.msg === 'request' && l.route === '/v1/jobs/:job_id',
+        'a request log line',
+      );
+      expect(logged).toMatchObject({ method: 'PUT', status: 200, tenant: 'acme' });
+      expect(JSON.stringify(server.lines)).not.toContain(secret);
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+    } finally {
+      const pool = createPool(url, { max: 1 });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
   });
 });
