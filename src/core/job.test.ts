@@ -6,6 +6,8 @@ import {
   definitionHash,
   type JobInput,
   type JobSpec,
+  jobInputFromApi,
+  jobInputToApi,
   MAX_PAYLOAD_BYTES,
   shardOf,
   validateId,
@@ -252,5 +254,33 @@ describe('shardOf', () => {
     const used = new Set<number>();
     for (let i = 0; i < 1_000; i++) used.add(shardOf('acme', `job-${i}`, 16));
     expect(used.size).toBe(16);
+  });
+});
+
+describe('jobInputToApi', () => {
+  it('is the inverse of jobInputFromApi and leaves unset fields out', () => {
+    const api = {
+      job_id: 'nightly',
+      schedule: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      handler: 'report',
+      payload: { a: [1, 2] },
+      priority: 5,
+      max_attempts: 4,
+      backoff_base_seconds: 3,
+      backoff_cap_seconds: 600,
+      misfire: 'catch_up',
+      catch_up_limit: 2,
+      pool: 'reports',
+      lease_seconds: null,
+      jitter_seconds: 30,
+    };
+    expect(jobInputToApi(jobInputFromApi(api))).toEqual(api);
+    expect(jobInputToApi(BASE)).toEqual({
+      job_id: 'nightly-report',
+      schedule: '0 3 * * *',
+      handler: 'report',
+    });
+    expect(jobInputToApi(BASE, { withId: false })).toEqual({ schedule: '0 3 * * *', handler: 'report' });
   });
 });

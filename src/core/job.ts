@@ -248,3 +248,17 @@ export function jobInputFromApi(body: unknown): JobInput {
   }
   return out as unknown as JobInput;
 }
+
+/**
+ * The inverse of `jobInputFromApi`: a `JobInput` in the API's snake_case shape, without unset
+ * fields. With `withId: false` the `job_id` is left out (a `PUT /v1/jobs/{job_id}` body).
+ */
+export function jobInputToApi(input: JobInput, options: { withId?: boolean } = {}): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [apiField, field] of Object.entries(API_FIELDS)) {
+    if (field === 'jobId' && options.withId === false) continue;
+    const value = input[field];
+    if (value !== undefined) out[apiField] = value;
+  }
+  return out;
+}

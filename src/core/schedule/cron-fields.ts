@@ -56,16 +56,16 @@ function checkItem(spec: FieldSpec, item: string, expression: string): string {
   if (spec === DAY_OF_MONTH && item.includes('W')) {
     throw bad(expression, `day-of-month "${item}": W (nearest weekday) is not supported`);
   }
-  if (spec === DAY_OF_MONTH && item === 'L') return item;
+  if (spec === DAY_OF_MONTH && item.toUpperCase() === 'L') return 'L';
   if (spec === DAY_OF_WEEK) {
-    const nth = /^([A-Za-z0-9]+)#([1-5]|L)$/.exec(item);
+    const nth = /^([A-Za-z0-9]+)#([1-5]|L)$/i.exec(item);
     if (nth) {
       value(spec, nth[1]!, expression);
-      return item;
+      return `${nth[1]}#${nth[2]!.toUpperCase()}`;
     }
     if (item.includes('#'))
       throw bad(expression, `day-of-week "${item}" must be <weekday>#<1-5> or <weekday>#L`);
-    const last = /^([A-Za-z0-9]+)L$/.exec(item);
+    const last = /^([A-Za-z0-9]+)L$/i.exec(item);
     if (last) {
       value(spec, last[1]!, expression);
       return `${last[1]}#L`;
@@ -75,7 +75,8 @@ function checkItem(spec: FieldSpec, item: string, expression: string): string {
   if (parts.length > 2) throw bad(expression, `${spec.name} "${item}" has more than one step`);
   const [base, step] = parts as [string, string | undefined];
   if (step !== undefined) {
-    const span = spec.max - spec.min + 1;
+    // croner allows a step up to the field's span; day-of-week 0-7 has seven distinct days.
+    const span = spec === DAY_OF_WEEK ? 7 : spec.max - spec.min + 1;
     if (!/^\d+$/.test(step) || Number(step) < 1 || Number(step) > span) {
       throw bad(expression, `${spec.name} step "${step}" must be a whole number from 1 to ${span}`);
     }

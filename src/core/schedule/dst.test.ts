@@ -128,6 +128,13 @@ const newYork: DstCase[] = [
     ],
   },
   {
+    // Local 01:45 EST, then 03:45 04:45 EDT: the skipped 02:45 is not moved to the transition.
+    zone: NY,
+    expression: '45 * * * *',
+    from: '2026-03-08T06:00:00Z',
+    expected: ['2026-03-08T06:45:00.000Z', '2026-03-08T07:45:00.000Z', '2026-03-08T08:45:00.000Z'],
+  },
+  {
     // Exclusive start exactly on the transition: the skipped 02:30 has already fired.
     zone: NY,
     expression: '30 2 * * *',

@@ -100,12 +100,26 @@ export function parseSchedule(source: string, timezone = 'UTC'): Schedule {
     const reason = err instanceof Error ? err.message.replace(/^CronPattern: /, '') : String(err);
     throw new ValidationError(`cron expression "${text}" is invalid: ${reason}`, { field: 'schedule' });
   }
-  if (wall.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
+  if (!firesEver(wall)) {
     throw new ValidationError(`cron expression "${text}" never fires: no date matches it`, {
       field: 'schedule',
     });
   }
   return { kind: 'cron', source: text, timezone, wall, fixedHour: checked.fixedHour };
+}
+
+/**
+ * Whether a pattern matches any date. croner searches forward month by month, recursively, up to
+ * the year 3000: for a pattern that never matches (`0 0 31 4,6,9,11 *`) that search can exhaust
+ * the stack, which here also means "never".
+ */
+function firesEver(wall: Cron): boolean {
+  try {
+    return wall.nextRun(new Date(Date.UTC(2000, 0, 1))) !== null;
+  } catch (err) {
+    if (err instanceof RangeError) return false;
+    throw err;
+  }
 }
 
 /** The first slot strictly after `afterMs`, or `null` when the schedule has no more slots. */
@@ -143,12 +157,15 @@ function nextCronSlot(s: Extract<Schedule, { kind: 'cron' }>, afterMs: number): 
   const wall = nextWall(s, afterMs + offset);
   if (wall === null) return null;
   const guess = wall - offset;
-  if (guess > afterMs && transitionsBetween(zone, afterMs - MAX_SHIFT, guess + MAX_SHIFT).length === 0)
-    return guess;
-  // A transition is near: walk local slots from a little before `afterMs`, map each to its instants.
+  const near = transitionsBetween(zone, afterMs - MAX_SHIFT, guess + MAX_SHIFT);
+  if (guess > afterMs && near.length === 0) return guess;
+  // A transition is near. Local time moves by at most `shift` across it, so every instant after
+  // `afterMs` has a local time after wall(afterMs) − shift: walk the local slots from there and
+  // map each to its instants, until a slot lies more than `shift` past the best one found.
+  const shift = Math.max(60_000, ...near.map((tr) => Math.abs(tr.after - tr.before)));
   let best: number | null = null;
-  for (let w = nextWall(s, afterMs + offset - MAX_SHIFT - 1); w !== null; w = nextWall(s, w)) {
-    if (best !== null && w > wallOf(zone, best) + MAX_SHIFT) break;
+  for (let w = nextWall(s, afterMs + offset - shift - 1); w !== null; w = nextWall(s, w)) {
+    if (best !== null && w > wallOf(zone, best) + shift) break;
     const { instants, gapEnd } = instantsOf(zone, w);
     const candidates =
       instants.length > 0
