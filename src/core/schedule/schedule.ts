@@ -8,7 +8,7 @@ import { Cron } from 'croner';
 import { formatDuration, parseDuration } from '../duration.js';
 import { ValidationError } from '../errors.js';
 import { checkCronFields } from './cron-fields.js';
-import { instantsOf, offsetAt, transitionsBetween, wallOf } from './timezone.js';
+import { offsetAt, transitionsBetween } from './timezone.js';
 
 export type Schedule =
   | { readonly kind: 'every'; readonly source: string; readonly everyMs: number }
@@ -143,9 +143,9 @@ function nextWall(s: Extract<Schedule, { kind: 'cron' }>, afterWall: number): nu
 }
 
 /**
- * The cron slot strictly after `afterMs`, the expression read in local time. Away from a
- * transition, local and UTC differ by one offset and the answer is arithmetic. Near one, the
- * daylight-saving rule applies:
+ * The cron slot strictly after `afterMs`, the expression read in local time. Between two offset
+ * transitions local time and UTC differ by one offset, so each such segment is one croner lookup;
+ * the daylight-saving rule decides what happens at a transition:
  *  - fixed hours: a local time skipped by a spring-forward fires once, at the transition; a local
  *    time repeated by a fall-back fires once, at its first occurrence;
  *  - wildcard or step hours: slots follow elapsed time: a repeated local time fires at both
@@ -153,31 +153,31 @@ function nextWall(s: Extract<Schedule, { kind: 'cron' }>, afterWall: number): nu
  */
 function nextCronSlot(s: Extract<Schedule, { kind: 'cron' }>, afterMs: number): number | null {
   const zone = s.timezone;
-  const offset = offsetAt(zone, afterMs);
-  const wall = nextWall(s, afterMs + offset);
-  if (wall === null) return null;
-  const guess = wall - offset;
-  const near = transitionsBetween(zone, afterMs - MAX_SHIFT, guess + MAX_SHIFT);
-  if (guess > afterMs && near.length === 0) return guess;
-  // A transition is near. Local time moves by at most `shift` across it, so every instant after
-  // `afterMs` has a local time after wall(afterMs) − shift: walk the local slots from there and
-  // map each to its instants, until a slot lies more than `shift` past the best one found.
-  const shift = Math.max(60_000, ...near.map((tr) => Math.abs(tr.after - tr.before)));
-  let best: number | null = null;
-  for (let w = nextWall(s, afterMs + offset - shift - 1); w !== null; w = nextWall(s, w)) {
-    if (best !== null && w > wallOf(zone, best) + shift) break;
-    const { instants, gapEnd } = instantsOf(zone, w);
-    const candidates =
-      instants.length > 0
-        ? s.fixedHour
-          ? instants.slice(0, 1)
-          : instants
-        : s.fixedHour && gapEnd !== null
-          ? [gapEnd]
-          : [];
-    for (const c of candidates) if (c > afterMs && (best === null || c < best)) best = c;
+  // Fixed hours: local times below this already fired before a fall-back repeated them.
+  let firedBelow = Number.NEGATIVE_INFINITY;
+  const previous = transitionsBetween(zone, afterMs - MAX_SHIFT, afterMs).pop();
+  if (s.fixedHour && previous && previous.before > previous.after) firedBelow = previous.at + previous.before;
+  let from = afterMs;
+  let first = true;
+  for (let segment = 0; segment < 100; segment++) {
+    const offset = offsetAt(zone, from);
+    // The first segment starts strictly after `afterMs`; later ones at their transition.
+    const startWall = Math.max(first ? from + offset : from + offset - 1, firedBelow - 1);
+    const wall = nextWall(s, startWall);
+    if (wall === null) return null;
+    const candidate = wall - offset;
+    const transition = transitionsBetween(zone, from + 1, candidate)[0];
+    if (!transition) return candidate;
+    // The segment ends at the transition before the candidate.
+    if (s.fixedHour && transition.after > transition.before) {
+      const skipped = nextWall(s, Math.max(startWall, transition.at + transition.before - 1));
+      if (skipped !== null && skipped < transition.at + transition.after) return transition.at;
+    }
+    if (s.fixedHour && transition.before > transition.after) firedBelow = transition.at + transition.before;
+    from = transition.at;
+    first = false;
   }
-  return best;
+  return null;
 }
 
 /** The first slot at or after `ms`: where a newly registered (or resumed) job starts. */
