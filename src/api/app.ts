@@ -7,7 +7,13 @@
  */
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { allows, type Clock, type Permission, type Role, TockError } from '../core/index.js';
 import type { Store } from '../store/index.js';
@@ -52,6 +58,9 @@ function envelope(code: string, message: string, extra: Record<string, unknown> 
   return { error: { code, message, ...extra } };
 }
 
+/** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
+const MAX_PARAM_LENGTH = 1000;
+
 const STATUS: Record<string, number> = {
   validation_error: 400,
   unauthorized: 401,
@@ -75,7 +84,14 @@ export async function buildApp(o: AppOptions): Promise<App> {
     ajv: {
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    // Ids may be 200 characters (Fastify's default stops path parameters at 100 with a bare 414);
+    // longer ones still reach the schemas, which answer 400 with the envelope.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // A path the router cannot take apart (bad percent-encoding, a parameter past the limit
+    // above) is bad input too: the envelope, not Fastify's own error shape.
+    frameworkErrors: (err: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+      reply.code(400).send(envelope('validation_error', `the request path is invalid (${err.code})`));
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // JSON only: without this, Fastify would read text/plain bodies as strings.

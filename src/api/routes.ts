@@ -99,7 +99,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
         summary: 'Delete a job; its pending runs are cancelled',
         tags: ['jobs'],
         params: S.JobParams,
-        response: { ...errors },
+        response: { 204: S.NoContent, ...errors },
       },
     },
     async (request, reply) => {
@@ -302,7 +302,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
         response: { 200: S.LeaseAnswer, ...errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const b = request.body as {
         worker_id: string;
         pool?: string;
@@ -312,8 +312,14 @@ export function registerRoutes(app: App, o: AppOptions): void {
       };
       const deadline = now() + (b.wait_ms ?? 0);
       const closed = new AbortController();
-      request.raw.once('close', () => closed.abort());
+      // The response's 'close' (before it is sent) means the client went away. Not the request's:
+      // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
+      // its first sleep.
+      reply.raw.once('close', () => closed.abort());
       for (;;) {
+        // A client that went away while we slept gets no runs: a claim now would only strand them
+        // under a lease nobody renews until the reaper takes them back.
+        if (closed.signal.aborted) return { runs: [] };
         const runs = await store.claimRuns({
           workerId: b.worker_id,
           pool: b.pool ?? 'default',

@@ -197,6 +197,9 @@ export const CompleteBody = Type.Object(
 
 export const StateAnswer = Type.Object({ state: Type.String() });
 
+/** An answer without a body (204). */
+export const NoContent = Type.Null({ description: 'No Content' });
+
 export const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1-500, default 50' })),

@@ -1,0 +1,389 @@
+/**
+ * The worker endpoints over real HTTP: claims under a lease, the long-poll (driven by the
+ * FakeClock the handler sleeps on), single and batched heartbeats, completion and failure, and a
+ * stale token after the reaper took the run back, which must answer 409 and change nothing.
+ * Each test uses its own pool so that runs of other tests are never claimed.
+ */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { attemptRows, runRow } from '../setup/factories.js';
+import {
+  type Answer,
+  type Api,
+  client,
+  expectError,
+  keysFor,
+  type RoleKeys,
+  startApi,
+  until,
+} from './helpers.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** The store's default lease (the test store is built without `leaseMs`). */
+const LEASE_MS = 30_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+let db: TestDatabase;
+let api: Api;
+let http: ReturnType<typeof client>;
+let keys: RoleKeys;
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  api = await startApi(db);
+  http = client(api.base);
+  keys = await keysFor(db, 'acme');
+});
+
+afterAll(async () => {
+  await api?.close();
+  await db?.teardown();
+});
+
+/** A job in its own pool and `n` triggered runs of it (distinct slots), oldest first. */
+async function jobWithRuns(jobId: string, pool: string, n: number, extra: Record<string, unknown> = {}) {
+  const put = await http('PUT', `/v1/jobs/${jobId}`, {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: `${jobId}-handler`, pool, ...extra },
+  });
+  expect(put.status, put.text).toBe(200);
+  const runIds: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = await http('POST', `/v1/jobs/${jobId}/runs`, {
+      key: keys.operator,
+      body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
+    });
+    expect(a.status, a.text).toBe(201);
+    runIds.push(a.json.run_id);
+  }
+  return runIds;
+}
+
+async function lease(body: Record<string, unknown>): Promise<Answer> {
+  return http('POST', '/v1/leases', { key: keys.worker, body });
+}
+
+test('POST /v1/leases claims a run under a fresh lease token; the next claim finds nothing', async () => {
+  const [runId] = await jobWithRuns('claimable', 'p-claim', 1, { payload: { n: 1 } });
+  const t = db.clock.nowMs();
+  const a = await lease({ worker_id: 'w-1', pool: 'p-claim', max: 5 });
+  expect(a.status).toBe(200);
+  expect(a.json.runs).toHaveLength(1);
+  const run = a.json.runs[0];
+  expect(run.lease_token).toMatch(UUID);
+  expect(run).toEqual({
+    run_id: runId,
+    job_id: 'claimable',
+    handler: 'claimable-handler',
+    payload: { n: 1 },
+    scheduled_for: iso(t - 1000),
+    attempt: 1,
+    lease_token: run.lease_token,
+    lease_expires_at: iso(t + LEASE_MS),
+  });
+  const row = await runRow(db.pool, runId!);
+  expect(row.state).toBe('running');
+  expect(row.lease_owner).toBe('w-1');
+  expect(row.lease_token).toBe(run.lease_token);
+  expect((row.lease_expires_at as Date).getTime()).toBe(t + LEASE_MS);
+
+  expect((await lease({ worker_id: 'w-2', pool: 'p-claim', max: 5 })).json).toEqual({ runs: [] });
+});
+
+test('max and handlers bound a claim: two of three runs, only the named handler', async () => {
+  const ids = await jobWithRuns('multi', 'p-multi', 3);
+  await jobWithRuns('other', 'p-multi', 1);
+  const none = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['nobody'], max: 10 });
+  expect(none.json).toEqual({ runs: [] });
+  const two = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['multi-handler'], max: 2 });
+  expect(two.json.runs.map((r: { run_id: string }) => r.run_id)).toEqual(ids.slice(0, 2));
+  const rest = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['multi-handler'], max: 10 });
+  expect(rest.json.runs.map((r: { run_id: string }) => r.run_id)).toEqual(ids.slice(2));
+});
+
+test('wait_ms long-polls: a run triggered while the request waits is returned before the wait ends', async () => {
+  const put = await http('PUT', '/v1/jobs/late', {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: 'late', pool: 'p-poll' },
+  });
+  expect(put.status).toBe(200);
+  const start = db.clock.nowMs();
+  let answer: Answer | undefined;
+  const pending = lease({ worker_id: 'w-poll', pool: 'p-poll', wait_ms: 2000 }).then((a) => {
+    answer = a;
+  });
+  // The first claim found nothing: the handler now sleeps on the FakeClock.
+  await until(() => db.clock.pendingSleeps === 1, 'the long-poll to sleep');
+  expect(answer).toBeUndefined();
+
+  const trigger = await http('POST', '/v1/jobs/late/runs', { key: keys.operator, body: {} });
+  expect(trigger.status).toBe(201);
+  db.clock.advance(200);
+  await Promise.race([
+    pending,
+    new Promise((_, reject) => setTimeout(() => reject(new Error('the long-poll did not answer')), 5000)),
+  ]);
+  expect(answer?.status).toBe(200);
+  expect(answer?.json.runs.map((r: { run_id: string }) => r.run_id)).toEqual([trigger.json.run_id]);
+  // One poll step, far from the 2 s deadline.
+  expect(db.clock.nowMs() - start).toBe(200);
+  expect(db.clock.pendingSleeps).toBe(0);
+});
+
+test('wait_ms long-polls: with nothing to claim it answers empty once the whole wait has passed', async () => {
+  const start = db.clock.nowMs();
+  let answer: Answer | undefined;
+  const pending = lease({ worker_id: 'w-idle', pool: 'p-empty', wait_ms: 2000 }).then((a) => {
+    answer = a;
+  });
+  let steps = 0;
+  for (; steps < 20; steps++) {
+    await until(() => answer !== undefined || db.clock.pendingSleeps === 1, 'a poll step');
+    if (answer !== undefined) break;
+    db.clock.advance(200);
+  }
+  await pending;
+  // 2000 ms in steps of the 200 ms poll interval: ten steps, no answer before the last.
+  expect(steps).toBe(10);
+  expect(db.clock.nowMs() - start).toBe(2000);
+  expect(answer?.status).toBe(200);
+  expect(answer?.json).toEqual({ runs: [] });
+});
+
+test('a client that goes away ends its long-poll without claiming what arrives after', async () => {
+  const put = await http('PUT', '/v1/jobs/abandoned', {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: 'h', pool: 'p-gone' },
+  });
+  expect(put.status).toBe(200);
+  const t = db.clock.nowMs();
+  const gone = new AbortController();
+  const pending = fetch(`${api.base}/v1/leases`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${keys.worker}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ worker_id: 'w-gone', pool: 'p-gone', wait_ms: 5000 }),
+    signal: gone.signal,
+  }).catch((err: unknown) => err);
+  await until(() => db.clock.pendingSleeps === 1, 'the long-poll to sleep');
+  // A run arrives while the poll sleeps, and then the client disconnects.
+  const run = await http('POST', '/v1/jobs/abandoned/runs', { key: keys.operator, body: {} });
+  expect(run.status).toBe(201);
+  gone.abort();
+  expect(await pending).toBeInstanceOf(Error);
+  // The server notices the closed connection and stops sleeping, with no time passing...
+  await until(() => db.clock.pendingSleeps === 0, 'the long-poll to stop');
+  expect(db.clock.nowMs()).toBe(t);
+  // ...and does not claim the run for a client that is gone. (The short real wait only gives a
+  // faulty server the time to finish such a claim; a correct one has nothing left to do.)
+  await new Promise((r) => setTimeout(r, 50));
+  expect((await runRow(db.pool, run.json.run_id)).state).toBe('pending');
+  const claim = await lease({ worker_id: 'w-here', pool: 'p-gone' });
+  expect(claim.json.runs.map((r: { run_id: string }) => r.run_id)).toEqual([run.json.run_id]);
+});
+
+test('a heartbeat renews one lease: 200 with the new expiry', async () => {
+  const [runId] = await jobWithRuns('beating', 'p-beat', 1);
+  const claimed = (await lease({ worker_id: 'w-1', pool: 'p-beat' })).json.runs[0];
+  db.clock.advance(10_000);
+  const a = await http('POST', `/v1/runs/${runId}/heartbeat`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token },
+  });
+  expect(a.status).toBe(200);
+  expect(a.json).toEqual({ lease_expires_at: iso(db.clock.nowMs() + LEASE_MS) });
+  expect(((await runRow(db.pool, runId!)).lease_expires_at as Date).toISOString()).toBe(
+    a.json.lease_expires_at,
+  );
+});
+
+test('a batched heartbeat renews the live leases and names the lost ones', async () => {
+  const ids = await jobWithRuns('batch', 'p-batch', 3);
+  const claimed = (await lease({ worker_id: 'w-b', pool: 'p-batch', max: 3 })).json.runs as {
+    run_id: string;
+    lease_token: string;
+  }[];
+  expect(claimed.map((r) => r.run_id)).toEqual(ids);
+  // The third run is finished, so its lease is no longer live.
+  const done = await http('POST', `/v1/runs/${ids[2]}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed[2]!.lease_token, status: 'succeeded' },
+  });
+  expect(done.json).toEqual({ state: 'succeeded' });
+  db.clock.advance(5_000);
+  const unknown = '00000000-0000-4000-8000-000000000000';
+  const a = await http('POST', '/v1/workers/w-b/heartbeat', {
+    key: keys.worker,
+    body: {
+      leases: [
+        { run_id: ids[0], lease_token: claimed[0]!.lease_token },
+        // The right run with another run's token.
+        { run_id: ids[1], lease_token: claimed[0]!.lease_token },
+        { run_id: ids[2], lease_token: claimed[2]!.lease_token },
+        { run_id: unknown, lease_token: claimed[1]!.lease_token },
+        { run_id: 'not-a-uuid', lease_token: 'nor-this' },
+      ],
+    },
+  });
+  expect(a.status).toBe(200);
+  expect(a.json.renewed).toEqual([{ run_id: ids[0], lease_expires_at: iso(db.clock.nowMs() + LEASE_MS) }]);
+  expect([...a.json.lost].sort()).toEqual([ids[1], ids[2], unknown, 'not-a-uuid'].sort());
+
+  // The correct pairs renew both.
+  const b = await http('POST', '/v1/workers/w-b/heartbeat', {
+    key: keys.worker,
+    body: { leases: claimed.slice(0, 2).map((r) => ({ run_id: r.run_id, lease_token: r.lease_token })) },
+  });
+  expect([...b.json.renewed].sort((x, y) => x.run_id.localeCompare(y.run_id))).toEqual(
+    ids
+      .slice(0, 2)
+      .sort()
+      .map((id) => ({ run_id: id, lease_expires_at: iso(db.clock.nowMs() + LEASE_MS) })),
+  );
+  expect(b.json.lost).toEqual([]);
+  expect(
+    (await http('POST', '/v1/workers/w-b/heartbeat', { key: keys.worker, body: { leases: [] } })).json,
+  ).toEqual({ renewed: [], lost: [] });
+});
+
+test('complete succeeded: 200 {state: succeeded}; the run and its attempt record it; a second completion is 409', async () => {
+  const [runId] = await jobWithRuns('happy', 'p-ok', 1);
+  const claimed = (await lease({ worker_id: 'w-ok', pool: 'p-ok' })).json.runs[0];
+  db.clock.advance(2_000);
+  const a = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token, status: 'succeeded' },
+  });
+  expect(a.status).toBe(200);
+  expect(a.json).toEqual({ state: 'succeeded' });
+  const run = await http('GET', `/v1/runs/${runId}`, { key: keys.reader });
+  expect(run.json).toMatchObject({
+    state: 'succeeded',
+    attempt: 1,
+    finished_at: iso(db.clock.nowMs()),
+    lease_expires_at: null,
+  });
+  expect(run.json.attempts).toEqual([
+    {
+      attempt: 1,
+      worker_id: 'w-ok',
+      started_at: iso(db.clock.nowMs() - 2_000),
+      finished_at: iso(db.clock.nowMs()),
+      outcome: 'succeeded',
+      error: null,
+    },
+  ]);
+
+  const row = await runRow(db.pool, runId!);
+  const again = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token, status: 'succeeded' },
+  });
+  expectError(again, 409, 'lease_lost');
+  expect(await runRow(db.pool, runId!)).toEqual(row);
+});
+
+test('complete failed (retryable by default): back to pending as attempt 2, after a backoff', async () => {
+  const [runId] = await jobWithRuns('flaky', 'p-retry', 1);
+  const claimed = (await lease({ worker_id: 'w-r', pool: 'p-retry' })).json.runs[0];
+  const t = db.clock.nowMs();
+  const a = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token, status: 'failed', error: 'timeout talking to smtp' },
+  });
+  expect(a.status).toBe(200);
+  expect(a.json).toEqual({ state: 'pending' });
+  const run = await http('GET', `/v1/runs/${runId}`, { key: keys.reader });
+  expect(run.json).toMatchObject({
+    state: 'pending',
+    attempt: 2,
+    last_error: 'timeout talking to smtp',
+    lease_expires_at: null,
+    finished_at: null,
+  });
+  const availableAt = Date.parse(run.json.available_at);
+  expect(availableAt).toBeGreaterThan(t);
+  expect(run.json.attempts).toEqual([
+    {
+      attempt: 1,
+      worker_id: 'w-r',
+      started_at: iso(t),
+      finished_at: iso(t),
+      outcome: 'failed',
+      error: 'timeout talking to smtp',
+    },
+  ]);
+  // Not claimable before the backoff ends; claimable as attempt 2 after it.
+  expect((await lease({ worker_id: 'w-r', pool: 'p-retry' })).json).toEqual({ runs: [] });
+  db.clock.set(availableAt);
+  const retry = await lease({ worker_id: 'w-r', pool: 'p-retry' });
+  expect(retry.json.runs).toHaveLength(1);
+  expect(retry.json.runs[0]).toMatchObject({ run_id: runId, attempt: 2 });
+  expect(retry.json.runs[0].lease_token).not.toBe(claimed.lease_token);
+});
+
+test('a stale token (lease expired, reaped, re-claimed) gets 409 lease_lost and changes nothing', async () => {
+  const [runId] = await jobWithRuns('stale', 'p-stale', 1);
+  const old = (await lease({ worker_id: 'w-old', pool: 'p-stale' })).json.runs[0];
+  db.clock.advance(LEASE_MS + 1_000);
+  const reaped = await db.store.reapExpired({ now: db.clock.nowMs(), batchSize: 100 });
+  // (Leases other tests left behind expire too.)
+  expect(reaped.requeued.map((r) => r.runId)).toContain(runId);
+
+  const staleCalls = async () => {
+    const row = await runRow(db.pool, runId!);
+    const attempts = await attemptRows(db.pool, runId!);
+    expectError(
+      await http('POST', `/v1/runs/${runId}/heartbeat`, {
+        key: keys.worker,
+        body: { lease_token: old.lease_token },
+      }),
+      409,
+      'lease_lost',
+    );
+    expectError(
+      await http('POST', `/v1/runs/${runId}/complete`, {
+        key: keys.worker,
+        body: { lease_token: old.lease_token, status: 'succeeded' },
+      }),
+      409,
+      'lease_lost',
+    );
+    expectError(
+      await http('POST', `/v1/runs/${runId}/complete`, {
+        key: keys.worker,
+        body: { lease_token: old.lease_token, status: 'failed', error: 'late failure', retryable: false },
+      }),
+      409,
+      'lease_lost',
+    );
+    const batch = await http('POST', '/v1/workers/w-old/heartbeat', {
+      key: keys.worker,
+      body: { leases: [{ run_id: runId, lease_token: old.lease_token }] },
+    });
+    expect(batch.json).toEqual({ renewed: [], lost: [runId] });
+    expect(await runRow(db.pool, runId!)).toEqual(row);
+    expect(await attemptRows(db.pool, runId!)).toEqual(attempts);
+    return row;
+  };
+
+  // Reaped: pending again as attempt 2.
+  const pendingRow = await staleCalls();
+  expect(pendingRow.state).toBe('pending');
+  expect(pendingRow.attempt).toBe(2);
+
+  // Re-claimed by another worker: the old token still cannot touch it, the new lease stays live.
+  db.clock.set(pendingRow.available_at as Date);
+  const fresh = (await lease({ worker_id: 'w-new', pool: 'p-stale' })).json.runs[0];
+  expect(fresh).toMatchObject({ run_id: runId, attempt: 2 });
+  const runningRow = await staleCalls();
+  expect(runningRow).toMatchObject({
+    state: 'running',
+    lease_owner: 'w-new',
+    lease_token: fresh.lease_token,
+  });
+  const ok = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: fresh.lease_token, status: 'succeeded' },
+  });
+  expect(ok.json).toEqual({ state: 'succeeded' });
+});
