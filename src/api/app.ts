@@ -116,7 +116,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
       request.principal = { tenantId: o.openTenant ?? 'default', role: 'admin', keyId: null };
     } else {
       const header = request.headers.authorization;
-      const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/.exec(header) : null;
+      const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/i.exec(header) : null;
       if (!match) {
         return reply
           .code(401)

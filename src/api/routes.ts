@@ -26,6 +26,11 @@ function hashBody(body: unknown): string {
 export function registerRoutes(app: App, o: AppOptions): void {
   const { store, clock } = o;
   const now = () => clock.nowMs();
+  /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
+  const leaseLost = async (tenantId: string, runId: string): Promise<TockError> => {
+    await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
+    return new TockError('lease_lost', `the lease on run ${runId} is not live`);
+  };
 
   // -- jobs ---------------------------------------------------------------------------------------
   app.put(
@@ -133,6 +138,10 @@ export function registerRoutes(app: App, o: AppOptions): void {
     '/v1/jobs/:job_id/runs',
     {
       config: { permission: 'operate' },
+      // Every field is optional: a bare POST (no body, no content type) triggers a run for now.
+      preValidation: async (request) => {
+        if (request.body === undefined && request.headers['content-type'] === undefined) request.body = {};
+      },
       schema: {
         summary: 'Trigger a run for a slot (default now); Idempotency-Key replays the same answer',
         tags: ['runs'],
@@ -186,12 +195,11 @@ export function registerRoutes(app: App, o: AppOptions): void {
       try {
         answer = await trigger();
       } catch (err) {
-        if (err instanceof ConflictError || (err instanceof TockError && err.code === 'not_found')) {
+        // A slot that already has a run is a lasting answer, worth replaying; anything else (an
+        // unknown job that may be created next, a bad slot, a fault) frees the key for a retry.
+        if (err instanceof ConflictError) {
           const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
-          answer = {
-            status: err.code === 'conflict' ? 409 : 404,
-            body: { error: { code: err.code, message: err.message, ...extra } },
-          };
+          answer = { status: 409, body: { error: { code: err.code, message: err.message, ...extra } } };
         } else {
           await store.releaseIdempotent(idem);
           throw err;
@@ -354,11 +362,13 @@ export function registerRoutes(app: App, o: AppOptions): void {
     async (request) => {
       const { run_id } = request.params as { run_id: string };
       const { lease_token } = request.body as { lease_token: string };
+      const tenantId = request.principal.tenantId;
       const { renewed } = await store.heartbeatRuns({
         leases: [{ runId: run_id, leaseToken: lease_token }],
         now: now(),
+        tenantId,
       });
-      if (!renewed[0]) throw new TockError('lease_lost', `the lease on run ${run_id} is not live`);
+      if (!renewed[0]) throw await leaseLost(tenantId, run_id);
       return { lease_expires_at: renewed[0].leaseExpiresAt.toISOString() };
     },
   );
@@ -380,6 +390,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
       const result = await store.heartbeatRuns({
         leases: leases.map((l) => ({ runId: l.run_id, leaseToken: l.lease_token })),
         now: now(),
+        tenantId: request.principal.tenantId,
       });
       return {
         renewed: result.renewed.map((r) => ({
@@ -412,24 +423,31 @@ export function registerRoutes(app: App, o: AppOptions): void {
         retryable?: boolean;
         retry_after_ms?: number;
       };
+      const tenantId = request.principal.tenantId;
       if (b.status === 'succeeded') {
         const { completed } = await store.completeRuns({
           leases: [{ runId: run_id, leaseToken: b.lease_token }],
           now: now(),
+          tenantId,
         });
-        if (completed.length === 0)
-          throw new TockError('lease_lost', `the lease on run ${run_id} is not live`);
+        if (completed.length === 0) throw await leaseLost(tenantId, run_id);
         return { state: 'succeeded' };
       }
-      const result = await store.failRun({
-        runId: run_id,
-        leaseToken: b.lease_token,
-        error: b.error ?? 'failed',
-        permanent: b.retryable === false,
-        retryAfterMs: b.retry_after_ms,
-        now: now(),
-      });
-      return { state: result.state };
+      try {
+        const result = await store.failRun({
+          runId: run_id,
+          leaseToken: b.lease_token,
+          error: b.error ?? 'failed',
+          permanent: b.retryable === false,
+          retryAfterMs: b.retry_after_ms,
+          now: now(),
+          tenantId,
+        });
+        return { state: result.state };
+      } catch (err) {
+        if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(tenantId, run_id);
+        throw err;
+      }
     },
   );
 

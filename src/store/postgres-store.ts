@@ -458,11 +458,12 @@ export class PostgresStore implements Store {
   async heartbeatRuns(p: {
     leases: readonly LeaseRef[];
     now: number;
+    tenantId?: string;
   }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }> {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
     const { rows } = ids.length
-      ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs])
+      ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs, p.tenantId ?? null])
       : { rows: [] };
     const renewed = rows.map((r: Row) => ({
       runId: r.run_id as string,
@@ -475,10 +476,13 @@ export class PostgresStore implements Store {
   async completeRuns(p: {
     leases: readonly LeaseRef[];
     now: number;
+    tenantId?: string;
   }): Promise<{ completed: string[]; lost: string[] }> {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
-    const { rows } = ids.length ? await this.pool.query(R.runCompleteMany, [ids, tokens, now]) : { rows: [] };
+    const { rows } = ids.length
+      ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null])
+      : { rows: [] };
     const completed = rows.map((r: Row) => r.run_id as string);
     const ok = new Set(completed);
     return { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
@@ -491,6 +495,7 @@ export class PostgresStore implements Store {
     permanent?: boolean;
     retryAfterMs?: number;
     now: number;
+    tenantId?: string;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }> {
     const now = checkInstant(p.now, 'now');
     const lost = () => new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
@@ -498,7 +503,7 @@ export class PostgresStore implements Store {
     if (p.retryAfterMs !== undefined && !(p.retryAfterMs >= 0 && Number.isFinite(p.retryAfterMs))) {
       throw new ValidationError('retry_after must be a non-negative number of ms', { field: 'retry_after' });
     }
-    const read = await this.pool.query(R.runFailRead, [p.runId, p.leaseToken, now]);
+    const read = await this.pool.query(R.runFailRead, [p.runId, p.leaseToken, now, p.tenantId ?? null]);
     const run = read.rows[0];
     if (!run) throw lost();
     const dead = p.permanent === true || run.attempt >= run.max_attempts;

@@ -167,11 +167,15 @@ export interface Store {
   heartbeatRuns(p: {
     leases: readonly LeaseRef[];
     now: number;
+    /** Only this tenant's runs (the API passes the caller's). */
+    tenantId?: string;
   }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
   /** Marks runs succeeded, each only under its live lease. */
   completeRuns(p: {
     leases: readonly LeaseRef[];
     now: number;
+    /** Only this tenant's runs (the API passes the caller's). */
+    tenantId?: string;
   }): Promise<{ completed: string[]; lost: string[] }>;
   /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
   failRun(p: {
@@ -181,6 +185,7 @@ export interface Store {
     permanent?: boolean;
     retryAfterMs?: number;
     now: number;
+    tenantId?: string;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
   /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
   releaseRuns(p: {

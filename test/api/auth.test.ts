@@ -366,7 +366,7 @@ describe('known gaps', () => {
     leaked = { runId: run.json.run_id, token: claimed.json.runs[0].lease_token };
   });
 
-  test.fails('a worker key of another tenant cannot complete a run even with its live token (404)', async () => {
+  test('a worker key of another tenant cannot complete a run even with its live token (404)', async () => {
     const answer = await http('POST', `/v1/runs/${leaked.runId}/complete`, {
       key: b.worker,
       body: { lease_token: leaked.token, status: 'succeeded' },

@@ -401,3 +401,32 @@ describe('runs', () => {
     expect(again.json.runs[0]).toMatchObject({ run_id: runId, attempt: 1 });
   });
 });
+
+test('a bare POST (no body, no content type) triggers a run for now', async () => {
+  await http('PUT', '/v1/jobs/bare', { key: keys.operator, body: { schedule: '@daily', handler: 'h' } });
+  const res = await fetch(`${api.base}/v1/jobs/bare/runs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${keys.operator}` },
+  });
+  expect(res.status).toBe(201);
+  const run = (await res.json()) as { scheduled_for: string; state: string };
+  expect(run.state).toBe('pending');
+  expect(run.scheduled_for).toBe(new Date(db.clock.nowMs()).toISOString());
+});
+
+test('an Idempotency-Key whose trigger found no job is not remembered: after the job exists, the same key triggers', async () => {
+  const first = await http('POST', '/v1/jobs/later/runs', {
+    key: keys.operator,
+    body: {},
+    headers: { 'idempotency-key': 'k-later' },
+  });
+  expect(first.status).toBe(404);
+  expect(await countRows(db.pool, 'idempotency_keys', "key = 'k-later'")).toBe(0);
+  await http('PUT', '/v1/jobs/later', { key: keys.operator, body: { schedule: '@daily', handler: 'h' } });
+  const second = await http('POST', '/v1/jobs/later/runs', {
+    key: keys.operator,
+    body: {},
+    headers: { 'idempotency-key': 'k-later' },
+  });
+  expect(second.status).toBe(201);
+});

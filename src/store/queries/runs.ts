@@ -75,29 +75,35 @@ WITH picked AS (
 )
 SELECT * FROM claimed ORDER BY sort_key`;
 
-/** $1 run ids, $2 tokens, $3 now, $4 default lease ms. Renews every live lease; the rest are lost. */
+/**
+ * $1 run ids, $2 tokens, $3 now, $4 default lease ms, $5 tenant (or null).
+ * Renews every live lease; the rest are lost.
+ */
 export const runHeartbeatMany = `
 UPDATE runs r SET lease_expires_at = $3::timestamptz + COALESCE(r.lease_seconds * 1000, $4) * interval '1 millisecond'
 FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
 WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
+  AND ($5::text IS NULL OR r.tenant_id = $5)
 RETURNING r.run_id, r.lease_expires_at`;
 
-/** $1 run ids, $2 tokens, $3 now. Success, only under a live lease. */
+/** $1 run ids, $2 tokens, $3 now, $4 tenant (or null). Success, only under a live lease. */
 export const runCompleteMany = `
 WITH done AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
+    AND ($4::text IS NULL OR r.tenant_id = $4)
   RETURNING r.run_id, r.lease_token
 ), recorded AS (
   UPDATE attempts a SET finished_at = $3, outcome = 'succeeded' FROM done WHERE a.lease_token = done.lease_token
 )
 SELECT run_id FROM done`;
 
-/** $1 run, $2 token, $3 now. What a failure needs to decide between retry and dead letter. */
+/** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
 SELECT attempt, max_attempts, priority, backoff_base_seconds, backoff_cap_seconds
-FROM runs WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3`;
+FROM runs WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3
+  AND ($4::text IS NULL OR tenant_id = $4)`;
 
 /**
  * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error.
