@@ -31,7 +31,12 @@ const problems = [];
 for (const file of files(SRC)) {
   const from = path.relative(SRC, file).includes(path.sep) ? folderOf(file) : '.';
   const text = readFileSync(file, 'utf8');
-  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s+'(\.[^']+)'/g)) {
+  // Static imports and re-exports, and dynamic `import('…')` (the CLI loads runtime modules lazily).
+  const specifiers = [
+    ...text.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s+'(\.[^']+)'/g),
+    ...text.matchAll(/\bimport\(\s*'(\.[^']+)'\s*\)/g),
+  ];
+  for (const m of specifiers) {
     const target = path.resolve(path.dirname(file), m[1]);
     const rel = path.relative(SRC, target);
     if (rel.startsWith('..')) {

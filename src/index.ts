@@ -1,6 +1,20 @@
 /**
- * The Tock library: the store, the scheduler loops, the worker, the clocks and the errors.
+ * The Tock library: the HTTP client, the store, the scheduler loops, the worker, the clocks and
+ * the errors. The API's JSON shapes are the `Api` namespace (`Api.Job`, `Api.Run`), apart from the
+ * store's camelCase `Job` and `Run`.
  */
+export {
+  type ClaimOptions,
+  type CompleteOptions,
+  type ListRunsOptions,
+  type PageOptions,
+  TockApiError,
+  TockClient,
+  type TockClientOptions,
+  TockConnectionError,
+  type TriggerOptions,
+} from './client/index.js';
+export type * as Api from './client/types.js';
 export * from './core/index.js';
 export { Reaper, type ReaperOptions, TickLoop, type TickLoopOptions } from './scheduler/index.js';
 export {

@@ -1,64 +1,18 @@
 /**
  * The `tock` command line: argv → a runtime function. No business logic lives here; every
- * option has an environment variable and a default, and `--help` documents each.
+ * option has an environment variable and a default, and `--help` documents each. The runtime
+ * modules are imported when their command runs, so a quick command (`tock jobs list`, `--help`)
+ * does not load the API server, the database driver and the embedded PostgreSQL.
  */
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration, parseInstant, SystemClock, ValidationError } from '../core/index.js';
-import { openDatabase } from '../runtime/database.js';
-import { runDemo } from '../runtime/demo.js';
-import { startDev } from '../runtime/dev.js';
-import { createLogger, type LogFormat } from '../runtime/logger.js';
+import { parseInstant, SystemClock } from '../core/index.js';
+import type { LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
-import { startServer } from '../runtime/server.js';
+import { databaseOptions, duration, positiveInt } from './options.js';
+import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
-
-function duration(value: string): number {
-  try {
-    return parseDuration(value);
-  } catch (err) {
-    throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
-  }
-}
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
-    throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-const databaseOptions = (cmd: Command) =>
-  cmd
-    .addOption(
-      new Option('--database-url <url>', 'PostgreSQL connection string; unset: embedded PostgreSQL').env(
-        'DATABASE_URL',
-      ),
-    )
-    .addOption(
-      new Option('--data-dir <dir>', 'embedded PostgreSQL data directory')
-        .env('TOCK_DATA_DIR')
-        .default('.tock'),
-    )
-    .addOption(
-      new Option(
-        '--schema <name>',
-        "PostgreSQL schema for Tock's tables (created if missing); default: the server's search_path",
-      ).env('TOCK_SCHEMA'),
-    )
-    .addOption(
-      new Option('--log-format <format>', 'log lines for people or machines')
-        .choices(['pretty', 'json'])
-        .env('TOCK_LOG_FORMAT')
-        .default('pretty'),
-    )
-    .addOption(
-      new Option('--log-level <level>', 'least severe level logged')
-        .choices(['trace', 'debug', 'info', 'warn', 'error'])
-        .env('TOCK_LOG_LEVEL')
-        .default('info'),
-    );
 
 function port(value: string): number {
   const n = Number(value);
@@ -178,6 +132,10 @@ export function buildProgram(): Command {
         .argParser(duration),
     )
     .action(async (opts) => {
+      const [{ createLogger }, { startDev }] = await Promise.all([
+        import('../runtime/logger.js'),
+        import('../runtime/dev.js'),
+      ]);
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
       const signal = stopSignal((m) => logger.warn(m));
       const dev = await startDev({
@@ -233,6 +191,10 @@ export function buildProgram(): Command {
         .argParser(positiveInt),
     )
     .action(async (opts) => {
+      const [{ createLogger }, { startServer }] = await Promise.all([
+        import('../runtime/logger.js'),
+        import('../runtime/server.js'),
+      ]);
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
       const signal = stopSignal((m) => logger.warn(m));
       const server = await startServer({
@@ -258,6 +220,10 @@ export function buildProgram(): Command {
 
   databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
     async (opts) => {
+      const [{ createLogger }, { openDatabase }] = await Promise.all([
+        import('../runtime/logger.js'),
+        import('../runtime/database.js'),
+      ]);
       const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
       const db = await openDatabase({
         databaseUrl: opts.databaseUrl,
@@ -278,6 +244,10 @@ export function buildProgram(): Command {
         "replay the reference design's walk-through on a fake clock against the real store and print its ten lines",
       ),
   ).action(async (opts) => {
+    const [{ createLogger }, { runDemo }] = await Promise.all([
+      import('../runtime/logger.js'),
+      import('../runtime/demo.js'),
+    ]);
     const logger = createLogger(
       opts.logFormat as LogFormat,
       opts.logLevel === 'info' ? 'warn' : opts.logLevel,
@@ -310,6 +280,7 @@ export function buildProgram(): Command {
       process.stdout.write(`${lines.join('\n')}\n`);
     });
 
+  registerRemoteCommands(program);
   return program;
 }
 

@@ -1,0 +1,51 @@
+/** Option parsers and option groups shared by the `tock` commands. */
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { parseDuration, ValidationError } from '../core/index.js';
+
+/** A duration such as `90s` or `1h30m`, in milliseconds. */
+export function duration(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
+  }
+}
+
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+/** Where a command finds its database: `DATABASE_URL` or embedded, the schema, and its logging. */
+export const databaseOptions = (cmd: Command) =>
+  cmd
+    .addOption(
+      new Option('--database-url <url>', 'PostgreSQL connection string; unset: embedded PostgreSQL').env(
+        'DATABASE_URL',
+      ),
+    )
+    .addOption(
+      new Option('--data-dir <dir>', 'embedded PostgreSQL data directory')
+        .env('TOCK_DATA_DIR')
+        .default('.tock'),
+    )
+    .addOption(
+      new Option(
+        '--schema <name>',
+        "PostgreSQL schema for Tock's tables (created if missing); default: the server's search_path",
+      ).env('TOCK_SCHEMA'),
+    )
+    .addOption(
+      new Option('--log-format <format>', 'log lines for people or machines')
+        .choices(['pretty', 'json'])
+        .env('TOCK_LOG_FORMAT')
+        .default('pretty'),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'least severe level logged')
+        .choices(['trace', 'debug', 'info', 'warn', 'error'])
+        .env('TOCK_LOG_LEVEL')
+        .default('info'),
+    );

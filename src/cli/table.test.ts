@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { cell, formatFields, formatTable, truncate } from './table.js';
+
+describe('formatTable', () => {
+  it('aligns columns two spaces apart, with no trailing spaces', () => {
+    const out = formatTable(
+      ['JOB', 'SCHEDULE', 'NEXT'],
+      [
+        ['nightly', '0 3 * * *', '2026-01-01T03:00:00.000Z'],
+        ['hb', '@every 10s', null],
+      ],
+    );
+    expect(out).toBe(
+      [
+        'JOB      SCHEDULE    NEXT',
+        'nightly  0 3 * * *   2026-01-01T03:00:00.000Z',
+        'hb       @every 10s  -',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('keeps each row on one line and counts characters, not UTF-16 units', () => {
+    const out = formatTable(
+      ['A', 'B'],
+      [
+        ['x\ny', '1'],
+        ['→é', '2'],
+      ],
+    );
+    expect(out).toBe('A    B\nx y  1\n→é   2\n');
+  });
+
+  it('prints an empty last column without trailing spaces', () => {
+    expect(formatTable(['A', 'B'], [['long value', '']])).toBe('A           B\nlong value\n');
+  });
+});
+
+describe('formatFields', () => {
+  it('aligns names and shows null as -', () => {
+    expect(
+      formatFields([
+        ['job_id', 'nightly'],
+        ['next_run_at', null],
+        ['payload', { a: 1 }],
+      ]),
+    ).toBe('job_id       nightly\nnext_run_at  -\npayload      {"a":1}\n');
+  });
+});
+
+describe('cell and truncate', () => {
+  it('renders values on one line and marks a cut', () => {
+    expect(cell(true)).toBe('true');
+    expect(cell(undefined)).toBe('-');
+    expect(truncate('abcdef', 4)).toBe('abc…');
+    expect(truncate('abc', 4)).toBe('abc');
+  });
+});

@@ -1,0 +1,38 @@
+/**
+ * Plain-text output for people: aligned columns and `name  value` lists. Cells are single-line
+ * (newlines and tabs become spaces), columns are separated by two spaces, and no line ends in
+ * spaces, so the output reads in a terminal and greps and cuts cleanly.
+ */
+
+/** One line of text: control characters that would break the alignment become spaces. */
+export function cell(value: unknown): string {
+  if (value === null || value === undefined) return '-';
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text.replace(/\s*[\r\n]+\s*/g, ' ').replace(/\t/g, ' ');
+}
+
+/** Shortens `text` to `max` characters, marking the cut with `…`. */
+export function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`;
+}
+
+/** An aligned table with a header row; every line ends in a newline. */
+export function formatTable(headers: readonly string[], rows: readonly (readonly unknown[])[]): string {
+  const lines = [headers.map(cell), ...rows.map((r) => headers.map((_, i) => cell(r[i])))];
+  const widths = headers.map((_, i) => Math.max(...lines.map((l) => [...(l[i] ?? '')].length)));
+  return lines
+    .map((l) =>
+      l
+        .map((c, i) => (i === l.length - 1 ? c : c + ' '.repeat((widths[i] ?? 0) - [...c].length)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .map((l) => `${l}\n`)
+    .join('');
+}
+
+/** `name  value` lines, names aligned; every line ends in a newline. */
+export function formatFields(fields: readonly (readonly [string, unknown])[]): string {
+  const width = Math.max(0, ...fields.map(([name]) => name.length));
+  return fields.map(([name, value]) => `${`${name.padEnd(width)}  ${cell(value)}`.trimEnd()}\n`).join('');
+}

@@ -1,0 +1,371 @@
+/**
+ * `TockClient`: a typed client of the HTTP API over `fetch`, one method per `/v1` endpoint. It
+ * knows only the contract (`types.ts`): bodies and answers are the API's snake_case JSON, passed
+ * through as they are. Every error answer becomes a `TockApiError` carrying the status and the
+ * envelope's stable `code`; a server that cannot be reached (or does not answer in time) is a
+ * `TockConnectionError` naming the URL. The client never retries: whether a request may be
+ * repeated is the caller's decision (a trigger is safe to repeat only with an idempotency key).
+ */
+import type {
+  ApiKey,
+  CreatedKey,
+  HeartbeatAnswer,
+  Job,
+  JobBody,
+  JobList,
+  LeaseAnswer,
+  Role,
+  Run,
+  RunList,
+  RunState,
+  RunWithAttempts,
+  StateAnswer,
+  UpsertedJob,
+  WorkerHeartbeatAnswer,
+} from './types.js';
+
+/** Default per-request timeout, ms. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+/** Added to a lease long-poll's `waitMs` for its timeout, ms. */
+const LONG_POLL_MARGIN_MS = 10_000;
+
+export interface TockClientOptions {
+  /** Base URL of a Tock server, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
+  url: string;
+  /** API key, sent as `Authorization: Bearer <key>`. Default: none (a server without keys). */
+  key?: string;
+  /** How long one request may take, ms; a lease long-poll gets its `waitMs` on top. Default 30000. */
+  timeoutMs?: number;
+  /** The `fetch` to use. Default: the global `fetch`. */
+  fetch?: typeof fetch;
+}
+
+/** The server answered with an error: `status` and the envelope's `{code, message, run_id?}`. */
+export class TockApiError extends Error {
+  /** The HTTP status, e.g. 404. */
+  readonly status: number;
+  /** The stable machine-readable code, e.g. `not_found`, `validation_error`, `lease_lost`. */
+  readonly code: string;
+  /** For a slot conflict: the run that slot already has. */
+  readonly runId?: string;
+
+  constructor(status: number, code: string, message: string, runId?: string) {
+    super(message);
+    this.name = 'TockApiError';
+    this.status = status;
+    this.code = code;
+    if (runId !== undefined) this.runId = runId;
+  }
+}
+
+/** No answer: the server could not be reached, or did not answer within the timeout. */
+export class TockConnectionError extends Error {
+  /** The URL requested. */
+  readonly url: string;
+
+  constructor(url: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TockConnectionError';
+    this.url = url;
+  }
+}
+
+/** A page of a list: `limit` 1–500 (server default 50), `cursor` from the previous page's `next_cursor`. */
+export interface PageOptions {
+  limit?: number;
+  cursor?: string | null;
+}
+
+export interface ListRunsOptions extends PageOptions {
+  /** Only runs in this state (`dead`: the dead-letter view). */
+  state?: RunState;
+  /** Only this job's runs. */
+  jobId?: string;
+}
+
+export interface TriggerOptions {
+  /** The slot to run; an ISO-8601 instant or a `Date`. Default: now (the server's clock). */
+  scheduledFor?: string | Date;
+  /** Makes a retried trigger safe: the same key and body return the first answer again. */
+  idempotencyKey?: string;
+}
+
+export interface ClaimOptions {
+  /** Unique per worker process. */
+  workerId: string;
+  /** Pool to claim from. Default `default`. */
+  pool?: string;
+  /** Claim only runs of these handlers. Default: any. */
+  handlers?: string[];
+  /** Most runs to claim, 1–500. Default 1. */
+  max?: number;
+  /** Long-poll: wait up to this long for a run when none is ready, ms (≤ 30000). Default 0. */
+  waitMs?: number;
+  /** Aborts the request (a worker shutting down). */
+  signal?: AbortSignal;
+}
+
+export interface CompleteOptions {
+  /** The token of the live lease. */
+  leaseToken: string;
+  status: 'succeeded' | 'failed';
+  /** What went wrong (for `failed`). */
+  error?: string;
+  /** `false` dead-letters the run at once. Default true. */
+  retryable?: boolean;
+  /** Retry after this long instead of the job's backoff, ms. */
+  retryAfterMs?: number;
+}
+
+interface RequestOptions {
+  query?: Record<string, string | number | undefined | null>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+const segment = (value: string) => encodeURIComponent(value);
+
+export class TockClient {
+  /** The base URL, without a trailing slash. */
+  readonly url: string;
+  private readonly key: string | undefined;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: TockClientOptions) {
+    let parsed: URL;
+    try {
+      parsed = new URL(options.url);
+    } catch {
+      throw new TypeError(`server URL "${options.url}" is not a URL; expected e.g. http://127.0.0.1:8080`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new TypeError(`server URL "${options.url}" must start with http:// or https://`);
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError('timeoutMs must be positive');
+    this.url = `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
+    this.key = options.key === '' ? undefined : options.key;
+    this.timeoutMs = timeoutMs;
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+  }
+
+  // -- jobs ---------------------------------------------------------------------------------------
+
+  /** Creates or replaces a job; `change` says whether it was `created`, `updated` or `unchanged`. */
+  putJob(jobId: string, body: JobBody): Promise<UpsertedJob> {
+    return this.request('PUT', `/v1/jobs/${segment(jobId)}`, { body });
+  }
+
+  getJob(jobId: string): Promise<Job> {
+    return this.request('GET', `/v1/jobs/${segment(jobId)}`);
+  }
+
+  listJobs(options: PageOptions = {}): Promise<JobList> {
+    return this.request('GET', '/v1/jobs', { query: { limit: options.limit, cursor: options.cursor } });
+  }
+
+  /** Deletes a job; its pending runs are cancelled, its history is kept. */
+  async deleteJob(jobId: string): Promise<void> {
+    await this.request('DELETE', `/v1/jobs/${segment(jobId)}`);
+  }
+
+  pauseJob(jobId: string): Promise<Job> {
+    return this.request('POST', `/v1/jobs/${segment(jobId)}/pause`);
+  }
+
+  resumeJob(jobId: string): Promise<Job> {
+    return this.request('POST', `/v1/jobs/${segment(jobId)}/resume`);
+  }
+
+  // -- runs ---------------------------------------------------------------------------------------
+
+  /** Creates a run of a job for a slot (default now); `409` if that slot already has a run. */
+  triggerRun(jobId: string, options: TriggerOptions = {}): Promise<Run> {
+    const at = options.scheduledFor;
+    const body = at === undefined ? {} : { scheduled_for: at instanceof Date ? at.toISOString() : at };
+    const headers: Record<string, string> =
+      options.idempotencyKey === undefined ? {} : { 'idempotency-key': options.idempotencyKey };
+    return this.request('POST', `/v1/jobs/${segment(jobId)}/runs`, { body, headers });
+  }
+
+  /** A job's runs, newest slot first. */
+  listJobRuns(jobId: string, options: PageOptions = {}): Promise<RunList> {
+    return this.request('GET', `/v1/jobs/${segment(jobId)}/runs`, {
+      query: { limit: options.limit, cursor: options.cursor },
+    });
+  }
+
+  /** Runs of the tenant, newest slot first, optionally of one state or job. */
+  listRuns(options: ListRunsOptions = {}): Promise<RunList> {
+    return this.request('GET', '/v1/runs', {
+      query: { state: options.state, job_id: options.jobId, limit: options.limit, cursor: options.cursor },
+    });
+  }
+
+  /** A run with its attempts. */
+  getRun(runId: string): Promise<RunWithAttempts> {
+    return this.request('GET', `/v1/runs/${segment(runId)}`);
+  }
+
+  /** Requeues a dead run; `409` for a run in any other state. */
+  replayRun(runId: string): Promise<Run> {
+    return this.request('POST', `/v1/runs/${segment(runId)}/replay`);
+  }
+
+  // -- workers ------------------------------------------------------------------------------------
+
+  /** Claims up to `max` ready runs under leases, long-polling up to `waitMs` when none is ready. */
+  claimLeases(options: ClaimOptions): Promise<LeaseAnswer> {
+    const body: Record<string, unknown> = { worker_id: options.workerId };
+    if (options.pool !== undefined) body.pool = options.pool;
+    if (options.handlers !== undefined) body.handlers = options.handlers;
+    if (options.max !== undefined) body.max = options.max;
+    if (options.waitMs !== undefined) body.wait_ms = options.waitMs;
+    return this.request('POST', '/v1/leases', {
+      body,
+      timeoutMs: this.timeoutMs + (options.waitMs ?? 0) + (options.waitMs ? LONG_POLL_MARGIN_MS : 0),
+      signal: options.signal,
+    });
+  }
+
+  /** Renews one lease; a `TockApiError` with code `lease_lost` (409) when it is no longer live. */
+  heartbeat(runId: string, leaseToken: string): Promise<HeartbeatAnswer> {
+    return this.request('POST', `/v1/runs/${segment(runId)}/heartbeat`, {
+      body: { lease_token: leaseToken },
+    });
+  }
+
+  /** Renews all of a worker's leases in one request; `lost` lists the runs it no longer holds. */
+  heartbeatMany(
+    workerId: string,
+    leases: readonly { runId: string; leaseToken: string }[],
+  ): Promise<WorkerHeartbeatAnswer> {
+    return this.request('POST', `/v1/workers/${segment(workerId)}/heartbeat`, {
+      body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken })) },
+    });
+  }
+
+  /** Reports a run's result under its lease; `409 lease_lost` when the lease is not live. */
+  complete(runId: string, options: CompleteOptions): Promise<StateAnswer> {
+    const body: Record<string, unknown> = { lease_token: options.leaseToken, status: options.status };
+    if (options.error !== undefined) body.error = options.error;
+    if (options.retryable !== undefined) body.retryable = options.retryable;
+    if (options.retryAfterMs !== undefined) body.retry_after_ms = options.retryAfterMs;
+    return this.request('POST', `/v1/runs/${segment(runId)}/complete`, { body });
+  }
+
+  // -- keys ---------------------------------------------------------------------------------------
+
+  /** Creates a key in the caller's tenant (admin only); the answer's `key` is the secret, shown once. */
+  createKey(options: { role: Role; name?: string }): Promise<CreatedKey> {
+    const body: Record<string, unknown> = { role: options.role };
+    if (options.name !== undefined) body.name = options.name;
+    return this.request('POST', '/v1/keys', { body });
+  }
+
+  listKeys(): Promise<{ keys: ApiKey[] }> {
+    return this.request('GET', '/v1/keys');
+  }
+
+  /** Revokes a key; requests made with it are refused from then on. */
+  revokeKey(keyId: string): Promise<ApiKey> {
+    return this.request('DELETE', `/v1/keys/${segment(keyId)}`);
+  }
+
+  // -- transport ----------------------------------------------------------------------------------
+
+  private async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(o.query ?? {})) {
+      if (value !== undefined && value !== null) search.set(name, String(value));
+    }
+    const query = search.toString();
+    const url = `${this.url}${path}${query ? `?${query}` : ''}`;
+    const headers: Record<string, string> = { accept: 'application/json', ...o.headers };
+    if (this.key !== undefined) headers.authorization = `Bearer ${this.key}`;
+    let payload: string | undefined;
+    if (o.body !== undefined) {
+      headers['content-type'] = 'application/json';
+      payload = JSON.stringify(o.body);
+    }
+
+    const timeoutMs = o.timeoutMs ?? this.timeoutMs;
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, timeoutMs);
+    const onAbort = () => controller.abort(o.signal?.reason);
+    if (o.signal?.aborted) onAbort();
+    else o.signal?.addEventListener('abort', onAbort, { once: true });
+
+    let status: number;
+    let text: string;
+    try {
+      const response = await this.fetchImpl(url, {
+        method,
+        headers,
+        body: payload,
+        signal: controller.signal,
+      });
+      status = response.status;
+      text = await response.text();
+    } catch (err) {
+      if (timedOut) {
+        throw new TockConnectionError(url, `${method} ${url} got no answer within ${timeoutMs} ms`, {
+          cause: err,
+        });
+      }
+      if (o.signal?.aborted) throw err;
+      throw new TockConnectionError(url, `cannot reach ${url}: ${describeCause(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
+    }
+
+    if (status === 204 || (text === '' && status < 300)) return undefined as T;
+    let doc: unknown;
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      const snippet = text.slice(0, 200).trim();
+      if (status >= 400) throw new TockApiError(status, 'http_error', snippet || `HTTP ${status}`);
+      throw new TockApiError(
+        status,
+        'bad_response',
+        `${method} ${url} answered ${status} with a non-JSON body`,
+      );
+    }
+    if (status >= 400) {
+      const error = (doc as { error?: { code?: unknown; message?: unknown; run_id?: unknown } } | null)
+        ?.error;
+      if (error && typeof error.code === 'string' && typeof error.message === 'string') {
+        throw new TockApiError(
+          status,
+          error.code,
+          error.message,
+          typeof error.run_id === 'string' ? error.run_id : undefined,
+        );
+      }
+      throw new TockApiError(status, 'http_error', `HTTP ${status}: ${text.slice(0, 200)}`);
+    }
+    return doc as T;
+  }
+}
+
+/** `fetch failed` says nothing; its cause (ECONNREFUSED, ENOTFOUND, …) says what happened. */
+function describeCause(err: unknown): string {
+  const cause = (err as { cause?: unknown })?.cause;
+  const deepest = cause instanceof Error ? cause : err;
+  if (deepest instanceof Error) {
+    const code = (deepest as { code?: unknown }).code;
+    return typeof code === 'string' && !deepest.message.includes(code)
+      ? `${code} ${deepest.message}`
+      : deepest.message;
+  }
+  return String(err);
+}

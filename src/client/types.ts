@@ -1,0 +1,170 @@
+/**
+ * The HTTP API's bodies and answers as TypeScript types, in the API's own snake_case. They mirror
+ * `src/api/schemas.ts` (the contract); the client knows only the contract, not the server's code.
+ * Instants are ISO-8601 strings in UTC.
+ */
+import type { MisfirePolicy, Role, RunState } from '../core/index.js';
+
+export type { MisfirePolicy, Role, RunState };
+
+/** `PUT /v1/jobs/{job_id}`: a job definition. Unset fields take the server's defaults. */
+export interface JobBody {
+  /** Cron (5 or 6 fields), a macro (`@daily`), `@every <duration>` or `@at <instant>`. */
+  schedule: string;
+  /** IANA timezone the cron expression is read in. Default `UTC`. */
+  timezone?: string;
+  /** Name of the handler a worker runs. */
+  handler: string;
+  /** JSON given to the handler. Default `{}`. */
+  payload?: unknown;
+  /** 0–100, higher first. Default 0. */
+  priority?: number;
+  /** Attempts before a run is dead-lettered, 1–100. Default 3. */
+  max_attempts?: number;
+  /** Retry backoff base in seconds, 1.1–60. Default 2. */
+  backoff_base_seconds?: number;
+  /** Longest retry wait in seconds, 1–604800. Default 3600. */
+  backoff_cap_seconds?: number;
+  /** Misfire policy after downtime. Default `fire_once`. */
+  misfire?: MisfirePolicy;
+  /** Most missed slots `catch_up` backfills, 1–1000. Default 10. */
+  catch_up_limit?: number;
+  /** Worker pool. Default `default`. */
+  pool?: string;
+  /** Lease length of this job's runs in seconds, 1–86400; `null`: the server's default. */
+  lease_seconds?: number | null;
+  /** Spread runs up to this many seconds after their slot, 0–86400. Default 0. */
+  jitter_seconds?: number;
+}
+
+export type UpsertChange = 'created' | 'updated' | 'unchanged';
+
+export interface Job {
+  job_id: string;
+  schedule: string;
+  timezone: string;
+  handler: string;
+  payload: unknown;
+  priority: number;
+  max_attempts: number;
+  backoff_base_seconds: number;
+  backoff_cap_seconds: number;
+  misfire: string;
+  catch_up_limit: number;
+  pool: string;
+  lease_seconds: number | null;
+  jitter_seconds: number;
+  /** `false` while paused. */
+  enabled: boolean;
+  /** The next slot not yet materialised; `null` once a one-shot fired. */
+  next_run_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The answer to `PUT /v1/jobs/{job_id}`: the job and what the upsert did. */
+export interface UpsertedJob extends Job {
+  change: UpsertChange;
+}
+
+export interface JobList {
+  jobs: Job[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  next_cursor: string | null;
+}
+
+export interface Attempt {
+  attempt: number;
+  worker_id: string;
+  started_at: string;
+  finished_at: string | null;
+  /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
+  outcome: string | null;
+  error: string | null;
+}
+
+export interface Run {
+  run_id: string;
+  job_id: string;
+  /** The slot: with the job, the run's identity. */
+  scheduled_for: string;
+  state: RunState;
+  attempt: number;
+  max_attempts: number;
+  handler: string;
+  payload: unknown;
+  pool: string;
+  priority: number;
+  available_at: string;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  last_error: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface RunWithAttempts extends Run {
+  attempts: Attempt[];
+}
+
+export interface RunList {
+  runs: Run[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  next_cursor: string | null;
+}
+
+/** A run handed to a worker under a lease (`POST /v1/leases`). */
+export interface LeasedRun {
+  run_id: string;
+  job_id: string;
+  handler: string;
+  payload: unknown;
+  scheduled_for: string;
+  attempt: number;
+  lease_token: string;
+  lease_expires_at: string;
+}
+
+export interface LeaseAnswer {
+  runs: LeasedRun[];
+}
+
+export interface HeartbeatAnswer {
+  lease_expires_at: string;
+}
+
+export interface WorkerHeartbeatAnswer {
+  renewed: { run_id: string; lease_expires_at: string }[];
+  /** Runs whose lease is no longer the caller's: stop working on them. */
+  lost: string[];
+}
+
+export interface StateAnswer {
+  /** After `complete`: `succeeded`, `pending` (a retry is scheduled) or `dead`. */
+  state: string;
+}
+
+export interface ApiKey {
+  key_id: string;
+  tenant_id: string;
+  role: Role;
+  name: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** A new key: the secret `key` is shown this once. */
+export interface CreatedKey extends ApiKey {
+  key: string;
+}
+
+export interface KeyList {
+  keys: ApiKey[];
+}
+
+/** Every error answer: `{error: {code, message, run_id?}}`. */
+export interface ErrorBody {
+  error: { code: string; message: string; run_id?: string };
+}

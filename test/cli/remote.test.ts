@@ -1,0 +1,551 @@
+/**
+ * The operator commands of the real `tock` binary (built `dist/`) against a real API: the app is
+ * built in this process on the test database's store and FakeClock and listens on loopback; every
+ * command runs as a child process with TOCK_URL and TOCK_KEY, as an operator would run it.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Command } from 'commander';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { type App, buildApp, Metrics } from '../../src/api/index.js';
+import { buildProgram } from '../../src/cli/main.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+
+const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
+const TENANT = 'acme';
+
+let db: TestDatabase;
+let app: App;
+let url: string;
+let adminKey: string;
+let dir: string;
+
+interface Exited {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `tock <args>` against the test API as the tenant's admin unless `env` says otherwise. */
+function tock(args: string[], env: Record<string, string | undefined> = {}): Promise<Exited> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: {
+        ...process.env,
+        DATABASE_URL: undefined,
+        TOCK_SCHEMA: undefined,
+        TOCK_URL: url,
+        TOCK_KEY: adminKey,
+        ...env,
+      },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Runs a command that must succeed and returns its stdout. */
+async function ok(args: string[], env: Record<string, string | undefined> = {}): Promise<string> {
+  const out = await tock(args, env);
+  expect(out.stderr, `tock ${args.join(' ')}`).toBe('');
+  expect(out.code, `tock ${args.join(' ')}`).toBe(0);
+  return out.stdout;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a JSON answer of any shape; tests assert on it field by field
+async function okJson(args: string[], env: Record<string, string | undefined> = {}): Promise<any> {
+  return JSON.parse(await ok([...args, '--json'], env));
+}
+
+/** Runs a command that must fail and returns its stderr. */
+async function fails(args: string[], env: Record<string, string | undefined> = {}): Promise<string> {
+  const out = await tock(args, env);
+  expect(out.code, `tock ${args.join(' ')} should fail; stdout: ${out.stdout}`).toBe(1);
+  expect(out.stdout).toBe('');
+  return out.stderr;
+}
+
+/** A loopback port nothing listens on (it was free a moment ago). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const lastLine = (text: string) => text.trimEnd().split('\n').at(-1) ?? '';
+
+async function jobExists(jobId: string): Promise<boolean> {
+  return db.store.getJob({ tenantId: TENANT, jobId }).then(
+    () => true,
+    () => false,
+  );
+}
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  app = await buildApp({
+    store: db.store,
+    clock: db.clock,
+    logger: pino({ level: 'silent' }),
+    metrics: new Metrics({ processMetrics: false }),
+    auth: 'keys',
+    // The FakeClock does not move, so the quota's bucket would never refill.
+    quota: { perSecond: 1_000_000, burst: 1_000_000 },
+    readiness: async () => ({ database: true, migrations: true }),
+  });
+  url = await app.listen({ host: '127.0.0.1', port: 0 });
+  adminKey = (
+    await db.store.createApiKey({ tenantId: TENANT, role: 'admin', name: 'test', now: db.clock.nowMs() })
+  ).secret;
+  dir = await mkdtemp(path.join(tmpdir(), 'tock-cli-'));
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.teardown();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('tock jobs put', () => {
+  test('from flags: created, then unchanged, then updated; durations become whole seconds', async () => {
+    const args = [
+      'jobs',
+      'put',
+      'nightly',
+      '--schedule',
+      '0 3 * * *',
+      '--handler',
+      'report',
+      '--timezone',
+      'Europe/Berlin',
+      '--payload',
+      '{"region":"eu","n":[1,2]}',
+      '--priority',
+      '5',
+      '--max-attempts',
+      '4',
+      '--misfire',
+      'catch_up',
+      '--catch-up-limit',
+      '2',
+      '--pool',
+      'reports',
+      '--lease',
+      '2m',
+      '--jitter',
+      '30s',
+      '--backoff-base',
+      '1.5',
+      '--backoff-cap',
+      '10m',
+    ];
+    const first = await ok(args);
+    expect(first).toMatch(
+      /^JOB\s+CHANGE\s+NEXT RUN\nnightly\s+created\s+2026-01-0\dT\S+Z\n1 job: 1 created, 0 updated, 0 unchanged\n$/,
+    );
+
+    const job = await okJson(['jobs', 'get', 'nightly']);
+    expect(job).toMatchObject({
+      job_id: 'nightly',
+      schedule: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      handler: 'report',
+      payload: { region: 'eu', n: [1, 2] },
+      priority: 5,
+      max_attempts: 4,
+      misfire: 'catch_up',
+      catch_up_limit: 2,
+      pool: 'reports',
+      lease_seconds: 120,
+      jitter_seconds: 30,
+      backoff_base_seconds: 1.5,
+      backoff_cap_seconds: 600,
+      enabled: true,
+    });
+
+    expect(await ok(args)).toContain('1 job: 0 created, 0 updated, 1 unchanged');
+    const changed = await okJson([...args.slice(0, -2), '--backoff-cap', '20m']);
+    expect(changed.change).toBe('updated');
+    expect(changed.backoff_cap_seconds).toBe(1200);
+  });
+
+  test('from a file: every job applied, a summary line; re-applying is unchanged', async () => {
+    const file = path.join(dir, 'jobs.yaml');
+    const yaml = (rollupPriority: number) =>
+      [
+        'jobs:',
+        '  - { job_id: f-heartbeat, schedule: "@every 10s", handler: echo, payload: { message: hi } }',
+        `  - { job_id: f-rollup, schedule: "* * * * *", handler: sleep, priority: ${rollupPriority} }`,
+        '  - { job_id: f-billing, schedule: "0 2 * * *", timezone: Europe/Berlin, handler: echo, jitter_seconds: 60 }',
+        '',
+      ].join('\n');
+    await writeFile(file, yaml(5));
+    const first = await ok(['jobs', 'put', '-f', file]);
+    expect(first).toMatch(/f-heartbeat\s+created/);
+    expect(first).toMatch(/f-billing\s+created/);
+    expect(lastLine(first)).toBe('3 jobs: 3 created, 0 updated, 0 unchanged');
+
+    expect(lastLine(await ok(['jobs', 'put', '--file', file]))).toBe(
+      '3 jobs: 0 created, 0 updated, 3 unchanged',
+    );
+
+    await writeFile(file, yaml(7));
+    const answer = await okJson(['jobs', 'put', '--file', file]);
+    expect(answer.jobs.map((j: { job_id: string; change: string }) => [j.job_id, j.change])).toEqual([
+      ['f-heartbeat', 'unchanged'],
+      ['f-rollup', 'updated'],
+      ['f-billing', 'unchanged'],
+    ]);
+    expect((await okJson(['jobs', 'get', 'f-billing'])).jitter_seconds).toBe(60);
+  });
+
+  test('a file with a bad entry is refused whole, naming the entry, before any request', async () => {
+    const file = path.join(dir, 'bad.yaml');
+    await writeFile(
+      file,
+      'jobs:\n  - { job_id: bad-1, schedule: "@every 1m", handler: echo }\n  - { job_id: bad-2, schedule: "61 * * * *", handler: echo }\n',
+    );
+    const stderr = await fails(['jobs', 'put', '-f', file]);
+    expect(stderr).toMatch(/^tock: .*entry 2.*minute/m);
+    expect(await jobExists('bad-1')).toBe(false);
+  });
+
+  test('the server validates what the flags cannot: its error is printed with status and code', async () => {
+    const stderr = await fails(['jobs', 'put', 'bad-cron', '--schedule', '61 * * * *', '--handler', 'echo']);
+    expect(stderr).toMatch(/^tock: 400 validation_error: .*minute 61/);
+  });
+
+  test('--file with a job_id or flags, and a job_id without --schedule, are refused', async () => {
+    expect(await fails(['jobs', 'put', 'x', '-f', 'jobs.yaml'])).toContain('not both');
+    expect(await fails(['jobs', 'put', 'x', '--handler', 'echo'])).toContain('--schedule is required');
+  });
+});
+
+describe('tock jobs get, list, pause, resume, delete', () => {
+  beforeAll(async () => {
+    for (const id of ['l-a', 'l-b', 'l-c']) {
+      await ok(['jobs', 'put', id, '--schedule', '@every 1m', '--handler', 'echo']);
+    }
+  });
+
+  test('get prints the definition for people and the API object with --json', async () => {
+    const text = await ok(['jobs', 'get', 'l-a']);
+    expect(text).toMatch(/^job_id\s+l-a$/m);
+    expect(text).toMatch(/^schedule\s+@every 1m$/m);
+    expect(text).toMatch(/^state\s+active$/m);
+    expect(text).toMatch(/^next_run_at\s+2026-01-01T00:00:00.000Z$/m);
+    const job = await okJson(['jobs', 'get', 'l-a']);
+    expect(job.job_id).toBe('l-a');
+    expect(job.next_run_at).toBe('2026-01-01T00:00:00.000Z');
+  });
+
+  test('list: a table, pages with --limit, every page with --all', async () => {
+    const table = await ok(['jobs', 'list']);
+    const lines = table.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^JOB\s+SCHEDULE\s+TIMEZONE\s+HANDLER\s+POOL\s+PRIORITY\s+STATE\s+NEXT RUN$/);
+    expect(lines.some((l) => /^l-b\s+@every 1m\s+UTC\s+echo\s+default\s+0\s+active\s+2026-/.test(l))).toBe(
+      true,
+    );
+
+    const all = (await okJson(['jobs', 'list', '--limit', '500'])).jobs.map(
+      (j: { job_id: string }) => j.job_id,
+    );
+    expect(all.length).toBeGreaterThanOrEqual(3);
+
+    const first = await okJson(['jobs', 'list', '--limit', '2']);
+    expect(first.jobs).toHaveLength(2);
+    expect(first.next_cursor).toEqual(expect.any(String));
+    const second = await okJson(['jobs', 'list', '--limit', '2', '--cursor', first.next_cursor]);
+    expect(second.jobs[0].job_id).toBe(all[2]);
+
+    const paged = await okJson(['jobs', 'list', '--limit', '2', '--all']);
+    expect(paged.jobs.map((j: { job_id: string }) => j.job_id)).toEqual(all);
+    expect(paged.next_cursor).toBeNull();
+
+    const hinted = await tock(['jobs', 'list', '--limit', '1']);
+    expect(hinted.code).toBe(0);
+    expect(hinted.stderr).toMatch(/^more: tock jobs list --cursor \S+ \(or --all\)$/m);
+  });
+
+  test('pause, resume and delete', async () => {
+    expect(await ok(['jobs', 'pause', 'l-c'])).toBe('paused job l-c\n');
+    expect((await okJson(['jobs', 'get', 'l-c'])).enabled).toBe(false);
+    expect(await ok(['jobs', 'list'])).toMatch(/^l-c\s.*\spaused\s/m);
+    const resumed = await okJson(['jobs', 'resume', 'l-c']);
+    expect(resumed.enabled).toBe(true);
+    expect(await ok(['jobs', 'delete', 'l-c'])).toBe('deleted job l-c\n');
+    expect(await fails(['jobs', 'get', 'l-c'])).toBe('tock: 404 not_found: job "l-c" does not exist\n');
+  });
+});
+
+describe('tock jobs trigger and tock runs', () => {
+  beforeAll(async () => {
+    await ok(['jobs', 'put', 't-job', '--schedule', '@daily', '--handler', 'echo']);
+  });
+
+  test('the same --idempotency-key returns the same run; the same slot without one is a 409 naming it', async () => {
+    const args = ['jobs', 'trigger', 't-job', '--idempotency-key', 'deploy-42'];
+    const first = await okJson(args);
+    expect(first).toMatchObject({
+      job_id: 't-job',
+      state: 'pending',
+      scheduled_for: '2026-01-01T00:00:00.000Z',
+    });
+    const again = await okJson(args);
+    expect(again.run_id).toBe(first.run_id);
+    const text = await ok(args);
+    expect(text).toMatch(new RegExp(`^run_id\\s+${first.run_id}$`, 'm'));
+
+    const stderr = await fails(['jobs', 'trigger', 't-job']);
+    expect(stderr).toMatch(/^tock: 409 conflict: /);
+    expect(stderr).toContain(first.run_id);
+  });
+
+  test('--at sets the slot; a bad instant is refused before any request', async () => {
+    const run = await okJson(['jobs', 'trigger', 't-job', '--at', '2026-01-02T12:00:00+01:00']);
+    expect(run.scheduled_for).toBe('2026-01-02T11:00:00.000Z');
+    const out = await tock(['jobs', 'trigger', 't-job', '--at', 'tomorrow']);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain("option '--at <instant>' argument 'tomorrow' is invalid");
+  });
+
+  test('runs list filters by job and state; runs show prints the run and its attempts', async () => {
+    const list = await okJson(['runs', 'list', '--job', 't-job']);
+    expect(list.runs.length).toBeGreaterThanOrEqual(2);
+    expect(list.runs.every((r: { job_id: string }) => r.job_id === 't-job')).toBe(true);
+    // Newest slot first.
+    expect(list.runs[0].scheduled_for).toBe('2026-01-02T11:00:00.000Z');
+    const pending = await okJson(['runs', 'list', '--state', 'pending', '--job', 't-job']);
+    expect(pending.runs).toHaveLength(list.runs.length);
+    expect((await okJson(['runs', 'list', '--state', 'dead', '--job', 't-job'])).runs).toEqual([]);
+
+    const table = await ok(['runs', 'list', '--job', 't-job']);
+    expect(table.split('\n')[0]).toMatch(
+      /^RUN\s+JOB\s+SCHEDULED FOR\s+STATE\s+ATTEMPT\s+FINISHED\s+LAST ERROR$/,
+    );
+    expect(table).toMatch(
+      new RegExp(`^${list.runs[0].run_id}\\s+t-job\\s+2026-01-02T11:00:00.000Z\\s+pending\\s+1/3`, 'm'),
+    );
+
+    const show = await ok(['runs', 'show', list.runs[0].run_id]);
+    expect(show).toMatch(/^state\s+pending$/m);
+    expect(show).toMatch(/^attempts:\nno attempts yet$/m);
+    expect(await fails(['runs', 'show', '00000000-0000-4000-8000-000000000000'])).toMatch(
+      /^tock: 404 not_found: run 00000000-0000-4000-8000-000000000000 does not exist/,
+    );
+    expect((await tock(['runs', 'list', '--state', 'sleeping'])).stderr).toContain('Allowed choices are');
+  });
+});
+
+describe('tock dlq', () => {
+  let runId: string;
+
+  beforeAll(async () => {
+    await ok(['jobs', 'put', 'd-job', '--schedule', '@daily', '--handler', 'doomed']);
+    runId = (await okJson(['jobs', 'trigger', 'd-job'])).run_id;
+    const [claimed] = await db.store.claimRuns({
+      workerId: 'w-1',
+      pool: 'default',
+      max: 1,
+      handlers: ['doomed'],
+      tenantId: TENANT,
+      now: db.clock.nowMs(),
+    });
+    expect(claimed?.runId).toBe(runId);
+    await db.store.failRun({
+      runId,
+      leaseToken: claimed!.leaseToken,
+      error: 'upstream 500\n  at fetch (handler.ts:3)',
+      permanent: true,
+      now: db.clock.nowMs(),
+    });
+  });
+
+  test('list shows the dead run with its error; runs show has the attempt and its error', async () => {
+    const dead = await okJson(['dlq', 'list']);
+    expect(dead.runs.map((r: { run_id: string }) => r.run_id)).toContain(runId);
+    expect(dead.runs.every((r: { state: string }) => r.state === 'dead')).toBe(true);
+    const table = await ok(['dlq', 'list', '--job', 'd-job']);
+    expect(table).toMatch(
+      new RegExp(
+        `^${runId}\\s+d-job\\s+\\S+\\s+dead\\s+1/3\\s+\\S+\\s+upstream 500 at fetch \\(handler.ts:3\\)$`,
+        'm',
+      ),
+    );
+
+    const show = await ok(['runs', 'show', runId]);
+    expect(show).toMatch(/^ATTEMPT\s+WORKER\s+STARTED\s+FINISHED\s+OUTCOME\s+ERROR$/m);
+    expect(show).toMatch(/^1\s+w-1\s+\S+\s+\S+\s+failed\s+upstream 500 at fetch \(handler.ts:3\)$/m);
+  });
+
+  test('replay requeues a dead run; replaying it again is a 409', async () => {
+    const text = await ok(['dlq', 'replay', runId]);
+    expect(text).toMatch(new RegExp(`^replayed run ${runId} of job d-job: pending, claimable from 2026-`));
+    expect((await okJson(['dlq', 'list', '--job', 'd-job'])).runs).toEqual([]);
+    expect(await fails(['dlq', 'replay', runId])).toMatch(/^tock: 409 conflict: run \S+ is pending/);
+  });
+});
+
+describe('tock keys', () => {
+  test('create through the API prints the key alone on the last line; list; revoke shuts it out', async () => {
+    const out = await tock(['keys', 'create', '--role', 'operator', '--name', 'ci']);
+    expect(out.code).toBe(0);
+    expect(out.stderr).toContain('shown once');
+    const secret = lastLine(out.stdout);
+    expect(secret).toMatch(/^tock_[A-Za-z0-9_-]{43}$/);
+    const keyId = /^key_id\s+(\S+)$/m.exec(out.stdout)?.[1];
+    expect(keyId).toMatch(/^key_/);
+    expect(out.stdout).toMatch(/^role\s+operator$/m);
+
+    // The new key works, with the operator's rights only.
+    expect(await ok(['jobs', 'list'], { TOCK_KEY: secret })).toContain('JOB');
+    expect(await fails(['keys', 'list'], { TOCK_KEY: secret })).toMatch(/^tock: 403 forbidden: /);
+
+    const listed = await ok(['keys', 'list']);
+    expect(listed).toMatch(new RegExp(`^${keyId}\\s+operator\\s+ci\\s+2026-\\S+\\s+-$`, 'm'));
+
+    expect(await ok(['keys', 'revoke', keyId!])).toBe(`revoked key ${keyId} (operator, ci)\n`);
+    expect(await fails(['jobs', 'list'], { TOCK_KEY: secret })).toBe(
+      'tock: 401 unauthorized: the API key is unknown or revoked\n',
+    );
+    const keys = await okJson(['keys', 'list']);
+    expect(keys.keys.find((k: { key_id: string }) => k.key_id === keyId).revoked_at).toEqual(
+      expect.any(String),
+    );
+  });
+
+  test('create --tenant writes to the database directly and makes a working first key of a new tenant', async () => {
+    const env = {
+      DATABASE_URL: inject('databaseUrl'),
+      TOCK_SCHEMA: db.schema,
+      TOCK_KEY: undefined,
+      TOCK_URL: undefined,
+    };
+    const out = await tock(['keys', 'create', '--tenant', 'beta', '--role', 'admin', '--name', 'first'], env);
+    expect(out.code, out.stderr).toBe(0);
+    const secret = lastLine(out.stdout);
+    expect(secret).toMatch(/^tock_/);
+    expect(out.stdout).toMatch(/^tenant_id\s+beta$/m);
+
+    // A key of tenant beta: it sees beta's (empty) job list, not acme's.
+    expect(await okJson(['jobs', 'list'], { TOCK_KEY: secret })).toEqual({ jobs: [], next_cursor: null });
+    const keys = await okJson(['keys', 'list'], { TOCK_KEY: secret });
+    expect(keys.keys).toHaveLength(1);
+    expect(keys.keys[0]).toMatchObject({ tenant_id: 'beta', role: 'admin', name: 'first' });
+
+    const asJson = await okJson(['keys', 'create', '--tenant', 'beta', '--role', 'reader'], env);
+    expect(asJson).toMatchObject({ tenant_id: 'beta', role: 'reader', key: expect.stringMatching(/^tock_/) });
+
+    expect(await fails(['keys', 'create', '--tenant', 'no spaces', '--role', 'admin'], env)).toContain(
+      'tenant_id',
+    );
+  });
+
+  test('--role is required and checked', async () => {
+    expect((await tock(['keys', 'create'])).stderr).toContain(
+      "required option '--role <role>' not specified",
+    );
+    expect((await tock(['keys', 'create', '--role', 'root'])).stderr).toContain('Allowed choices are admin');
+  });
+});
+
+describe('failures', () => {
+  test('an unknown job: exit 1 and the status, code and message', async () => {
+    expect(await fails(['jobs', 'get', 'nope'])).toBe('tock: 404 not_found: job "nope" does not exist\n');
+    expect(await fails(['jobs', 'pause', 'nope'])).toMatch(/^tock: 404 not_found: /);
+    expect(await fails(['jobs', 'trigger', 'nope'])).toMatch(/^tock: 404 not_found: /);
+  });
+
+  test('no key: the 401 and a hint', async () => {
+    expect(await fails(['jobs', 'list'], { TOCK_KEY: undefined })).toBe(
+      'tock: 401 unauthorized: an API key is required: Authorization: Bearer <key> (no key given: pass --key or set TOCK_KEY)\n',
+    );
+    // --key on the command line works as TOCK_KEY does.
+    expect(await ok(['jobs', 'list', '--key', adminKey], { TOCK_KEY: undefined })).toContain('JOB');
+  });
+
+  test.each([
+    [['--priority', 'abc'], "option '--priority <n>' argument 'abc' is invalid. expected an integer"],
+    [['--jitter', '500ms'], '"500ms" is not a whole number of seconds'],
+    [['--lease', 'soon'], "option '--lease <duration>' argument 'soon' is invalid"],
+    [['--payload', '{nope'], 'not JSON'],
+    [['--misfire', 'sometimes'], 'Allowed choices are skip, fire_once, catch_up'],
+    [['--backoff-base', 'two'], 'expected a number'],
+  ])('bad flags %j are refused before any request', async (flags, message) => {
+    const out = await tock(['jobs', 'put', 'never', '--schedule', '@daily', '--handler', 'echo', ...flags]);
+    expect(out.code).toBe(1);
+    expect(out.stdout).toBe('');
+    expect(out.stderr).toContain(message);
+    expect(await jobExists('never')).toBe(false);
+  });
+
+  test('an unreachable server names the URL', async () => {
+    const port = await closedPort();
+    const stderr = await fails(['jobs', 'list'], { TOCK_URL: `http://127.0.0.1:${port}` });
+    expect(stderr).toBe(
+      `tock: cannot reach http://127.0.0.1:${port}/v1/jobs?limit=50: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+  });
+
+  test('a URL that is not one is refused', async () => {
+    expect(await fails(['jobs', 'list', '--url', 'localhost:8080'])).toContain('must start with http://');
+  });
+});
+
+describe('help', () => {
+  test('every command and every option has a description', () => {
+    const walk = (cmd: Command, name: string): string[] => {
+      const problems: string[] = [];
+      if (name !== 'tock' && !cmd.description()) problems.push(`${name} has no description`);
+      for (const opt of cmd.options) {
+        if (!opt.description) problems.push(`${name} ${opt.flags} has no description`);
+      }
+      for (const arg of cmd.registeredArguments) {
+        if (!arg.description) problems.push(`${name} <${arg.name()}> has no description`);
+      }
+      for (const sub of cmd.commands) problems.push(...walk(sub, `${name} ${sub.name()}`));
+      return problems;
+    };
+    expect(walk(buildProgram(), 'tock')).toEqual([]);
+  });
+
+  test('--help of a remote command lists its options', async () => {
+    const out = await ok(['jobs', 'put', '--help']);
+    for (const opt of [
+      '--file',
+      '--schedule',
+      '--handler',
+      '--timezone',
+      '--payload',
+      '--priority',
+      '--max-attempts',
+      '--misfire',
+      '--catch-up-limit',
+      '--pool',
+      '--lease',
+      '--jitter',
+      '--backoff-base',
+      '--backoff-cap',
+      '--url',
+      '--key',
+      '--json',
+    ]) {
+      expect(out).toContain(opt);
+    }
+    const top = await ok(['--help']);
+    for (const cmd of ['jobs', 'runs', 'dlq', 'keys']) expect(top).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
+  });
+});
