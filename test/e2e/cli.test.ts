@@ -193,11 +193,30 @@ describe('tock dev', () => {
     await dev.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database', 60_000);
     await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed');
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
-    dev.child.kill('SIGINT');
-    expect(await dev.exited).toBe(0);
+
+    // Another command on the same data directory shares the running database and leaves it up.
+    const key = await run(['keys', 'create', '--tenant', 'acme', '--role', 'admin'], env);
+    expect(key.stderr).not.toContain('tock:');
+    expect(key.code).toBe(0);
+    expect(key.stdout.trimEnd().split('\n').pop()).toMatch(/^tock_[A-Za-z0-9_-]{43}$/);
+    const before = dev.lines.filter(msg('run succeeded')).length;
+    await dev.waitFor(
+      () => dev.lines.filter(msg('run succeeded')).length > before,
+      'dev to keep running jobs',
+    );
+
+    // A dev killed outright leaves its PostgreSQL behind; the next start takes it over.
+    dev.child.kill('SIGKILL');
+    await dev.exited;
+    expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
+    const again = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
+    await again.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database again', 60_000);
+    await again.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed again');
+    again.child.kill('SIGINT');
+    expect(await again.exited).toBe(0);
     // PostgreSQL removes its pid file when it has shut down.
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
-  }, 90_000);
+  }, 120_000);
 
   test('a bad jobs file is refused with the entry named, and nothing is registered', async () => {
     const schema = `e2e_${randomBytes(4).toString('hex')}`;
