@@ -444,6 +444,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
           now: now(),
           tenantId,
         });
+        (result.state === 'dead' ? o.metrics.deadLetters : o.metrics.retries).inc();
         return { state: result.state };
       } catch (err) {
         if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(tenantId, run_id);

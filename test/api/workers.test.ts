@@ -286,12 +286,14 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
   const [runId] = await jobWithRuns('flaky', 'p-retry', 1);
   const claimed = (await lease({ worker_id: 'w-r', pool: 'p-retry' })).json.runs[0];
   const t = db.clock.nowMs();
+  const retriesBefore = (await api.metrics.retries.get()).values[0]?.value ?? 0;
   const a = await http('POST', `/v1/runs/${runId}/complete`, {
     key: keys.worker,
     body: { lease_token: claimed.lease_token, status: 'failed', error: 'timeout talking to smtp' },
   });
   expect(a.status).toBe(200);
   expect(a.json).toEqual({ state: 'pending' });
+  expect((await api.metrics.retries.get()).values[0]?.value).toBe(retriesBefore + 1);
   const run = await http('GET', `/v1/runs/${runId}`, { key: keys.reader });
   expect(run.json).toMatchObject({
     state: 'pending',
