@@ -31,6 +31,7 @@ async function withPg(pool) {
       rows.map((x) => x.run_id),
       rows.map((x) => x.lease_token),
       new Date(),
+      null,
     ]);
     done += r.rows.length;
   }
@@ -45,7 +46,7 @@ async function withPostgresJs(sql) {
     if (rows.length === 0) return done;
     const r = await sql.unsafe(
       runCompleteMany,
-      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date()],
+      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date(), null],
       { prepare: true },
     );
     done += r.length;
