@@ -19,6 +19,7 @@ export function jobJson(j: Job) {
     pool: j.pool,
     lease_seconds: j.leaseSeconds,
     jitter_seconds: j.jitterSeconds,
+    timeout_seconds: j.timeoutSeconds,
     enabled: j.enabled,
     next_run_at: iso(j.nextRunAt),
     version: j.version,
@@ -59,6 +60,7 @@ export function runWithAttemptsJson(r: RunWithAttempts) {
       finished_at: iso(a.finishedAt),
       outcome: a.outcome,
       error: a.error,
+      output: a.output,
     })),
   };
 }
@@ -66,6 +68,7 @@ export function runWithAttemptsJson(r: RunWithAttempts) {
 export function leasedRunJson(r: ClaimedRun) {
   return {
     run_id: r.runId,
+    tenant_id: r.tenantId,
     job_id: r.jobId,
     handler: r.handler,
     payload: r.payload,
@@ -73,6 +76,10 @@ export function leasedRunJson(r: ClaimedRun) {
     attempt: r.attempt,
     lease_token: r.leaseToken,
     lease_expires_at: r.leaseExpiresAt.toISOString(),
+    pool: r.pool,
+    max_attempts: r.maxAttempts,
+    available_at: r.availableAt.toISOString(),
+    timeout_seconds: r.timeoutMs === null ? null : r.timeoutMs / 1000,
   };
 }
 

@@ -423,11 +423,12 @@ export function registerRoutes(app: App, o: AppOptions): void {
         error?: string;
         retryable?: boolean;
         retry_after_ms?: number;
+        output?: string;
       };
       const tenantId = request.principal.tenantId;
       if (b.status === 'succeeded') {
         const { completed } = await store.completeRuns({
-          leases: [{ runId: run_id, leaseToken: b.lease_token }],
+          leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output }],
           now: now(),
           tenantId,
         });
@@ -441,15 +442,47 @@ export function registerRoutes(app: App, o: AppOptions): void {
           error: b.error ?? 'failed',
           permanent: b.retryable === false,
           retryAfterMs: b.retry_after_ms,
+          output: b.output,
           now: now(),
           tenantId,
         });
         (result.state === 'dead' ? o.metrics.deadLetters : o.metrics.retries).inc();
-        return { state: result.state };
+        return {
+          state: result.state,
+          attempt: result.attempt,
+          available_at: result.availableAt ? result.availableAt.toISOString() : null,
+        };
       } catch (err) {
         if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(tenantId, run_id);
         throw err;
       }
+    },
+  );
+
+  app.post(
+    '/v1/runs/:run_id/release',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Give a run back without spending an attempt (worker shutdown); 409 when the lease is lost',
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.ReleaseBody,
+        response: { 200: S.StateAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      const b = request.body as { lease_token: string; reason?: string };
+      const tenantId = request.principal.tenantId;
+      const { released } = await store.releaseRuns({
+        leases: [{ runId: run_id, leaseToken: b.lease_token }],
+        reason: b.reason ?? 'worker shutdown',
+        now: now(),
+        tenantId,
+      });
+      if (released.length === 0) throw await leaseLost(tenantId, run_id);
+      return { state: 'pending' };
     },
   );
 

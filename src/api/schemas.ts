@@ -50,6 +50,11 @@ export const JobBody = Type.Object(
     pool: Type.Optional(Id('worker pool; default "default"')),
     lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
     jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
+    timeout_seconds: Type.Optional(
+      Nullable(
+        Type.Integer({ minimum: 1, maximum: 86400, description: 'abort and retry a run after this long' }),
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -71,6 +76,7 @@ export const Job = Type.Object(
     pool: Type.String(),
     lease_seconds: Nullable(Type.Integer()),
     jitter_seconds: Type.Integer(),
+    timeout_seconds: Nullable(Type.Integer()),
     enabled: Type.Boolean(),
     next_run_at: Nullable(Instant('next slot not yet materialised; null once a one-shot fired')),
     version: Type.Integer(),
@@ -94,6 +100,7 @@ export const Attempt = Type.Object({
   finished_at: Nullable(Instant('ended')),
   outcome: Nullable(Type.String({ description: 'succeeded, failed, lease_expired or released' })),
   error: Nullable(Type.String()),
+  output: Nullable(Type.String({ description: 'the last 64 KiB of what the handler printed' })),
 });
 
 export const Run = Type.Object(
@@ -145,6 +152,7 @@ export const LeaseRequest = Type.Object(
 
 export const LeasedRun = Type.Object({
   run_id: Type.String(),
+  tenant_id: Type.String(),
   job_id: Type.String(),
   handler: Type.String(),
   payload: Json,
@@ -152,12 +160,26 @@ export const LeasedRun = Type.Object({
   attempt: Type.Integer(),
   lease_token: Type.String(),
   lease_expires_at: Instant('renew before this'),
+  pool: Type.String(),
+  max_attempts: Type.Integer(),
+  available_at: Instant('claimable since'),
+  timeout_seconds: Nullable(
+    Type.Integer({ description: 'abort the handler after this long; null: no limit' }),
+  ),
 });
 
 export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun) });
 
 export const LeaseTokenBody = Type.Object(
   { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
+  { additionalProperties: false },
+);
+
+export const ReleaseBody = Type.Object(
+  {
+    lease_token: Type.String({ minLength: 1, maxLength: 100 }),
+    reason: Type.Optional(Type.String({ maxLength: 1000, description: 'default "worker shutdown"' })),
+  },
   { additionalProperties: false },
 );
 
@@ -191,11 +213,18 @@ export const CompleteBody = Type.Object(
     error: Type.Optional(Type.String({ maxLength: 65536 })),
     retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),
     retry_after_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 604800000 })),
+    output: Type.Optional(
+      Type.String({ maxLength: 1048576, description: 'what the handler printed; the last 64 KiB is kept' }),
+    ),
   },
   { additionalProperties: false },
 );
 
-export const StateAnswer = Type.Object({ state: Type.String() });
+export const StateAnswer = Type.Object({
+  state: Type.String(),
+  attempt: Type.Optional(Type.Integer({ description: 'for a failure: the attempt the run is on now' })),
+  available_at: Type.Optional(Nullable(Instant('for a retried failure: when it is claimable again'))),
+});
 
 /** An answer without a body (204). */
 export const NoContent = Type.Null({ description: 'No Content' });

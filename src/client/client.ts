@@ -115,6 +115,8 @@ export interface CompleteOptions {
   retryable?: boolean;
   /** Retry after this long instead of the job's backoff, ms. */
   retryAfterMs?: number;
+  /** What the handler printed; the server keeps the last 64 KiB on the attempt. */
+  output?: string;
 }
 
 interface RequestOptions {
@@ -254,7 +256,15 @@ export class TockClient {
     if (options.error !== undefined) body.error = options.error;
     if (options.retryable !== undefined) body.retryable = options.retryable;
     if (options.retryAfterMs !== undefined) body.retry_after_ms = options.retryAfterMs;
+    if (options.output !== undefined) body.output = options.output;
     return this.request('POST', `/v1/runs/${segment(runId)}/complete`, { body });
+  }
+
+  /** Gives a run back without spending an attempt (worker shutdown); `lease_lost` (409) when it is not ours. */
+  release(runId: string, options: { leaseToken: string; reason?: string }): Promise<StateAnswer> {
+    const body: Record<string, unknown> = { lease_token: options.leaseToken };
+    if (options.reason !== undefined) body.reason = options.reason;
+    return this.request('POST', `/v1/runs/${segment(runId)}/release`, { body });
   }
 
   // -- keys ---------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ export interface JobBody {
   lease_seconds?: number | null;
   /** Spread runs up to this many seconds after their slot, 0–86400. Default 0. */
   jitter_seconds?: number;
+  timeout_seconds?: number | null;
 }
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
@@ -54,6 +55,7 @@ export interface Job {
   pool: string;
   lease_seconds: number | null;
   jitter_seconds: number;
+  timeout_seconds: number | null;
   /** `false` while paused. */
   enabled: boolean;
   /** The next slot not yet materialised; `null` once a one-shot fired. */
@@ -82,6 +84,8 @@ export interface Attempt {
   /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
   outcome: string | null;
   error: string | null;
+  /** The last 64 KiB of what the handler printed. */
+  output: string | null;
 }
 
 export interface Run {
@@ -118,6 +122,7 @@ export interface RunList {
 /** A run handed to a worker under a lease (`POST /v1/leases`). */
 export interface LeasedRun {
   run_id: string;
+  tenant_id: string;
   job_id: string;
   handler: string;
   payload: unknown;
@@ -125,6 +130,12 @@ export interface LeasedRun {
   attempt: number;
   lease_token: string;
   lease_expires_at: string;
+  pool: string;
+  max_attempts: number;
+  /** When the run became claimable. */
+  available_at: string;
+  /** The job's timeout, or null. */
+  timeout_seconds: number | null;
 }
 
 export interface LeaseAnswer {
@@ -144,6 +155,10 @@ export interface WorkerHeartbeatAnswer {
 export interface StateAnswer {
   /** After `complete`: `succeeded`, `pending` (a retry is scheduled) or `dead`. */
   state: string;
+  /** After a failure: the attempt the run is on now. */
+  attempt?: number;
+  /** After a retried failure: when the run is claimable again. */
+  available_at?: string | null;
 }
 
 export interface ApiKey {

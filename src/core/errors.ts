@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'conflict'
   | 'lease_lost'
   | 'permanent_failure'
+  | 'retry_later'
   | 'idempotency_mismatch'
   | 'unauthorized'
   | 'forbidden'
@@ -63,5 +64,18 @@ export class LeaseLostError extends TockError {
 export class PermanentError extends TockError {
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('permanent_failure', message, details);
+  }
+}
+
+/**
+ * Thrown by a handler (or an executor) to retry no sooner than `retryAfterMs` from now, e.g. an
+ * HTTP 429 or 503 with `Retry-After`. Any other error retries after the job's backoff.
+ */
+export class RetryLaterError extends TockError {
+  readonly retryAfterMs: number;
+
+  constructor(message: string, retryAfterMs: number, details: Record<string, unknown> = {}) {
+    super('retry_later', message, details);
+    this.retryAfterMs = Math.max(0, Math.round(retryAfterMs));
   }
 }

@@ -44,6 +44,7 @@ describe('validateJob', () => {
       pool: 'default',
       leaseSeconds: null,
       jitterSeconds: 0,
+      timeoutSeconds: null,
     } satisfies JobSpec);
     expect(schedule.kind).toBe('cron');
   });
@@ -64,6 +65,7 @@ describe('validateJob', () => {
       pool: 'gpu',
       leaseSeconds: 86_400,
       jitterSeconds: 86_400,
+      timeoutSeconds: 86_400,
     };
     const { spec, schedule } = validateJob(input);
     expect(spec).toEqual({ ...input, schedule: '@every 5m' });
@@ -179,7 +181,7 @@ describe('definitionHash', () => {
     const canonical =
       '{"backoffBaseSeconds":2,"backoffCapSeconds":3600,"catchUpLimit":10,"handler":"report",' +
       '"jitterSeconds":0,"jobId":"nightly-report","leaseSeconds":null,"maxAttempts":3,"misfire":"fire_once",' +
-      '"payload":{"a":[1,"x"],"b":true},"pool":"default","priority":0,"schedule":"0 3 * * *","timezone":"UTC"}';
+      '"payload":{"a":[1,"x"],"b":true},"pool":"default","priority":0,"schedule":"0 3 * * *","timeoutSeconds":null,"timezone":"UTC"}';
     const expected = createHash('sha256').update(canonical).digest('hex');
     expect(definitionHash(spec({ payload: { b: true, a: [1, 'x'] } }))).toBe(expected);
   });
@@ -202,6 +204,7 @@ describe('definitionHash', () => {
     ['pool', { pool: 'other' }],
     ['leaseSeconds', { leaseSeconds: 30 }],
     ['jitterSeconds', { jitterSeconds: 30 }],
+    ['timeoutSeconds', { timeoutSeconds: 30 }],
   ])('changes when %s differs', (_field, change) => {
     const base = spec({ payload: { a: 1 } });
     const changed = spec({ payload: { a: 1 }, ...change });

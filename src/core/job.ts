@@ -48,6 +48,8 @@ export interface JobInput {
   leaseSeconds?: number | null;
   /** Spread runs up to this many seconds after their slot, deterministically per job, 0–86400. Default 0. */
   jitterSeconds?: number;
+  /** A run taking longer than this many seconds is aborted and retried, 1–86400. Default: none. */
+  timeoutSeconds?: number | null;
 }
 
 /** A validated definition with every default applied. */
@@ -66,6 +68,7 @@ export interface JobSpec {
   pool: string;
   leaseSeconds: number | null;
   jitterSeconds: number;
+  timeoutSeconds: number | null;
 }
 
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -85,6 +88,7 @@ const KNOWN_FIELDS = new Set<string>([
   'pool',
   'leaseSeconds',
   'jitterSeconds',
+  'timeoutSeconds',
 ]);
 
 function int(value: unknown, what: string, min: number, max: number, fallback: number): number {
@@ -182,6 +186,10 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     pool,
     leaseSeconds,
     jitterSeconds: int(input.jitterSeconds, 'jitter_seconds', 0, 86_400, 0),
+    timeoutSeconds:
+      input.timeoutSeconds === undefined || input.timeoutSeconds === null
+        ? null
+        : int(input.timeoutSeconds, 'timeout_seconds', 1, 86_400, 0),
   };
   return { spec, schedule };
 }
@@ -230,6 +238,7 @@ const API_FIELDS: Record<string, keyof JobInput> = {
   pool: 'pool',
   lease_seconds: 'leaseSeconds',
   jitter_seconds: 'jitterSeconds',
+  timeout_seconds: 'timeoutSeconds',
 };
 
 /**

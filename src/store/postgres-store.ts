@@ -40,6 +40,7 @@ import type {
   ApiKey,
   Attempt,
   ClaimedRun,
+  Completion,
   IdempotentAnswer,
   Job,
   LeaseRef,
@@ -89,6 +90,7 @@ function toJob(r: Row): Job {
     pool: r.pool,
     leaseSeconds: r.lease_seconds,
     jitterSeconds: r.jitter_seconds,
+    timeoutSeconds: r.timeout_seconds,
     enabled: r.enabled,
     shardId: r.shard_id,
     nextRunAt: r.next_run_at,
@@ -264,6 +266,7 @@ export class PostgresStore implements Store {
       definitionHash(spec),
       now,
       spec.jitterSeconds,
+      spec.timeoutSeconds,
     ]);
     const row = rows[0];
     if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
@@ -452,6 +455,7 @@ export class PostgresStore implements Store {
       leaseToken: r.lease_token,
       leaseExpiresAt: r.lease_expires_at,
       availableAt: r.available_at,
+      timeoutMs: r.timeout_seconds === null ? null : r.timeout_seconds * 1000,
     }));
   }
 
@@ -474,14 +478,18 @@ export class PostgresStore implements Store {
   }
 
   async completeRuns(p: {
-    leases: readonly LeaseRef[];
+    leases: readonly Completion[];
     now: number;
     tenantId?: string;
   }): Promise<{ completed: string[]; lost: string[] }> {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
+    // In the order of `ids`: checkLeases keeps the well-formed leases in order.
+    const outputs = p.leases
+      .filter((l) => UUID.test(l.runId) && UUID.test(l.leaseToken))
+      .map((l) => (l.output === undefined || l.output === null ? null : clip(String(l.output))));
     const { rows } = ids.length
-      ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null])
+      ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs])
       : { rows: [] };
     const completed = rows.map((r: Row) => r.run_id as string);
     const ok = new Set(completed);
@@ -494,6 +502,7 @@ export class PostgresStore implements Store {
     error: string;
     permanent?: boolean;
     retryAfterMs?: number;
+    output?: string | null;
     now: number;
     tenantId?: string;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }> {
@@ -529,6 +538,7 @@ export class PostgresStore implements Store {
       availableAt,
       key,
       error,
+      p.output === undefined || p.output === null ? null : clip(String(p.output)),
     ]);
     if (!rows[0]) throw lost();
     return { state: dead ? 'dead' : 'pending', attempt: rows[0].attempt, availableAt };
@@ -538,6 +548,7 @@ export class PostgresStore implements Store {
     leases: readonly LeaseRef[];
     reason: string;
     now: number;
+    tenantId?: string;
   }): Promise<{ released: string[] }> {
     const { ids, tokens } = checkLeases(p.leases);
     if (ids.length === 0) return { released: [] };
@@ -546,6 +557,7 @@ export class PostgresStore implements Store {
       tokens,
       checkInstant(p.now, 'now'),
       clip(p.reason),
+      p.tenantId ?? null,
     ]);
     return { released: rows.map((r: Row) => r.run_id as string) };
   }
@@ -622,6 +634,7 @@ export class PostgresStore implements Store {
           finishedAt: a.finished_at,
           outcome: a.outcome,
           error: a.error,
+          output: a.output,
         }),
       ),
     };

@@ -21,6 +21,7 @@ export interface Job {
   pool: string;
   leaseSeconds: number | null;
   jitterSeconds: number;
+  timeoutSeconds: number | null;
   enabled: boolean;
   shardId: number;
   /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */
@@ -58,6 +59,8 @@ export interface Attempt {
   finishedAt: Date | null;
   outcome: AttemptOutcome | null;
   error: string | null;
+  /** The last 64 KiB of what the handler printed or returned. */
+  output: string | null;
 }
 
 export interface RunWithAttempts extends Run {
@@ -79,11 +82,18 @@ export interface ClaimedRun {
   leaseExpiresAt: Date;
   /** When the run became claimable: start − availableAt is the scheduling delay. */
   availableAt: Date;
+  /** Abort the handler after this long (the job's `timeout_seconds`), or null for no limit. */
+  timeoutMs: number | null;
 }
 
 export interface LeaseRef {
   runId: string;
   leaseToken: string;
+}
+
+/** A lease being completed, with the tail of what the handler printed or returned. */
+export interface Completion extends LeaseRef {
+  output?: string | null;
 }
 
 export interface RunRef {
@@ -162,6 +172,8 @@ export interface Store {
     now: number;
     handlers?: readonly string[];
     tenantId?: string;
+    /** Aborts a waiting claim (a long-poll over HTTP) when the worker stops. */
+    signal?: AbortSignal;
   }): Promise<ClaimedRun[]>;
   /** Renews every live lease in one statement; the rest come back as lost. */
   heartbeatRuns(p: {
@@ -172,7 +184,7 @@ export interface Store {
   }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
   /** Marks runs succeeded, each only under its live lease. */
   completeRuns(p: {
-    leases: readonly LeaseRef[];
+    leases: readonly Completion[];
     now: number;
     /** Only this tenant's runs (the API passes the caller's). */
     tenantId?: string;
@@ -184,6 +196,8 @@ export interface Store {
     error: string;
     permanent?: boolean;
     retryAfterMs?: number;
+    /** The tail of what the handler printed before it failed. */
+    output?: string | null;
     now: number;
     tenantId?: string;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
@@ -192,6 +206,7 @@ export interface Store {
     leases: readonly LeaseRef[];
     reason: string;
     now: number;
+    tenantId?: string;
   }): Promise<{ released: string[] }>;
   /** Requeues (or dead-letters) runs whose lease expired before `now`. */
   reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;

@@ -1,2 +1,10 @@
 /** Workers pull runs under leases and execute handlers. */
-export { type Handler, type RunContext, Worker, type WorkerEvents, type WorkerOptions } from './worker.js';
+export { HttpLeaseStore, type HttpLeaseStoreOptions } from './http-store.js';
+export {
+  type Handler,
+  type LeaseStore,
+  type RunContext,
+  Worker,
+  type WorkerEvents,
+  type WorkerOptions,
+} from './worker.js';

@@ -10,8 +10,14 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import { type Clock, LeaseLostError, Periodic, validateId } from '../core/index.js';
-import type { ClaimedRun, LeaseRef, Store } from '../store/index.js';
+import { type Clock, LeaseLostError, Periodic, RetryLaterError, validateId } from '../core/index.js';
+import type { ClaimedRun, Completion, Store } from '../store/index.js';
+
+/** What a worker needs of a store: the lease operations. `PostgresStore` and `HttpLeaseStore` both are one. */
+export type LeaseStore = Pick<
+  Store,
+  'claimRuns' | 'heartbeatRuns' | 'completeRuns' | 'failRun' | 'releaseRuns'
+>;
 
 /** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
 export interface RunContext {
@@ -26,13 +32,25 @@ export interface RunContext {
   /** Aborted when the lease is lost or the worker shuts down: stop work, the result will be dropped. */
   signal: AbortSignal;
   logger: Logger;
+  /**
+   * Renews this worker's leases now (one statement for all of them) before a known-long step;
+   * resolves to this run's new expiry. Rejects with `LeaseLostError` when the lease is gone.
+   */
+  extendLease(): Promise<Date>;
 }
 
-/** Resolve to succeed. Throw `PermanentError` to dead-letter at once; any other error retries. */
+/**
+ * Resolve to succeed; a returned string, or `{ output: string }`, is kept (its last 64 KiB) on the
+ * attempt. Throw `PermanentError` to dead-letter at once, `RetryLaterError` to retry no sooner than
+ * its delay; any other error retries after the job's backoff. An error's `output` property, if it
+ * is a string, is kept on the attempt too.
+ */
+
 export type Handler = (ctx: RunContext) => unknown | Promise<unknown>;
 
 export interface WorkerOptions {
-  store: Store;
+  /** Where leases come from: a `PostgresStore` (direct) or an `HttpLeaseStore` (a Tock server). */
+  store: LeaseStore;
   clock: Clock;
   logger: Logger;
   /** Handlers by name; the worker claims only runs whose handler it has. */
@@ -78,6 +96,19 @@ interface Active {
   done: Promise<void>;
 }
 
+/** What a handler's result or error carries to keep on the attempt: a string, or its `output`. */
+function outputOf(value: unknown): string | null {
+  if (typeof value === 'string') return value;
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { output?: unknown }).output === 'string'
+  ) {
+    return (value as { output: string }).output;
+  }
+  return null;
+}
+
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.stack ?? `${err.name}: ${err.message}`;
   try {
@@ -96,7 +127,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly heartbeatLoop: Periodic;
   private readonly handlerNames: string[];
   private claiming = false;
-  private pendingCompletions: { active: Active; lease: LeaseRef }[] = [];
+  /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
+  private stopping = new AbortController();
+  private pendingCompletions: { active: Active; lease: Completion }[] = [];
   private flushing: Promise<void> | null = null;
 
   constructor(private readonly o: WorkerOptions) {
@@ -143,6 +176,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   start(): void {
     this.claiming = true;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
     this.claimLoop.start();
     this.heartbeatLoop.start();
   }
@@ -155,6 +189,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const free = this.concurrency - this.active.size;
     if (!this.claiming || free <= 0) return false;
     const runs = await this.o.store.claimRuns({
+      signal: this.stopping.signal,
       workerId: this.workerId,
       pool: this.pool,
       max: free,
@@ -231,47 +266,70 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
   }
 
+  /** Renews every lease now; this run's new expiry, or `LeaseLostError` if it is gone. */
+  private async extendLease(a: Active): Promise<Date> {
+    await this.heartbeatOnce(true);
+    if (a.dropped !== null)
+      throw new LeaseLostError(`the lease on run ${a.run.runId} is lost`, { run_id: a.run.runId });
+    return new Date(a.leaseExpiresAt);
+  }
+
   private async runHandler(a: Active): Promise<void> {
     const { run } = a;
     const handler = this.o.handlers[run.handler];
-    let failure: unknown = null;
-    let failed = false;
-    try {
+    const ctx: RunContext = {
+      runId: run.runId,
+      tenantId: run.tenantId,
+      jobId: run.jobId,
+      scheduledFor: run.scheduledFor,
+      attempt: run.attempt,
+      payload: run.payload,
+      signal: a.controller.signal,
+      logger: this.o.logger.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt }),
+      extendLease: () => this.extendLease(a),
+    };
+    type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+    const work: Promise<Outcome> = (async () => {
       if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
-      await handler({
-        runId: run.runId,
-        tenantId: run.tenantId,
-        jobId: run.jobId,
-        scheduledFor: run.scheduledFor,
-        attempt: run.attempt,
-        payload: run.payload,
-        signal: a.controller.signal,
-        logger: this.o.logger.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt }),
-      });
-    } catch (err) {
-      failed = true;
-      failure = err;
-    }
+      return handler(ctx);
+    })().then(
+      (value) => ({ ok: true, value }),
+      (error) => ({ ok: false, error }),
+    );
+    // The job's timeout: abort the handler and fail the attempt (retryable) when it runs too long.
+    const timer = new AbortController();
+    const timeoutMs = run.timeoutMs;
+    const timedOut: Promise<Outcome> | null =
+      timeoutMs === null
+        ? null
+        : this.o.clock.sleep(timeoutMs, timer.signal).then(() => {
+            const error = new Error(`timed out after ${timeoutMs / 1000}s`);
+            if (!timer.signal.aborted) a.controller.abort(error);
+            return { ok: false, error };
+          });
+    const outcome = await (timedOut ? Promise.race([work, timedOut]) : work);
+    timer.abort();
     a.finishing = true;
     if (a.dropped !== null) {
       this.emit('run:dropped', run, a.dropped);
       return;
     }
     try {
-      if (!failed) {
-        await this.complete(a);
+      if (outcome.ok) {
+        await this.complete(a, outputOf(outcome.value));
         return;
       }
-      const permanent =
-        typeof failure === 'object' &&
-        failure !== null &&
-        (failure as { code?: unknown }).code === 'permanent_failure';
+      const failure = outcome.error;
+      const code =
+        typeof failure === 'object' && failure !== null ? (failure as { code?: unknown }).code : undefined;
       const error = errorText(failure);
       const result = await this.o.store.failRun({
         runId: run.runId,
         leaseToken: run.leaseToken,
         error,
-        permanent,
+        permanent: code === 'permanent_failure',
+        retryAfterMs: failure instanceof RetryLaterError ? failure.retryAfterMs : undefined,
+        output: outputOf(failure),
         now: this.o.clock.nowMs(),
       });
       this.emit('run:failed', run, { state: result.state, error });
@@ -288,11 +346,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /** Completions are batched: those that arrive while one batch is in flight go in the next. */
-  private complete(a: Active): Promise<void> {
+  private complete(a: Active, output: string | null): Promise<void> {
     return new Promise((resolve, reject) => {
       this.pendingCompletions.push({
         active: a,
-        lease: { runId: a.run.runId, leaseToken: a.run.leaseToken },
+        lease: { runId: a.run.runId, leaseToken: a.run.leaseToken, output },
       });
       const settle = async () => {
         while (this.pendingCompletions.length > 0) {
@@ -336,6 +394,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   async stop(graceMs = 30_000): Promise<void> {
     this.claiming = false;
+    this.stopping.abort();
     await this.claimLoop.stop();
     const deadline = new AbortController();
     const all = Promise.all([...this.active.values()].map((a) => a.done));

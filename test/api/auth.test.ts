@@ -243,7 +243,7 @@ describe('tenant isolation', () => {
       key: a.worker,
       body: { lease_token: claimed.json.runs[0].lease_token, status: 'failed', retryable: false },
     });
-    expect(fail.json).toEqual({ state: 'dead' });
+    expect(fail.json).toEqual({ state: 'dead', attempt: 1, available_at: null });
     const pending = await http('POST', '/v1/jobs/nightly/runs', { key: a.operator, body: {} });
     expect(pending.status).toBe(201);
 

@@ -59,6 +59,7 @@ describe('jobs', () => {
       pool: 'default',
       lease_seconds: null,
       jitter_seconds: 0,
+      timeout_seconds: null,
       enabled: true,
       next_run_at: iso(alignUp(t, HOUR)),
       version: 1,
@@ -335,7 +336,7 @@ describe('runs', () => {
       body: { lease_token: token, status: 'failed', error: 'schema missing', retryable: false },
     });
     expect(failed.status).toBe(200);
-    expect(failed.json).toEqual({ state: 'dead' });
+    expect(failed.json).toEqual({ state: 'dead', attempt: 1, available_at: null });
     const diedAt = db.clock.nowMs();
 
     const dead = await http('GET', '/v1/runs?state=dead', { key: keys.reader });
@@ -365,6 +366,7 @@ describe('runs', () => {
         finished_at: iso(diedAt),
         outcome: 'failed',
         error: 'schema missing',
+        output: null,
       },
     ]);
 

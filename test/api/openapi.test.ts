@@ -23,6 +23,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/runs/{run_id}/replay', 200, false],
   ['post', '/v1/leases', 200, true],
   ['post', '/v1/runs/{run_id}/heartbeat', 200, true],
+  ['post', '/v1/runs/{run_id}/release', 200, true],
   ['post', '/v1/workers/{worker_id}/heartbeat', 200, true],
   ['post', '/v1/runs/{run_id}/complete', 200, true],
   ['post', '/v1/keys', 201, true],
@@ -160,6 +161,11 @@ describe('GET /openapi.json', () => {
         'payload',
         'run_id',
         'scheduled_for',
+        'tenant_id',
+        'pool',
+        'max_attempts',
+        'available_at',
+        'timeout_seconds',
       ].sort(),
     );
     const complete =

@@ -80,6 +80,11 @@ test('POST /v1/leases claims a run under a fresh lease token; the next claim fin
     attempt: 1,
     lease_token: run.lease_token,
     lease_expires_at: iso(t + LEASE_MS),
+    tenant_id: 'acme',
+    pool: 'p-claim',
+    max_attempts: 3,
+    available_at: iso(t - 1000),
+    timeout_seconds: null,
   });
   const row = await runRow(db.pool, runId!);
   expect(row.state).toBe('running');
@@ -270,6 +275,7 @@ test('complete succeeded: 200 {state: succeeded}; the run and its attempt record
       finished_at: iso(db.clock.nowMs()),
       outcome: 'succeeded',
       error: null,
+      output: null,
     },
   ]);
 
@@ -292,7 +298,7 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
     body: { lease_token: claimed.lease_token, status: 'failed', error: 'timeout talking to smtp' },
   });
   expect(a.status).toBe(200);
-  expect(a.json).toEqual({ state: 'pending' });
+  expect(a.json).toMatchObject({ state: 'pending', attempt: 2 });
   expect((await api.metrics.retries.get()).values[0]?.value).toBe(retriesBefore + 1);
   const run = await http('GET', `/v1/runs/${runId}`, { key: keys.reader });
   expect(run.json).toMatchObject({
@@ -312,6 +318,7 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
       finished_at: iso(t),
       outcome: 'failed',
       error: 'timeout talking to smtp',
+      output: null,
     },
   ]);
   // Not claimable before the backoff ends; claimable as attempt 2 after it.

@@ -242,6 +242,7 @@ test('reapOnce requeues an expired lease with the next attempt and emits reap', 
       finishedAt: new Date(now),
       outcome: 'lease_expired',
       error: 'lease expired',
+      output: null,
     },
   ]);
 

@@ -431,6 +431,7 @@ describe('attempt record', () => {
         finishedAt: new Date(f1),
         outcome: 'failed',
         error: 'handler threw',
+        output: null,
       },
       {
         attempt: 2,
@@ -439,6 +440,7 @@ describe('attempt record', () => {
         finishedAt: new Date(f2),
         outcome: 'succeeded',
         error: null,
+        output: null,
       },
     ]);
   });

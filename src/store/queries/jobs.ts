@@ -2,26 +2,27 @@
 
 const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds,
-  enabled, shard_id, next_run_at, version, created_at, updated_at`;
+  timeout_seconds, enabled, shard_id, next_run_at, version, created_at, updated_at`;
 
 /**
  * $1 tenant, $2 job, $3 handler, $4 payload, $5 schedule, $6 timezone, $7 priority, $8 max_attempts,
  * $9 backoff base, $10 backoff cap, $11 misfire, $12 catch_up_limit, $13 pool, $14 lease_seconds,
- * $15 shard, $16 next_run_at, $17 definition_hash, $18 now, $19 jitter_seconds.
+ * $15 shard, $16 next_run_at, $17 definition_hash, $18 now, $19 jitter_seconds, $20 timeout_seconds.
  * Inserts, or updates only when the definition changed (no row back: unchanged). A new schedule
  * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own.
  */
 export const jobUpsert = `
 INSERT INTO jobs (tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, shard_id,
-  next_run_at, definition_hash, created_at, updated_at, jitter_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19)
+  next_run_at, definition_hash, created_at, updated_at, jitter_seconds, timeout_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20)
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET
   handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
   timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
   backoff_base_seconds = EXCLUDED.backoff_base_seconds, backoff_cap_seconds = EXCLUDED.backoff_cap_seconds,
   misfire = EXCLUDED.misfire, catch_up_limit = EXCLUDED.catch_up_limit, pool = EXCLUDED.pool,
   lease_seconds = EXCLUDED.lease_seconds, jitter_seconds = EXCLUDED.jitter_seconds,
+  timeout_seconds = EXCLUDED.timeout_seconds,
   definition_hash = EXCLUDED.definition_hash,
   next_run_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
                      THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,

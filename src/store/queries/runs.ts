@@ -10,9 +10,9 @@ export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, att
  */
 export const runInsertSlots = `
 INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, available_at, sort_key, created_at)
+  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
 SELECT j.tenant_id, j.job_id, v.slot, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
-  j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, v.available_at, v.sort_key, $5
+  j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, v.available_at, v.sort_key, $5
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $6::timestamptz[])
   AS v(tenant_id, job_id, slot, sort_key, available_at)
 JOIN jobs j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
@@ -27,7 +27,7 @@ export const runGet = `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND 
 
 /** $1 run */
 export const attemptsOfRun = `
-SELECT attempt, worker_id, started_at, finished_at, outcome, error
+SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
 FROM attempts WHERE run_id = $1 ORDER BY started_at, attempt`;
 
 /**
@@ -68,7 +68,7 @@ WITH picked AS (
   FROM picked
   WHERE r.run_id = picked.run_id AND r.state = 'pending'
   RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
-    r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at
+    r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at, r.timeout_seconds
 ), recorded AS (
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at)
   SELECT lease_token, run_id, attempt, $4, $2 FROM claimed
@@ -86,16 +86,20 @@ WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'runni
   AND ($5::text IS NULL OR r.tenant_id = $5)
 RETURNING r.run_id, r.lease_expires_at`;
 
-/** $1 run ids, $2 tokens, $3 now, $4 tenant (or null). Success, only under a live lease. */
+/**
+ * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
+ * Success, only under a live lease.
+ */
 export const runCompleteMany = `
 WITH done AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL
-  FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+  FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
     AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, r.lease_token
+  RETURNING r.run_id, r.lease_token, v.output
 ), recorded AS (
-  UPDATE attempts a SET finished_at = $3, outcome = 'succeeded' FROM done WHERE a.lease_token = done.lease_token
+  UPDATE attempts a SET finished_at = $3, outcome = 'succeeded', output = done.output
+  FROM done WHERE a.lease_token = done.lease_token
 )
 SELECT run_id FROM done`;
 
@@ -106,7 +110,8 @@ FROM runs WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease
   AND ($4::text IS NULL OR tenant_id = $4)`;
 
 /**
- * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error.
+ * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error,
+ * $8 output tail (or null).
  * A failed attempt under a live lease: retry (next attempt) or dead letter.
  */
 export const runFail = `
@@ -119,12 +124,13 @@ WITH failed AS (
   WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3
   RETURNING run_id, lease_token, attempt, available_at
 ), recorded AS (
-  UPDATE attempts a SET finished_at = $3, outcome = 'failed', error = $7 FROM failed WHERE a.lease_token = failed.lease_token
+  UPDATE attempts a SET finished_at = $3, outcome = 'failed', error = $7, output = $8
+  FROM failed WHERE a.lease_token = failed.lease_token
 )
 SELECT attempt, available_at FROM failed`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 reason. Back to pending, same attempt, same place in the queue;
+ * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null). Back to pending, same attempt, same place in the queue;
  * only under a live lease (an expired one is the reaper's, and counts as an attempt).
  */
 export const runReleaseMany = `
@@ -132,6 +138,7 @@ WITH released AS (
   UPDATE runs r SET state = 'pending', lease_expires_at = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
+    AND ($5::text IS NULL OR r.tenant_id = $5)
   RETURNING r.run_id, r.lease_token
 ), recorded AS (
   UPDATE attempts a SET finished_at = $3, outcome = 'released', error = $4 FROM released WHERE a.lease_token = released.lease_token
@@ -181,9 +188,9 @@ WHERE tenant_id = $1 AND job_id = $2 AND state = 'pending'`;
 /** $1 tenant, $2 job, $3 slot, $4 sort key, $5 now. One ad-hoc run from the job's definition. */
 export const runInsertOne = `
 INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, available_at, sort_key, created_at)
+  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
 SELECT tenant_id, job_id, $3, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, $3, $4, $5
+  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, $3, $4, $5
 FROM jobs WHERE tenant_id = $1 AND job_id = $2
 ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
 RETURNING ${RUN_COLUMNS}`;
