@@ -399,6 +399,7 @@ export class PostgresStore implements Store {
         created = inserted.rows.map(toRef);
       }
       if (nextJobs.length > 0) await client.query(J.jobAdvanceMany, [nextTenants, nextJobs, nexts]);
+      if (created.length > 0) await client.query(R.runNotify);
       return { jobs: due.rows.length, created, dropped, parked, full: due.rows.length === p.batchSize };
     });
   }
@@ -409,7 +410,10 @@ export class PostgresStore implements Store {
     const job = await this.getJob(p);
     const key = new Date(sortKey(slot.getTime(), job.priority, this.agingStepMs));
     const { rows } = await this.pool.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now]);
-    if (rows[0]) return toRun(rows[0]);
+    if (rows[0]) {
+      await this.pool.query(R.runNotify);
+      return toRun(rows[0]);
+    }
     const existing = await this.pool.query(R.runBySlot, [p.tenantId, p.jobId, slot]);
     const runId = existing.rows[0]?.run_id;
     if (!runId) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
@@ -559,6 +563,7 @@ export class PostgresStore implements Store {
       clip(p.reason),
       p.tenantId ?? null,
     ]);
+    if (rows.length > 0) await this.pool.query(R.runNotify);
     return { released: rows.map((r: Row) => r.run_id as string) };
   }
 
@@ -615,6 +620,7 @@ export class PostgresStore implements Store {
       key,
     ]);
     if (!rows[0]) throw new ConflictError(`run ${p.runId} changed state while being replayed`);
+    await this.pool.query(R.runNotify);
     return toRun(rows[0]);
   }
 
@@ -795,6 +801,48 @@ export class PostgresStore implements Store {
   async readyDepth(p: { now: number }): Promise<Map<number, number>> {
     const { rows } = await this.pool.query(R.runReadyByPriority, [checkInstant(p.now, 'now')]);
     return new Map(rows.map((r) => [r.priority as number, r.n as number]));
+  }
+
+  /**
+   * Calls `onWake` whenever runs may have become claimable (the tick materialised some, a trigger,
+   * a replay, a release). Holds one connection for LISTEN and re-listens after a connection loss;
+   * the returned function stops listening.
+   */
+  async listen(onWake: () => void): Promise<() => Promise<void>> {
+    let stopped = false;
+    let client: pg.PoolClient | null = null;
+    let retry: ReturnType<typeof setTimeout> | null = null;
+    const connect = async (): Promise<void> => {
+      try {
+        const c = await this.pool.connect();
+        c.on('notification', () => onWake());
+        c.on('error', () => {
+          c.release(true);
+          if (client === c) client = null;
+          if (!stopped) retry = setTimeout(() => void connect(), 1000);
+        });
+        await c.query(`LISTEN ${R.RUNS_CHANNEL}`);
+        if (stopped) {
+          c.release();
+          return;
+        }
+        client = c;
+        onWake(); // anything that arrived while not listening
+      } catch {
+        if (!stopped) retry = setTimeout(() => void connect(), 1000);
+      }
+    };
+    await connect();
+    return async () => {
+      stopped = true;
+      if (retry) clearTimeout(retry);
+      const c = client;
+      client = null;
+      if (c) {
+        await c.query(`UNLISTEN ${R.RUNS_CHANNEL}`).catch(() => {});
+        c.release();
+      }
+    };
   }
 
   async sampleClock(localNowMs: () => number) {

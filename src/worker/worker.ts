@@ -17,7 +17,10 @@ import type { ClaimedRun, Completion, Store } from '../store/index.js';
 export type LeaseStore = Pick<
   Store,
   'claimRuns' | 'heartbeatRuns' | 'completeRuns' | 'failRun' | 'releaseRuns'
->;
+> & {
+  /** Wakes an idle worker when runs may have become claimable (NOTIFY on a direct connection). */
+  listen?(onWake: () => void): Promise<() => Promise<void>>;
+};
 
 /** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
 export interface RunContext {
@@ -129,6 +132,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private claiming = false;
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
+  private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
   private pendingCompletions: { active: Active; lease: Completion }[] = [];
   private flushing: Promise<void> | null = null;
 
@@ -177,6 +181,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
   start(): void {
     this.claiming = true;
     if (this.stopping.signal.aborted) this.stopping = new AbortController();
+    const listen = this.o.store.listen?.bind(this.o.store);
+    if (listen) {
+      // Woken by the database when work arrives; the poll interval remains the fallback.
+      this.listening = listen(() => this.claimLoop.poke()).catch((err) => {
+        this.o.logger.warn({ err }, 'could not listen for new runs; polling only');
+        return null;
+      });
+    }
     this.claimLoop.start();
     this.heartbeatLoop.start();
   }
@@ -395,6 +407,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async stop(graceMs = 30_000): Promise<void> {
     this.claiming = false;
     this.stopping.abort();
+    await (await this.listening)?.();
+    this.listening = Promise.resolve(null);
     await this.claimLoop.stop();
     const deadline = new AbortController();
     const all = Promise.all([...this.active.values()].map((a) => a.done));

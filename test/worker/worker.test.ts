@@ -500,3 +500,21 @@ test('stop does not release a run whose handler already returned while its compl
   expect(events.dropped).toEqual([]);
   expect(events.succeeded.map((r) => r.runId)).toEqual([run!.runId]);
 });
+
+test('an idle worker on a direct connection is woken by NOTIFY when a run is triggered: no poll needed', async () => {
+  const { worker, events } = newWorker({ h: () => {} });
+  await db.store.upsertJob({
+    tenantId: 't',
+    job: { jobId: 'woken', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  worker.start();
+  // The poll interval is an hour and the clock never moves: only the notification can wake it.
+  await once(worker, 'run:started', () => true, 100).catch(() => undefined);
+  expect(events.started).toHaveLength(0);
+  const run = await db.store.triggerRun({ tenantId: 't', jobId: 'woken', now: T0 });
+  const [started] = await once(worker, 'run:started');
+  expect(started.runId).toBe(run.runId);
+  await once(worker, 'run:succeeded');
+  cleanups.push(() => worker.stop(0));
+});

@@ -195,6 +195,13 @@ FROM jobs WHERE tenant_id = $1 AND job_id = $2
 ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
 RETURNING ${RUN_COLUMNS}`;
 
+/**
+ * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
+ * tick or write. Polling stays the source of truth; a lost notification only costs a poll.
+ */
+export const RUNS_CHANNEL = 'tock_runs';
+export const runNotify = `SELECT pg_notify('${RUNS_CHANNEL}', '')`;
+
 /** Reads the database's own clock (epoch ms) for the offset clock. */
 export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
 
