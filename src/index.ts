@@ -28,4 +28,16 @@ export {
   startEmbedded,
 } from './store/index.js';
 export type * from './store/types.js';
-export { type Handler, type RunContext, Worker, type WorkerOptions } from './worker/index.js';
+// The worker, its handler types, the built-in executors and the configuration file declaring them.
+export {
+  type ExecExecutorConfig,
+  execExecutor,
+  type Handler,
+  type HttpExecutorConfig,
+  httpExecutor,
+  parseWorkerConfig,
+  type RunContext,
+  readWorkerConfig,
+  Worker,
+  type WorkerOptions,
+} from './worker/index.js';

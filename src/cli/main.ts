@@ -218,6 +218,89 @@ export function buildProgram(): Command {
       process.exit(0);
     });
 
+  databaseOptions(
+    program
+      .command('worker')
+      .description(
+        'pull runs and execute handlers: the functions of a handlers module and the built-in executors (HTTP calls, commands) of a worker config; straight from the database, or through a Tock server with --url; SIGTERM/Ctrl-C drains it',
+      ),
+  )
+    .addOption(
+      new Option(
+        '--handlers <module>',
+        'JS module whose default export (or `handlers` export) maps handler names to functions',
+      ).env('TOCK_HANDLERS'),
+    )
+    .addOption(
+      new Option(
+        '--config <file>',
+        'YAML worker config: the URL allow-list and the HTTP and command executors',
+      ).env('TOCK_WORKER_CONFIG'),
+    )
+    .addOption(
+      new Option('--url <url>', 'a Tock server to work through (its HTTP API) instead of the database').env(
+        'TOCK_URL',
+      ),
+    )
+    .addOption(new Option('--key <key>', 'API key with the worker role, for --url').env('TOCK_KEY'))
+    .addOption(new Option('--pool <name>', 'pool to claim runs from').env('TOCK_POOL').default('default'))
+    .addOption(
+      new Option('--concurrency <n>', 'runs executed at once')
+        .env('TOCK_CONCURRENCY')
+        .default(10)
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option('--grace <duration>', 'time running handlers get to finish on SIGTERM/Ctrl-C')
+        .env('TOCK_GRACE')
+        .default(30_000, '30s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--worker-id <id>', 'unique per process start (default: worker-<host>-<pid>-<random>)').env(
+        'TOCK_WORKER_ID',
+      ),
+    )
+    .addOption(
+      new Option('--poll <duration>', 'wait between claims when idle')
+        .env('TOCK_POLL')
+        .default(1000, '1s')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option('--lease <duration>', 'lease of a run whose job sets none (database connection only)')
+        .env('TOCK_LEASE')
+        .default(30_000, '30s')
+        .argParser(duration),
+    )
+    .action(async (opts) => {
+      const [{ createLogger }, { startWorker }] = await Promise.all([
+        import('../runtime/logger.js'),
+        import('../runtime/worker.js'),
+      ]);
+      const logger = createLogger(opts.logFormat as LogFormat, opts.logLevel);
+      const signal = stopSignal((m) => logger.warn(m));
+      const running = await startWorker({
+        logger,
+        handlersModule: opts.handlers,
+        configFile: opts.config,
+        pool: opts.pool,
+        concurrency: opts.concurrency,
+        graceMs: opts.grace,
+        workerId: opts.workerId,
+        pollMs: opts.poll,
+        url: opts.url,
+        key: opts.key,
+        databaseUrl: opts.databaseUrl,
+        dataDir: opts.dataDir,
+        schema: opts.schema,
+        leaseMs: opts.lease,
+      });
+      await signal;
+      await running.stop();
+      process.exit(0);
+    });
+
   databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
     async (opts) => {
       const [{ createLogger }, { openDatabase }] = await Promise.all([

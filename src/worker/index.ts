@@ -1,4 +1,20 @@
 /** Workers pull runs under leases and execute handlers. */
+export { parseWorkerConfig, readWorkerConfig } from './config.js';
+export {
+  DEFAULT_EXEC_TIMEOUT_MS,
+  EX_TEMPFAIL,
+  type ExecExecutorConfig,
+  type ExecExecutorOptions,
+  execExecutor,
+} from './executors/exec.js';
+export {
+  DEFAULT_HTTP_TIMEOUT_MS,
+  type HttpExecutorConfig,
+  type HttpExecutorOptions,
+  type HttpMethod,
+  httpExecutor,
+} from './executors/http.js';
+export { OUTPUT_TAIL_BYTES } from './executors/output.js';
 export { HttpLeaseStore, type HttpLeaseStoreOptions } from './http-store.js';
 export {
   type Handler,

@@ -513,7 +513,7 @@ test('an idle worker on a direct connection is woken by NOTIFY when a run is tri
   await once(worker, 'run:started', () => true, 100).catch(() => undefined);
   expect(events.started).toHaveLength(0);
   const run = await db.store.triggerRun({ tenantId: 't', jobId: 'woken', now: T0 });
-  const [started] = await once(worker, 'run:started');
+  const [started] = await once<[ClaimedRun]>(worker, 'run:started');
   expect(started.runId).toBe(run.runId);
   await once(worker, 'run:succeeded');
   cleanups.push(() => worker.stop(0));

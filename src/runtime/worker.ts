@@ -1,0 +1,247 @@
+/**
+ * `tock worker`: a process that pulls runs and executes handlers — the functions a handlers module
+ * exports and the built-in executors (HTTP calls, commands) of a worker configuration file. It
+ * reaches runs in one of two ways: straight from the database (`DATABASE_URL` or the embedded one;
+ * time follows the database's clock), or through a Tock server's HTTP API (`--url`, `--key`), which
+ * needs no database credentials on the worker's machine. Either way it logs each run as it starts
+ * and ends, and `stop()` drains: no new claims, running handlers get the grace period, the rest are
+ * aborted and their leases released for another worker.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Logger } from 'pino';
+import { type Clock, formatDuration, SystemClock, ValidationError, validateId } from '../core/index.js';
+import type { ClockSync } from '../scheduler/index.js';
+import { PostgresStore } from '../store/index.js';
+import { type Handler, HttpLeaseStore, type LeaseStore, readWorkerConfig, Worker } from '../worker/index.js';
+import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
+
+export interface WorkerRuntimeOptions {
+  logger: Logger;
+  /** A JS module whose default export (or `handlers` export) maps handler names to functions. */
+  handlersModule?: string;
+  /** A YAML worker configuration: the allow-list and the built-in executors. */
+  configFile?: string;
+  /** Resolves `handlersModule` and `configFile`. Default `process.cwd()`. */
+  cwd?: string;
+  /** Pool to claim from. */
+  pool: string;
+  /** Runs executed at once. */
+  concurrency: number;
+  /** Time running handlers get to finish on stop, ms. */
+  graceMs: number;
+  /** Unique per process start. Default `worker-<host>-<pid>-<random>`. */
+  workerId?: string;
+  /** Wait between claims when idle, ms (a remote claim long-polls the server first). */
+  pollMs: number;
+  /** A Tock server to work through instead of the database. */
+  url?: string;
+  /** API key (role `worker`) for `url`. */
+  key?: string;
+  /** Database (when no `url`): a server, else the embedded one under `dataDir`. */
+  databaseUrl?: string;
+  dataDir?: string;
+  schema?: string;
+  /** Lease of a run whose job sets none, ms (direct connection only: a server applies its own). */
+  leaseMs: number;
+}
+
+export interface RunningWorker {
+  worker: Worker;
+  stop(): Promise<void>;
+}
+
+/** `worker-<host>-<pid>-<random>`: unique per process start, and says where the worker runs. */
+export function defaultWorkerId(): string {
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, '-')
+      .slice(0, 100) || 'host';
+  return `worker-${host}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * Imports a handlers module (resolved against `cwd`): its default export, or else its `handlers`
+ * export, must map handler names to functions.
+ */
+export async function importHandlers(spec: string, cwd = process.cwd()): Promise<Record<string, Handler>> {
+  const file = path.resolve(cwd, spec);
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(
+      `cannot load handlers module ${file}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const exported = isPlainObject(mod.default) ? mod.default : mod.handlers;
+  if (!isPlainObject(exported)) {
+    throw new ValidationError(
+      `handlers module ${file} must export handlers by name: \`export default { name: (ctx) => … }\` or \`export const handlers = { … }\``,
+    );
+  }
+  const entries = Object.entries(exported);
+  if (entries.length === 0) throw new ValidationError(`handlers module ${file} exports no handler`);
+  for (const [name, fn] of entries) {
+    try {
+      validateId(name, `handler name "${name}"`);
+    } catch (err) {
+      throw new ValidationError(`handlers module ${file}: ${(err as Error).message}`);
+    }
+    if (typeof fn !== 'function')
+      throw new ValidationError(`handlers module ${file}: handler "${name}" is not a function`);
+  }
+  return exported as Record<string, Handler>;
+}
+
+/** The handlers of the module and of the configuration file together; a name in both is refused. */
+export async function loadHandlers(o: {
+  handlersModule?: string;
+  configFile?: string;
+  cwd?: string;
+}): Promise<Record<string, Handler>> {
+  if (!o.handlersModule && !o.configFile)
+    throw new ValidationError('tock worker needs handlers: --handlers <module>, --config <file>, or both');
+  const cwd = o.cwd ?? process.cwd();
+  const fromModule = o.handlersModule ? await importHandlers(o.handlersModule, cwd) : {};
+  const fromConfig = o.configFile ? await readWorkerConfig(path.resolve(cwd, o.configFile)) : {};
+  for (const name of Object.keys(fromConfig)) {
+    if (Object.hasOwn(fromModule, name))
+      throw new ValidationError(
+        `handler "${name}" is defined twice: in ${o.handlersModule} and in ${o.configFile}`,
+      );
+  }
+  return { ...fromModule, ...fromConfig };
+}
+
+/** One log line as each run starts and one as it ends, with how long it took. */
+function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
+  const started = new Map<string, number>();
+  const took = (runId: string) => {
+    const at = started.get(runId);
+    started.delete(runId);
+    return at === undefined ? undefined : Math.max(0, Math.round(clock.nowMs() - at));
+  };
+  worker.on('run:started', (r) => {
+    started.set(r.runId, clock.nowMs());
+    logger.info(
+      {
+        job_id: r.jobId,
+        run_id: r.runId,
+        handler: r.handler,
+        attempt: r.attempt,
+        slot: r.scheduledFor.toISOString(),
+      },
+      'run started',
+    );
+  });
+  worker.on('run:succeeded', (r) =>
+    logger.info({ job_id: r.jobId, run_id: r.runId, duration_ms: took(r.runId) }, 'run succeeded'),
+  );
+  worker.on('run:failed', (r, f) =>
+    logger.warn(
+      {
+        job_id: r.jobId,
+        run_id: r.runId,
+        attempt: r.attempt,
+        next: f.state,
+        duration_ms: took(r.runId),
+        error: f.error.split('\n')[0],
+      },
+      f.state === 'dead' ? 'run failed; dead-lettered' : 'run failed; will retry',
+    ),
+  );
+  worker.on('run:dropped', (r, why) => {
+    took(r.runId);
+    logger.warn({ job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`);
+  });
+  // The worker logs its own failures (claims, heartbeats) and retries them; without a listener an
+  // 'error' event would throw.
+  worker.on('error', () => {});
+}
+
+export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorker> {
+  const { logger } = o;
+  if (o.url && (o.databaseUrl || o.schema))
+    throw new ValidationError(
+      'choose one connection: --url (a Tock server) or --database-url/--schema (the database), not both',
+    );
+  // Handlers first: a bad configuration fails before anything connects.
+  const handlers = await loadHandlers(o);
+  let store: LeaseStore;
+  let clock: Clock;
+  let db: OpenDatabase | null = null;
+  let sync: ClockSync | null = null;
+  if (o.url) {
+    store = new HttpLeaseStore({ url: o.url, key: o.key });
+    clock = new SystemClock();
+  } else {
+    db = await openDatabase({
+      databaseUrl: o.databaseUrl,
+      dataDir: o.dataDir,
+      schema: o.schema,
+      logger,
+      // Claims, heartbeats, completions and failures: a few at a time, never one per handler.
+      poolSize: Math.min(o.concurrency, 16) + 4,
+    });
+    try {
+      const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+      const measured = await databaseClock((local) => pg.sampleClock(local), logger);
+      store = pg;
+      clock = measured.clock;
+      sync = measured.sync;
+      sync.start();
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+  }
+  let worker: Worker;
+  try {
+    worker = new Worker({
+      store,
+      clock,
+      logger,
+      handlers,
+      pool: o.pool,
+      concurrency: o.concurrency,
+      workerId: o.workerId ?? defaultWorkerId(),
+      pollIntervalMs: o.pollMs,
+    });
+  } catch (err) {
+    await sync?.stop();
+    await db?.close();
+    throw err;
+  }
+  logRuns(worker, logger, clock);
+  worker.start();
+  logger.info(
+    {
+      worker: worker.workerId,
+      pool: worker.pool,
+      concurrency: worker.concurrency,
+      handlers: Object.keys(handlers),
+      via: o.url ?? (db?.embedded ? 'embedded database' : 'DATABASE_URL'),
+      grace: formatDuration(o.graceMs),
+    },
+    'tock worker is running; SIGTERM or Ctrl-C drains it',
+  );
+  return {
+    worker,
+    async stop() {
+      logger.info({ in_flight: worker.inFlight }, 'stopping: no new claims, draining running handlers');
+      await worker.stop(o.graceMs);
+      await sync?.stop();
+      await db?.close();
+      logger.info('stopped');
+    },
+  };
+}

@@ -1,0 +1,258 @@
+/**
+ * The command executor: a handler that runs one configured command per run. The command is fixed
+ * in the worker's configuration (a job names a handler, never a command) and is started without a
+ * shell, from an argv list, so nothing in a payload or an argument is ever interpreted.
+ *
+ * The command leads its own process group, and the group is what gets stopped: on a timeout, when
+ * the run's signal aborts (lease lost, worker shutdown) and also after the command exits, every
+ * process still in the group gets SIGTERM, then SIGKILL after a short grace (at once if the worker
+ * exits before the grace ends). A run's processes do not outlive it, so a retry never races the
+ * leftovers of the attempt before it. (A process that starts a session of its own with `setsid`
+ * leaves the group and escapes this; so does everything if the worker is killed with SIGKILL.)
+ *
+ * Exit codes: 0 succeeds; the `retry_exit_codes` (default 75, `EX_TEMPFAIL` in sysexits.h)
+ * retry; the `permanent_exit_codes` dead-letter the run at once (`others`: every other non-zero
+ * code). A code in neither list retries, as a thrown error does. Output: stdout and stderr,
+ * interleaved as they arrive, of which the last 64 KiB is kept.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { PermanentError, ValidationError } from '../../core/index.js';
+import type { Handler, RunContext } from '../worker.js';
+import { executorError, failureMessage, OutputTail } from './output.js';
+
+/** Default time a command may run, ms. */
+export const DEFAULT_EXEC_TIMEOUT_MS = 300_000;
+/** `EX_TEMPFAIL` (sysexits.h): "try again later". The default retry exit code. */
+export const EX_TEMPFAIL = 75;
+/** Default wait between SIGTERM and SIGKILL for a process group, ms. */
+export const DEFAULT_KILL_GRACE_MS = 2000;
+const MAX_TIMEOUT_MS = 24 * 3600 * 1000;
+
+export interface ExecExecutorConfig {
+  /** The program and its arguments, passed as they are (no shell). */
+  argv: string[];
+  /** Working directory. Default: the worker's. It must exist when the configuration is loaded. */
+  cwd?: string;
+  /** Variables added to the worker's environment (the `TOCK_*` ones below always win). */
+  env?: Record<string, string>;
+  /** Most time the command may run before its process group is killed, ms. Default 300000 (5 min). */
+  timeout?: number;
+  /** Exit codes that mean "retry". Default `[75]` (`EX_TEMPFAIL`). */
+  retry_exit_codes?: number[];
+  /**
+   * Exit codes that dead-letter the run at once; `'others'` makes every non-zero code outside
+   * `retry_exit_codes` permanent. Default: none (an unlisted non-zero code retries).
+   */
+  permanent_exit_codes?: number[] | 'others';
+}
+
+export interface ExecExecutorOptions {
+  /** Wait between SIGTERM and SIGKILL when stopping the command's process group, ms. Default 2000. */
+  killGraceMs?: number;
+}
+
+function invalid(field: string, reason: string): ValidationError {
+  return new ValidationError(`${field} ${reason}`, { field });
+}
+
+function exitCodes(value: unknown, field: string): number[] {
+  if (!Array.isArray(value)) throw invalid(field, 'must be a list of exit codes');
+  for (const [i, code] of value.entries()) {
+    if (typeof code !== 'number' || !Number.isInteger(code) || code < 1 || code > 255)
+      throw invalid(`${field}[${i}]`, 'must be an exit code from 1 to 255');
+  }
+  return value as number[];
+}
+
+/** Signals a whole process group; one that is already gone is not an error. */
+function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
+/**
+ * Process groups started here that may still have members: those of running commands, and those
+ * waiting for their SIGKILL. If the worker process exits first (after a graceful stop, or a crash),
+ * they are killed on the way out rather than left running with no one to report them.
+ */
+const liveGroups = new Set<number>();
+let exitHook = false;
+
+function track(pgid: number): void {
+  liveGroups.add(pgid);
+  if (exitHook) return;
+  exitHook = true;
+  process.on('exit', () => {
+    for (const group of liveGroups) signalGroup(group, 'SIGKILL');
+  });
+}
+
+function abortError(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('aborted');
+}
+
+/** Validates the configuration now and returns the handler. */
+export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOptions = {}): Handler {
+  const { argv } = config;
+  if (!Array.isArray(argv) || argv.length === 0) throw invalid('argv', 'must be a non-empty list of strings');
+  for (const [i, arg] of argv.entries()) {
+    if (typeof arg !== 'string') throw invalid(`argv[${i}]`, 'must be a string');
+    if (arg.includes('\0')) throw invalid(`argv[${i}]`, 'must not contain a NUL character');
+  }
+  const program = argv[0]!;
+  if (program === '') throw invalid('argv[0]', 'must name a program');
+  const { cwd } = config;
+  if (cwd !== undefined) {
+    if (typeof cwd !== 'string' || cwd === '') throw invalid('cwd', 'must be a directory path');
+    let isDir = false;
+    try {
+      isDir = statSync(cwd).isDirectory();
+    } catch {}
+    if (!isDir) throw invalid('cwd', `"${cwd}" is not a directory`);
+  }
+  const env = config.env ?? {};
+  if (typeof env !== 'object' || env === null || Array.isArray(env))
+    throw invalid('env', 'must be a mapping of variable names to strings');
+  for (const [name, value] of Object.entries(env)) {
+    if (name === '' || name.includes('=') || name.includes('\0'))
+      throw invalid(`env.${name}`, 'is not a valid variable name');
+    if (typeof value !== 'string') throw invalid(`env.${name}`, 'must be a string');
+    if (value.includes('\0')) throw invalid(`env.${name}`, 'must not contain a NUL character');
+  }
+  const timeoutMs = config.timeout ?? DEFAULT_EXEC_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
+    throw invalid('timeout', `must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
+  const retryCodes = new Set(exitCodes(config.retry_exit_codes ?? [EX_TEMPFAIL], 'retry_exit_codes'));
+  const permanent = config.permanent_exit_codes ?? [];
+  const permanentCodes =
+    permanent === 'others' ? 'others' : new Set(exitCodes(permanent, 'permanent_exit_codes'));
+  if (permanentCodes !== 'others') {
+    for (const code of permanentCodes)
+      if (retryCodes.has(code))
+        throw invalid('permanent_exit_codes', `lists ${code}, which retry_exit_codes also lists`);
+  }
+  const graceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+
+  const exitError = (code: number, output: OutputTail): Error => {
+    const summary = `${program} exited with code ${code}`;
+    if (retryCodes.has(code)) return new Error(failureMessage(`${summary} (retry)`, output));
+    if (permanentCodes === 'others' || permanentCodes.has(code))
+      return new PermanentError(failureMessage(`${summary} (permanent)`, output), { exit_code: code });
+    return new Error(failureMessage(summary, output));
+  };
+
+  return (ctx: RunContext) =>
+    new Promise<{ output: string }>((resolve, reject) => {
+      if (ctx.signal.aborted) {
+        reject(abortError(ctx.signal));
+        return;
+      }
+      const output = new OutputTail();
+      let child: ChildProcess;
+      try {
+        child = spawn(program, argv.slice(1), {
+          detached: true,
+          cwd,
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: {
+            ...process.env,
+            ...env,
+            TOCK_RUN_ID: ctx.runId,
+            TOCK_JOB_ID: ctx.jobId,
+            TOCK_SCHEDULED_FOR: ctx.scheduledFor.toISOString(),
+            TOCK_ATTEMPT: String(ctx.attempt),
+            TOCK_PAYLOAD: JSON.stringify(ctx.payload ?? null),
+          },
+        });
+      } catch (err) {
+        reject(executorError(new Error(`cannot start ${program}: ${(err as Error).message}`)));
+        return;
+      }
+      if (child.pid !== undefined) track(child.pid);
+      child.stdout!.on('data', (chunk: Buffer) => output.write(chunk));
+      child.stderr!.on('data', (chunk: Buffer) => output.write(chunk));
+
+      /** Why we are stopping the group, if we are; the first reason wins. */
+      let stopping: 'timeout' | 'abort' | null = null;
+      let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+      let settled = false;
+      let drainTimer: NodeJS.Timeout | undefined;
+
+      // SIGTERM now, SIGKILL after the grace to whatever is left. The SIGKILL timer does not keep
+      // the worker alive: if it exits first, the exit hook sends the SIGKILL at once.
+      const stopGroup = () => {
+        const pgid = child.pid;
+        if (pgid === undefined) return;
+        if (!signalGroup(pgid, 'SIGTERM')) {
+          liveGroups.delete(pgid);
+          return;
+        }
+        setTimeout(() => {
+          signalGroup(pgid, 'SIGKILL');
+          liveGroups.delete(pgid);
+        }, graceMs).unref();
+      };
+      const onTimeout = () => {
+        stopping ??= 'timeout';
+        stopGroup();
+      };
+      const onAbort = () => {
+        stopping ??= 'abort';
+        stopGroup();
+      };
+      const timer = setTimeout(onTimeout, timeoutMs);
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+
+      const settle = () => {
+        // Before 'exit' there is nothing to report: a start failure is reported by 'error'.
+        if (settled || exit === null) return;
+        settled = true;
+        clearTimeout(timer);
+        clearTimeout(drainTimer);
+        ctx.signal.removeEventListener('abort', onAbort);
+        if (stopping === 'abort') return reject(abortError(ctx.signal));
+        if (stopping === 'timeout') {
+          const message = `${program} timed out after ${timeoutMs} ms; its process group was killed`;
+          return reject(executorError(new Error(failureMessage(message, output)), output));
+        }
+        if (exit.code === 0) return resolve({ output: output.text() });
+        if (exit.code === null)
+          return reject(
+            executorError(
+              new Error(failureMessage(`${program} was killed by ${exit.signal}`, output)),
+              output,
+            ),
+          );
+        reject(executorError(exitError(exit.code, output), output));
+      };
+
+      child.on('error', (err) => {
+        // Not started (ENOENT, EACCES): no process, no group to stop.
+        if (child.pid !== undefined || settled) return;
+        settled = true;
+        clearTimeout(timer);
+        ctx.signal.removeEventListener('abort', onAbort);
+        reject(executorError(new Error(`cannot start ${program}: ${err.message}`)));
+      });
+      child.on('exit', (code, signal) => {
+        exit = { code, signal };
+        clearTimeout(timer);
+        // Whatever the command left running in its group goes with it.
+        if (stopping === null) stopGroup();
+        // The output is complete once every holder of the pipes is gone ('close'). A process that
+        // escaped the group could hold them open forever: stop reading after the kill grace.
+        drainTimer = setTimeout(() => {
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          settle();
+        }, graceMs + 1000);
+      });
+      child.on('close', settle);
+    });
+}

@@ -1,0 +1,244 @@
+/**
+ * The HTTP executor: a handler that calls one configured URL per run. The URL is fixed in the
+ * worker's configuration and must fall under the worker's allow-list, checked when the
+ * configuration is loaded — a job names a handler, never a target, so a job definition cannot
+ * point a worker at an arbitrary host. Redirects are not followed, for the same reason.
+ *
+ * Each request carries the run's identity (`Tock-Run-Id`, `Tock-Job-Id`, `Tock-Scheduled-For`,
+ * `Tock-Attempt`) and `Idempotency-Key: <job_id>/<scheduled_for>`, the same on every attempt of a
+ * slot, so the receiver can make a repeated delivery harmless. The outcome maps onto the worker's:
+ * 2xx succeeds with the response body's tail as output; 408, 429, 5xx, a timeout or a failed
+ * connection retries (no sooner than `Retry-After` when the answer has one); any other answer is
+ * a permanent failure, because sending the same request again cannot change it.
+ */
+import { PermanentError, RetryLaterError, ValidationError } from '../../core/index.js';
+import type { Handler, RunContext } from '../worker.js';
+import { executorError, failureMessage, OutputTail } from './output.js';
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
+
+/** Default time a request (response body included) may take, ms. */
+export const DEFAULT_HTTP_TIMEOUT_MS = 30_000;
+const MAX_TIMEOUT_MS = 24 * 3600 * 1000;
+
+export interface HttpExecutorConfig {
+  /** Default `POST`. `GET` and `DELETE` send no body. */
+  method?: HttpMethod;
+  /** The URL called; it must fall under the worker's allow-list. */
+  url: string;
+  /** Extra request headers (an `Authorization`, say). The identity headers cannot be overridden. */
+  headers?: Record<string, string>;
+  /** Most time the request may take, response body included, ms. Default 30000. */
+  timeout?: number;
+}
+
+export interface HttpExecutorOptions {
+  /**
+   * URL prefixes this worker may call, such as `https://api.example.com/` or `http://127.0.0.1:`
+   * (any port on loopback). A prefix that ends inside the host name matches that host only
+   * (`https://api.example.com` does not match `https://api.example.com.evil.net/`).
+   */
+  allow: readonly string[];
+  /** The current time, ms, for a `Retry-After` given as an HTTP date. Default `Date.now`. */
+  now?: () => number;
+}
+
+/** Headers the executor sets itself; a configuration may not set them. */
+const RESERVED_HEADERS = [
+  'tock-run-id',
+  'tock-job-id',
+  'tock-scheduled-for',
+  'tock-attempt',
+  'idempotency-key',
+  'content-length',
+  'host',
+];
+
+function invalid(field: string, reason: string): ValidationError {
+  return new ValidationError(`${field} ${reason}`, { field });
+}
+
+/**
+ * Checks the allow-list's prefixes and returns them normalised (scheme and host lower-cased, as
+ * the URL parser writes them). A prefix must name at least a scheme and a host.
+ */
+export function validateAllowList(allow: unknown, field = 'allow'): string[] {
+  if (!Array.isArray(allow)) throw invalid(field, 'must be a list of URL prefixes');
+  return allow.map((prefix, i) => {
+    const at = `${field}[${i}]`;
+    if (typeof prefix !== 'string') {
+      // YAML reads an unquoted `- http://127.0.0.1:` as a mapping: say how to write it.
+      const hint =
+        typeof prefix === 'object' && prefix !== null
+          ? ' (quote a prefix that ends in a colon: "http://127.0.0.1:")'
+          : '';
+      throw invalid(at, `must be a string${hint}`);
+    }
+    const m = /^(https?):\/\/([^/?#@\s]+)(.*)$/i.exec(prefix);
+    if (!m || /\s/.test(m[3]!)) {
+      throw invalid(
+        at,
+        `"${prefix}" is not a URL prefix such as https://api.example.com/ or http://127.0.0.1:`,
+      );
+    }
+    return `${m[1]!.toLowerCase()}://${m[2]!.toLowerCase()}${m[3]}`;
+  });
+}
+
+function matchesPrefix(href: string, prefix: string): boolean {
+  if (!href.startsWith(prefix)) return false;
+  // A prefix with a path, or one ending in the port's colon, is a plain prefix; one ending inside
+  // the host must end where the host (and port) end.
+  if (prefix.indexOf('/', prefix.indexOf('//') + 2) !== -1 || prefix.endsWith(':')) return true;
+  const next = href[prefix.length];
+  return next === undefined || next === '/' || next === '?' || next === '#';
+}
+
+/**
+ * Parses `url` and checks it against the allow-list (already validated). Credentials in the URL
+ * are refused: they would let `http://127.0.0.1:80@evil.net/` pass for a loopback address.
+ */
+export function checkAllowedUrl(url: unknown, allow: readonly string[], field = 'url'): URL {
+  if (typeof url !== 'string' || url === '') throw invalid(field, 'must be a URL');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalid(field, `"${url}" is not a URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw invalid(field, `"${url}" is not an http or https URL`);
+  if (parsed.username !== '' || parsed.password !== '')
+    throw invalid(field, `"${url}" carries credentials; send them in a header instead`);
+  if (!allow.some((prefix) => matchesPrefix(parsed.href, prefix))) {
+    throw invalid(
+      field,
+      `"${url}" is outside this worker's allow-list (${allow.length === 0 ? 'empty' : allow.join(', ')})`,
+    );
+  }
+  return parsed;
+}
+
+/**
+ * The wait a `Retry-After` header asks for, ms: delay-seconds or an HTTP date. `null` when the
+ * header is absent or unreadable.
+ */
+export function parseRetryAfter(value: string | null, nowMs: number): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) {
+    const seconds = Number(text);
+    return Number.isSafeInteger(seconds * 1000) ? seconds * 1000 : null;
+  }
+  // HTTP dates start with the day's name (IMF-fixdate, RFC 850 and asctime forms alike).
+  if (!/^[A-Za-z]{3}/.test(text)) return null;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
+/** The failure's own words: `fetch failed` hides the reason in `cause` (ECONNREFUSED, ENOTFOUND…). */
+function describeFetchError(err: unknown): string {
+  const cause = err instanceof Error ? (err.cause as unknown) : undefined;
+  for (const e of [cause, err]) {
+    if (e instanceof Error) {
+      const code = (e as { code?: unknown }).code;
+      if (e.message)
+        return typeof code === 'string' && !e.message.includes(code) ? `${code}: ${e.message}` : e.message;
+      if (typeof code === 'string') return code;
+    }
+  }
+  return String(err);
+}
+
+function abortError(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('aborted');
+}
+
+/** Validates the configuration now (the allow-list included) and returns the handler. */
+export function httpExecutor(config: HttpExecutorConfig, options: HttpExecutorOptions): Handler {
+  const allow = validateAllowList(options.allow);
+  const method = config.method ?? 'POST';
+  if (!(HTTP_METHODS as readonly string[]).includes(method))
+    throw invalid('method', `must be one of ${HTTP_METHODS.join(', ')}`);
+  const url = checkAllowedUrl(config.url, allow);
+  const timeoutMs = config.timeout ?? DEFAULT_HTTP_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
+    throw invalid('timeout', `must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
+  const extra = config.headers ?? {};
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra))
+    throw invalid('headers', 'must be a mapping of header names to strings');
+  for (const [name, value] of Object.entries(extra)) {
+    if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
+    if (RESERVED_HEADERS.includes(name.toLowerCase()))
+      throw invalid(`headers.${name}`, 'is set by the executor and cannot be configured');
+  }
+  let baseHeaders: Headers;
+  try {
+    baseHeaders = new Headers(extra);
+  } catch (err) {
+    throw invalid(
+      'headers',
+      `are not valid HTTP headers: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const hasBody = method !== 'GET' && method !== 'DELETE';
+  const now = options.now ?? Date.now;
+  // Named without its query string, which may hold a secret.
+  const target = `${method} ${url.origin}${url.pathname}`;
+
+  return async (ctx: RunContext) => {
+    if (ctx.signal.aborted) throw abortError(ctx.signal);
+    const scheduledFor = ctx.scheduledFor.toISOString();
+    const headers = new Headers(baseHeaders);
+    headers.set('Tock-Run-Id', ctx.runId);
+    headers.set('Tock-Job-Id', ctx.jobId);
+    headers.set('Tock-Scheduled-For', scheduledFor);
+    headers.set('Tock-Attempt', String(ctx.attempt));
+    headers.set('Idempotency-Key', `${ctx.jobId}/${scheduledFor}`);
+    if (hasBody && !headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = AbortSignal.any([ctx.signal, timeout]);
+    const body = new OutputTail();
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        body: hasBody ? JSON.stringify(ctx.payload ?? null) : undefined,
+        signal,
+        redirect: 'manual',
+      });
+      if (response.body) for await (const chunk of response.body) body.write(chunk);
+    } catch (err) {
+      if (ctx.signal.aborted) throw abortError(ctx.signal);
+      const summary = timeout.aborted
+        ? `${target} timed out after ${timeoutMs} ms`
+        : `${target} failed: ${describeFetchError(err)}`;
+      throw executorError(new Error(failureMessage(summary, body, 'response body')), body);
+    }
+    const { status } = response;
+    if (status >= 200 && status < 300) return { output: body.text() };
+    const summary = `${target} answered ${status}${response.statusText ? ` ${response.statusText}` : ''}`;
+    const details = { status };
+    if (status === 408 || status === 429 || status >= 500) {
+      const waitMs = parseRetryAfter(response.headers.get('Retry-After'), now());
+      const message = failureMessage(
+        waitMs === null ? summary : `${summary}; retry after ${Math.ceil(waitMs / 1000)} s`,
+        body,
+        'response body',
+      );
+      const err = waitMs === null ? new Error(message) : new RetryLaterError(message, waitMs, details);
+      throw executorError(err, body);
+    }
+    const location = response.headers.get('Location');
+    const why =
+      status >= 300 && status < 400
+        ? `; redirects are not followed${location ? ` (Location: ${location})` : ''}`
+        : '';
+    throw executorError(
+      new PermanentError(failureMessage(`${summary}${why}`, body, 'response body'), details),
+      body,
+    );
+  };
+}

@@ -1,0 +1,308 @@
+/**
+ * The real `tock worker` binary (built `dist/`) as a child process: handlers from a module and
+ * from a worker config, straight from the database and through a Tock server's API; each run
+ * logged; outputs and errors kept on the attempts; SIGTERM draining (a command still running is
+ * killed with its process group and its run released); a bad config refused before anything starts.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { type App, buildApp, Metrics } from '../../src/api/index.js';
+import { SystemClock } from '../../src/core/index.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+
+const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
+const TENANT = 'default';
+
+let db: TestDatabase;
+let dir: string;
+let config: string;
+let handlersModule: string;
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  dir = await mkdtemp(path.join(tmpdir(), 'tock-worker-e2e-'));
+  config = path.join(dir, 'worker.yaml');
+  await writeFile(
+    config,
+    [
+      'handlers:',
+      '  greet:',
+      `    exec: { argv: [sh, -c, 'echo "hello $TOCK_JOB_ID, attempt $TOCK_ATTEMPT"'] }`,
+      '  refuse:',
+      `    exec: { argv: [sh, -c, 'echo "bad input" >&2; exit 3'], permanent_exit_codes: others }`,
+      '  linger:',
+      `    exec: { argv: [sh, -c, 'sleep 30 & echo $! > "$0"; wait', ${JSON.stringify(path.join(dir, 'linger.pid'))}] }`,
+      '  stubborn:',
+      `    exec: { argv: [sh, -c, 'trap "" TERM; sleep 30 & echo $! > "$0"; wait', ${JSON.stringify(path.join(dir, 'stubborn.pid'))}] }`,
+      '',
+    ].join('\n'),
+  );
+  handlersModule = path.join(dir, 'handlers.mjs');
+  await writeFile(
+    handlersModule,
+    'export const handlers = { shout: ({ payload }) => ({ output: String(payload.word).toUpperCase() }) };\n',
+  );
+});
+
+afterAll(async () => {
+  await db.teardown();
+  await rm(dir, { recursive: true, force: true });
+});
+
+type Line = Record<string, unknown>;
+
+/** A running `tock worker` whose JSON log lines can be awaited. */
+class Proc {
+  readonly child: ChildProcess;
+  readonly lines: Line[] = [];
+  readonly exited: Promise<number | null>;
+  stdout = '';
+  stderr = '';
+  private waiters: { test: (l: Line) => boolean; resolve: (l: Line) => void }[] = [];
+
+  constructor(args: string[], env: Record<string, string | undefined> = {}, cwd?: string) {
+    this.child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
+      env: { ...process.env, DATABASE_URL: undefined, TOCK_URL: undefined, TOCK_KEY: undefined, ...env },
+    });
+    let buffer = '';
+    this.child.stdout!.on('data', (d) => {
+      this.stdout += d;
+      buffer += d;
+      const parts = buffer.split('\n');
+      buffer = parts.pop() ?? '';
+      for (const part of parts) {
+        if (!part.trim()) continue;
+        const line = JSON.parse(part) as Line; // stdout carries log lines only
+        this.lines.push(line);
+        const matched = this.waiters.filter((w) => w.test(line));
+        this.waiters = this.waiters.filter((w) => !matched.includes(w));
+        for (const w of matched) w.resolve(line);
+      }
+    });
+    this.child.stderr!.on('data', (d) => (this.stderr += d));
+    this.exited = new Promise((resolve) => this.child.on('close', resolve));
+  }
+
+  waitFor(test: (l: Line) => boolean, what: string, timeoutMs = 20_000): Promise<Line> {
+    const seen = this.lines.find(test);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `timed out waiting for ${what}; stderr: ${this.stderr}; log: ${JSON.stringify(this.lines.slice(-5))}`,
+            ),
+          ),
+        timeoutMs,
+      );
+      this.waiters.push({
+        test,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
+    });
+  }
+}
+
+const about = (msg: string, runId: string) => (l: Line) => l.msg === msg && l.run_id === runId;
+
+async function trigger(jobId: string, handler: string, payload: unknown = {}): Promise<string> {
+  await db.store.upsertJob({
+    tenantId: TENANT,
+    job: { jobId, schedule: '@yearly', handler, payload, maxAttempts: 3 },
+    now: db.clock.nowMs(),
+  });
+  const run = await db.store.triggerRun({ tenantId: TENANT, jobId, now: db.clock.nowMs() });
+  return run.runId;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
+/** Test guard: polls until `check` holds, failing loudly after `timeoutMs`. */
+async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('tock worker on the database', () => {
+  test('runs module and config handlers, logs each run, keeps outputs, and drains on SIGTERM', async () => {
+    const greet = await trigger('greeting', 'greet');
+    const shout = await trigger('shouting', 'shout', { word: 'tock' });
+    const refuse = await trigger('refusing', 'refuse');
+    // Relative paths resolve against the working directory.
+    const w = new Proc(
+      [
+        'worker',
+        '--handlers',
+        './handlers.mjs',
+        '--config',
+        'worker.yaml',
+        '--poll',
+        '100ms',
+        '--grace',
+        '500ms',
+      ],
+      { DATABASE_URL: db.url, TOCK_SCHEMA: db.schema, TOCK_LOG_FORMAT: 'json' },
+      dir,
+    );
+    const running = await w.waitFor(
+      (l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it',
+      'start',
+    );
+    expect(running.handlers).toEqual(['shout', 'greet', 'refuse', 'linger', 'stubborn']);
+    expect(running.worker).toMatch(/^worker-.+-\d+-[0-9a-f]{8}$/);
+    const started = await w.waitFor(about('run started', greet), 'greet to start');
+    expect(started).toMatchObject({ job_id: 'greeting', handler: 'greet', attempt: 1 });
+    await w.waitFor(about('run succeeded', greet), 'greet to succeed');
+    await w.waitFor(about('run succeeded', shout), 'shout to succeed');
+    const failed = await w.waitFor(about('run failed; dead-lettered', refuse), 'refuse to be dead-lettered');
+    expect(failed.error).toBe('PermanentError: sh exited with code 3 (permanent)');
+
+    const g = await db.store.getRun({ tenantId: TENANT, runId: greet });
+    expect(g.state).toBe('succeeded');
+    expect(g.attempts[0]!.output).toBe('hello greeting, attempt 1\n');
+    expect((await db.store.getRun({ tenantId: TENANT, runId: shout })).attempts[0]!.output).toBe('TOCK');
+    const r = await db.store.getRun({ tenantId: TENANT, runId: refuse });
+    expect(r.state).toBe('dead');
+    expect(r.attempts[0]!.error).toBe(
+      'PermanentError: sh exited with code 3 (permanent)\n--- output ---\nbad input\n',
+    );
+    expect(r.attempts[0]!.output).toBe('bad input\n');
+
+    // A command still running at SIGTERM: after the grace it is killed with its process group,
+    // and its run is released (pending again, no attempt spent) for another worker.
+    const linger = await trigger('lingering', 'linger');
+    await w.waitFor(about('run started', linger), 'linger to start');
+    const pidfile = path.join(dir, 'linger.pid');
+    await eventually(
+      'the command wrote its pid',
+      () => existsSync(pidfile) && /^\d+\n$/.test(readFileSync(pidfile, 'utf8')),
+    );
+    const grandchild = Number(readFileSync(pidfile, 'utf8'));
+    expect(alive(grandchild)).toBe(true);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(w.lines.some((l) => l.msg === 'stopped')).toBe(true);
+    expect(w.stderr).toBe('');
+    const l = await db.store.getRun({ tenantId: TENANT, runId: linger });
+    expect(l.state).toBe('pending');
+    await eventually(`process ${grandchild} is gone`, () => !alive(grandchild));
+  });
+
+  test('a command that ignores SIGTERM does not outlive a worker that exits before its SIGKILL', async () => {
+    const w = new Proc(['worker', '--config', config, '--poll', '100ms', '--grace', '200ms'], {
+      DATABASE_URL: db.url,
+      TOCK_SCHEMA: db.schema,
+      TOCK_LOG_FORMAT: 'json',
+    });
+    const runId = await trigger('stubborn', 'stubborn');
+    await w.waitFor(about('run started', runId), 'the command to start');
+    const pidfile = path.join(dir, 'stubborn.pid');
+    await eventually(
+      'the command wrote its pid',
+      () => existsSync(pidfile) && /^\d+\n$/.test(readFileSync(pidfile, 'utf8')),
+    );
+    const grandchild = Number(readFileSync(pidfile, 'utf8'));
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    // SIGTERM was ignored and the 2 s SIGKILL timer died with the worker: the exit hook killed it.
+    await eventually(`process ${grandchild} is gone`, () => !alive(grandchild));
+    expect((await db.store.getRun({ tenantId: TENANT, runId })).state).toBe('pending');
+  });
+});
+
+describe('tock worker through a Tock server', () => {
+  let app: App;
+  let url: string;
+
+  beforeAll(async () => {
+    // The server follows real time here: the worker compares lease expiries with its own clock.
+    app = await buildApp({
+      store: db.store,
+      clock: new SystemClock(),
+      logger: pino({ level: 'silent' }),
+      metrics: new Metrics({ processMetrics: false }),
+      auth: 'open',
+      readiness: async () => ({ database: true, migrations: true }),
+    });
+    url = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  test('claims, runs and completes over HTTP with no database settings', async () => {
+    const runId = await trigger('remote-greeting', 'greet');
+    const w = new Proc(['worker', '--config', config, '--url', url, '--log-format', 'json', '--grace', '1s']);
+    const running = await w.waitFor(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('tock worker is running'),
+      'start',
+    );
+    expect(running.via).toBe(url);
+    await w.waitFor(about('run succeeded', runId), 'the run to succeed');
+    const run = await db.store.getRun({ tenantId: TENANT, runId });
+    expect(run.attempts[0]!.output).toBe('hello remote-greeting, attempt 1\n');
+    w.child.kill('SIGINT');
+    expect(await w.exited).toBe(0);
+  });
+});
+
+describe('tock worker refuses to start', () => {
+  const refused = async (args: string[], env: Record<string, string | undefined> = {}) => {
+    const p = new Proc(['worker', ...args], env);
+    expect(await p.exited).toBe(1);
+    expect(p.stdout).toBe('');
+    return p.stderr;
+  };
+
+  test('without handlers', async () => {
+    expect(await refused(['--url', 'http://127.0.0.1:9'])).toBe(
+      'tock: tock worker needs handlers: --handlers <module>, --config <file>, or both\n',
+    );
+  });
+
+  test('with a config naming a URL outside its allow-list', async () => {
+    const bad = path.join(dir, 'bad.yaml');
+    await writeFile(
+      bad,
+      'allow: [https://api.example.com/]\nhandlers:\n  h: { http: { url: "https://evil.example/" } }\n',
+    );
+    expect(await refused(['--config', bad, '--url', 'http://127.0.0.1:9'])).toBe(
+      `tock: worker config ${bad}: handler "h": http.url "https://evil.example/" is outside this worker's allow-list (https://api.example.com/)\n`,
+    );
+  });
+
+  test('with a handler defined twice', async () => {
+    const twice = path.join(dir, 'twice.mjs');
+    await writeFile(twice, 'export default { greet: () => {} };\n');
+    expect(await refused(['--config', config, '--handlers', twice, '--url', 'http://127.0.0.1:9'])).toBe(
+      `tock: handler "greet" is defined twice: in ${twice} and in ${config}\n`,
+    );
+  });
+
+  test('with both a server and a database', async () => {
+    expect(
+      await refused(['--config', config, '--url', 'http://127.0.0.1:9', '--database-url', db.url]),
+    ).toMatch(/^tock: choose one connection/);
+  });
+});
