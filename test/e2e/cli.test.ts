@@ -2,7 +2,7 @@
  * The real `tock` binary (built `dist/`) as a child process: the demo's ten lines, `tock dev`
  * running jobs and stopping cleanly on SIGINT, a second start reusing the data, bad job files.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { createPool, PostgresStore } from '../../src/store/index.js';
+import { BIN, TockProcess } from '../setup/proc.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const url = inject('databaseUrl');
 let dir: string;
 
@@ -39,69 +39,6 @@ function run(args: string[], env: Record<string, string | undefined> = {}): Prom
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
-}
-
-/** A long-running `tock` whose JSON log lines can be awaited. */
-class Proc {
-  readonly child: ChildProcess;
-  readonly lines: Record<string, unknown>[] = [];
-  private waiters: {
-    test: (l: Record<string, unknown>) => boolean;
-    resolve: (l: Record<string, unknown>) => void;
-  }[] = [];
-  readonly exited: Promise<number | null>;
-  stderr = '';
-
-  constructor(args: string[], env: Record<string, string | undefined>) {
-    this.child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
-    let buffer = '';
-    this.child.stdout!.on('data', (d) => {
-      buffer += d;
-      const parts = buffer.split('\n');
-      buffer = parts.pop() ?? '';
-      for (const part of parts) {
-        if (!part.trim()) continue;
-        // The one plain line a serving process prints; every other line is a JSON log record.
-        const line = (part.startsWith('tock listening on ') ? { msg: part } : JSON.parse(part)) as Record<
-          string,
-          unknown
-        >;
-        this.lines.push(line);
-        const matched = this.waiters.filter((w) => w.test(line));
-        this.waiters = this.waiters.filter((w) => !matched.includes(w));
-        for (const w of matched) w.resolve(line);
-      }
-    });
-    this.child.stderr!.on('data', (d) => (this.stderr += d));
-    this.exited = new Promise((resolve) => this.child.on('close', resolve));
-  }
-
-  waitFor(
-    test: (l: Record<string, unknown>) => boolean,
-    what: string,
-    timeoutMs = 20_000,
-  ): Promise<Record<string, unknown>> {
-    const seen = this.lines.find(test);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `timed out waiting for ${what}; stderr: ${this.stderr}; log: ${JSON.stringify(this.lines.slice(-5))}`,
-            ),
-          ),
-        timeoutMs,
-      );
-      this.waiters.push({
-        test,
-        resolve: (l) => {
-          clearTimeout(timer);
-          resolve(l);
-        },
-      });
-    });
-  }
 }
 
 const msg = (m: string) => (l: Record<string, unknown>) => l.msg === m;
@@ -144,7 +81,7 @@ describe('tock dev', () => {
     );
     const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
     try {
-      const first = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
+      const first = new TockProcess(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
       await first.waitFor((l) => l.msg === 'job created' && l.job_id === 'tictoc', 'the job registered');
       const started = await first.waitFor(msg('run started'), 'a run to start');
       const done = await first.waitFor(
@@ -167,7 +104,7 @@ describe('tock dev', () => {
         await pool.end();
       }
 
-      const second = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
+      const second = new TockProcess(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
       const again = await second.waitFor(
         (l) => typeof l.msg === 'string' && l.msg.startsWith('job ') && l.job_id === 'tictoc',
         'the job',
@@ -189,7 +126,7 @@ describe('tock dev', () => {
       'jobs:\n  - { job_id: local, schedule: "@every 1s", handler: echo }\n',
     );
     const env = { DATABASE_URL: undefined, TOCK_DATA_DIR: dataDir, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
-    const dev = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
+    const dev = new TockProcess(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
     await dev.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database', 60_000);
     await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed');
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
@@ -209,7 +146,7 @@ describe('tock dev', () => {
     dev.child.kill('SIGKILL');
     await dev.exited;
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(true);
-    const again = new Proc(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
+    const again = new TockProcess(['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0'], env);
     await again.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database again', 60_000);
     await again.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed again');
     again.child.kill('SIGINT');
@@ -332,7 +269,7 @@ describe('tock server', () => {
       const { secret } = await store.createApiKey({ tenantId: 'acme', role: 'admin', now: Date.now() });
       await pool.end();
 
-      const server = new Proc(['server', '--port', '0'], env);
+      const server = new TockProcess(['server', '--port', '0'], env);
       const listening = await server.waitFor(
         (l) => String(l.msg).startsWith('tock listening on http://127.0.0.1:'),
         'the listening line',

@@ -1,10 +1,3 @@
-/**
- * The real `tock worker` binary (built `dist/`) as a child process: handlers from a module and
- * from a worker config, straight from the database and through a Tock server's API; each run
- * logged; outputs and errors kept on the attempts; SIGTERM draining (a command still running is
- * killed with its process group and its run released); a bad config refused before anything starts.
- */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type App, buildApp, Metrics } from '../../src/api/index.js';
 import { SystemClock } from '../../src/core/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { type Line, TockProcess } from '../setup/proc.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'default';
 
 let db: TestDatabase;
@@ -54,62 +47,10 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-type Line = Record<string, unknown>;
-
-/** A running `tock worker` whose JSON log lines can be awaited. */
-class Proc {
-  readonly child: ChildProcess;
-  readonly lines: Line[] = [];
-  readonly exited: Promise<number | null>;
-  stdout = '';
-  stderr = '';
-  private waiters: { test: (l: Line) => boolean; resolve: (l: Line) => void }[] = [];
-
+/** `tock` with no server or database settings inherited from this process's environment. */
+class Proc extends TockProcess {
   constructor(args: string[], env: Record<string, string | undefined> = {}, cwd?: string) {
-    this.child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { ...process.env, DATABASE_URL: undefined, TOCK_URL: undefined, TOCK_KEY: undefined, ...env },
-    });
-    let buffer = '';
-    this.child.stdout!.on('data', (d) => {
-      this.stdout += d;
-      buffer += d;
-      const parts = buffer.split('\n');
-      buffer = parts.pop() ?? '';
-      for (const part of parts) {
-        if (!part.trim()) continue;
-        const line = JSON.parse(part) as Line; // stdout carries log lines only
-        this.lines.push(line);
-        const matched = this.waiters.filter((w) => w.test(line));
-        this.waiters = this.waiters.filter((w) => !matched.includes(w));
-        for (const w of matched) w.resolve(line);
-      }
-    });
-    this.child.stderr!.on('data', (d) => (this.stderr += d));
-    this.exited = new Promise((resolve) => this.child.on('close', resolve));
-  }
-
-  waitFor(test: (l: Line) => boolean, what: string, timeoutMs = 20_000): Promise<Line> {
-    const seen = this.lines.find(test);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `timed out waiting for ${what}; stderr: ${this.stderr}; log: ${JSON.stringify(this.lines.slice(-5))}`,
-            ),
-          ),
-        timeoutMs,
-      );
-      this.waiters.push({
-        test,
-        resolve: (l) => {
-          clearTimeout(timer);
-          resolve(l);
-        },
-      });
-    });
+    super(args, { DATABASE_URL: undefined, TOCK_URL: undefined, TOCK_KEY: undefined, ...env }, cwd);
   }
 }
 
