@@ -2,6 +2,7 @@
 // node-postgres (pg) against postgres.js on Tock's hot loop: the same claim and complete
 // statements (src/store/queries/runs.ts), one loop of claim-100 → complete-100 over a backlog of
 // ready runs, in a throwaway schema on DATABASE_URL (default the machine's server).
+// The parameter lists follow the statements in src/store/queries/runs.ts: keep them in step.
 // Usage: node bench/drivers.mjs [--runs 20000] [--repeat 3]
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -32,6 +33,7 @@ async function withPg(pool) {
       rows.map((x) => x.lease_token),
       new Date(),
       null,
+      rows.map(() => null),
     ]);
     done += r.rows.length;
   }
@@ -46,7 +48,7 @@ async function withPostgresJs(sql) {
     if (rows.length === 0) return done;
     const r = await sql.unsafe(
       runCompleteMany,
-      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date(), null],
+      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date(), null, rows.map(() => null)],
       { prepare: true },
     );
     done += r.length;
