@@ -9,17 +9,16 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { type App, buildApp, Metrics } from '../../src/api/index.js';
 import { buildProgram } from '../../src/cli/main.js';
+import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
 
 let db: TestDatabase;
-let app: App;
+let api: Api;
 let url: string;
 let adminKey: string;
 let dir: string;
@@ -96,17 +95,9 @@ async function jobExists(jobId: string): Promise<boolean> {
 
 beforeAll(async () => {
   db = await setupDatabase();
-  app = await buildApp({
-    store: db.store,
-    clock: db.clock,
-    logger: pino({ level: 'silent' }),
-    metrics: new Metrics({ processMetrics: false }),
-    auth: 'keys',
-    // The FakeClock does not move, so the quota's bucket would never refill.
-    quota: { perSecond: 1_000_000, burst: 1_000_000 },
-    readiness: async () => ({ database: true, migrations: true }),
-  });
-  url = await app.listen({ host: '127.0.0.1', port: 0 });
+  // The FakeClock does not move, so the quota's bucket would never refill.
+  api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+  url = api.base;
   adminKey = (
     await db.store.createApiKey({ tenantId: TENANT, role: 'admin', name: 'test', now: db.clock.nowMs() })
   ).secret;
@@ -114,7 +105,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await app?.close();
+  await api?.close();
   await db?.teardown();
   if (dir) await rm(dir, { recursive: true, force: true });
 });

@@ -5,35 +5,26 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type App, buildApp, Metrics } from '../../src/api/index.js';
 import { TockApiError, TockClient, TockConnectionError } from '../../src/client/index.js';
+import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 
 let db: TestDatabase;
-let app: App;
+let api: Api;
 let url: string;
 let client: TockClient;
 
 beforeAll(async () => {
   db = await setupDatabase();
-  app = await buildApp({
-    store: db.store,
-    clock: db.clock,
-    logger: pino({ level: 'silent' }),
-    metrics: new Metrics({ processMetrics: false }),
-    auth: 'keys',
-    quota: { perSecond: 1_000_000, burst: 1_000_000 },
-    readiness: async () => ({ database: true, migrations: true }),
-  });
-  url = await app.listen({ host: '127.0.0.1', port: 0 });
+  api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+  url = api.base;
   const { secret } = await db.store.createApiKey({ tenantId: 'acme', role: 'admin', now: db.clock.nowMs() });
   client = new TockClient({ url, key: secret });
 });
 
 afterAll(async () => {
-  await app?.close();
+  await api?.close();
   await db?.teardown();
 });
 

@@ -2,10 +2,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type App, buildApp, Metrics } from '../../src/api/index.js';
 import { SystemClock } from '../../src/core/index.js';
+import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { type Line, TockProcess } from '../setup/proc.js';
 
@@ -173,23 +172,16 @@ describe('tock worker on the database', () => {
 });
 
 describe('tock worker through a Tock server', () => {
-  let app: App;
+  let api: Api;
   let url: string;
 
   beforeAll(async () => {
     // The server follows real time here: the worker compares lease expiries with its own clock.
-    app = await buildApp({
-      store: db.store,
-      clock: new SystemClock(),
-      logger: pino({ level: 'silent' }),
-      metrics: new Metrics({ processMetrics: false }),
-      auth: 'open',
-      readiness: async () => ({ database: true, migrations: true }),
-    });
-    url = await app.listen({ host: '127.0.0.1', port: 0 });
+    api = await startApi(db, { clock: new SystemClock(), auth: 'open' });
+    url = api.base;
   });
   afterAll(async () => {
-    await app.close();
+    await api.close();
   });
 
   test('claims, runs and completes over HTTP with no database settings', async () => {
