@@ -328,7 +328,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
       for (;;) {
         // A client that went away while we slept gets no runs: a claim now would only strand them
         // under a lease nobody renews until the reaper takes them back.
-        if (closed.signal.aborted) return { runs: [] };
+        if (closed.signal.aborted) return { runs: [], server_time: new Date(now()).toISOString() };
         const runs = await store.claimRuns({
           workerId: b.worker_id,
           pool: b.pool ?? 'default',
@@ -341,7 +341,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
         if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
           const start = now();
           for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
-          return { runs: runs.map(leasedRunJson) };
+          return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
         }
         await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining), closed.signal);
       }
@@ -370,7 +370,10 @@ export function registerRoutes(app: App, o: AppOptions): void {
         tenantId,
       });
       if (!renewed[0]) throw await leaseLost(tenantId, run_id);
-      return { lease_expires_at: renewed[0].leaseExpiresAt.toISOString() };
+      return {
+        lease_expires_at: renewed[0].leaseExpiresAt.toISOString(),
+        server_time: new Date(now()).toISOString(),
+      };
     },
   );
 
@@ -399,6 +402,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
           lease_expires_at: r.leaseExpiresAt.toISOString(),
         })),
         lost: result.lost,
+        server_time: new Date(now()).toISOString(),
       };
     },
   );

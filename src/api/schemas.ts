@@ -168,7 +168,10 @@ export const LeasedRun = Type.Object({
   ),
 });
 
-export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun) });
+/** The server's clock when it answered: a worker converts lease expiries to its own clock with it. */
+const ServerTime = Instant("the server's clock when it answered");
+
+export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun), server_time: ServerTime });
 
 export const LeaseTokenBody = Type.Object(
   { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
@@ -183,7 +186,10 @@ export const ReleaseBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const HeartbeatAnswer = Type.Object({ lease_expires_at: Instant('the renewed expiry') });
+export const HeartbeatAnswer = Type.Object({
+  lease_expires_at: Instant('the renewed expiry'),
+  server_time: ServerTime,
+});
 
 export const WorkerHeartbeatBody = Type.Object(
   {
@@ -204,6 +210,7 @@ export const WorkerHeartbeatBody = Type.Object(
 export const WorkerHeartbeatAnswer = Type.Object({
   renewed: Type.Array(Type.Object({ run_id: Type.String(), lease_expires_at: Instant('renewed expiry') })),
   lost: Type.Array(Type.String()),
+  server_time: ServerTime,
 });
 
 export const CompleteBody = Type.Object(

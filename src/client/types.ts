@@ -140,16 +140,20 @@ export interface LeasedRun {
 
 export interface LeaseAnswer {
   runs: LeasedRun[];
+  /** The server's clock when it answered: convert lease expiries to your clock with it. */
+  server_time: string;
 }
 
 export interface HeartbeatAnswer {
   lease_expires_at: string;
+  server_time: string;
 }
 
 export interface WorkerHeartbeatAnswer {
   renewed: { run_id: string; lease_expires_at: string }[];
   /** Runs whose lease is no longer the caller's: stop working on them. */
   lost: string[];
+  server_time: string;
 }
 
 export interface StateAnswer {

@@ -181,8 +181,9 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
   let db: OpenDatabase | null = null;
   let sync: ClockSync | null = null;
   if (o.url) {
-    store = new HttpLeaseStore({ url: o.url, key: o.key });
+    // The worker's own clock: the store converts the server's lease expiries to it.
     clock = new SystemClock();
+    store = new HttpLeaseStore({ url: o.url, key: o.key, clock });
   } else {
     db = await openDatabase({
       databaseUrl: o.databaseUrl,

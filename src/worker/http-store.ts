@@ -2,9 +2,14 @@
  * The worker's lease operations over a Tock server's HTTP API, so a `Worker` runs the same
  * handlers against a remote server as against the database. Claims long-poll (`wait_ms`) when
  * nothing is ready; heartbeats renew every lease in one request; results go under the lease token.
+ *
+ * Lease expiries are the server's instants. The worker judges them by its own clock, so each one is
+ * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
+ * request left before the server read its clock, so a converted expiry is never later than the
+ * real one, whatever the skew between the two machines.
  */
 import { TockApiError, TockClient } from '../client/index.js';
-import { LeaseLostError } from '../core/index.js';
+import { type Clock, LeaseLostError, SystemClock } from '../core/index.js';
 import type { ClaimedRun, Completion, LeaseRef } from '../store/index.js';
 import type { LeaseStore } from './worker.js';
 
@@ -17,6 +22,8 @@ export interface HttpLeaseStoreOptions {
   waitMs?: number;
   /** Per-request timeout (a long-poll adds its wait), ms. Default 30000. */
   timeoutMs?: number;
+  /** The worker's clock, which lease expiries are converted to. Default the system clock. */
+  clock?: Clock;
 }
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
@@ -24,11 +31,18 @@ const lost = (err: unknown) => err instanceof TockApiError && err.code === 'leas
 export class HttpLeaseStore implements LeaseStore {
   readonly client: TockClient;
   private readonly waitMs: number;
+  private readonly clock: Clock;
   private workerId = 'worker';
 
   constructor(o: HttpLeaseStoreOptions) {
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
+    this.clock = o.clock ?? new SystemClock();
+  }
+
+  /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
+  private localExpiry(expiresAt: string, serverTime: string, sentAt: number): Date {
+    return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));
   }
 
   async claimRuns(p: {
@@ -40,6 +54,7 @@ export class HttpLeaseStore implements LeaseStore {
   }): Promise<ClaimedRun[]> {
     this.workerId = p.workerId;
     let answer: Awaited<ReturnType<TockClient['claimLeases']>>;
+    const sentAt = this.clock.nowMs();
     try {
       answer = await this.client.claimLeases({
         workerId: p.workerId,
@@ -64,7 +79,7 @@ export class HttpLeaseStore implements LeaseStore {
       attempt: r.attempt,
       maxAttempts: r.max_attempts,
       leaseToken: r.lease_token,
-      leaseExpiresAt: new Date(r.lease_expires_at),
+      leaseExpiresAt: this.localExpiry(r.lease_expires_at, answer.server_time, sentAt),
       availableAt: new Date(r.available_at),
       timeoutMs: r.timeout_seconds === null ? null : r.timeout_seconds * 1000,
     }));
@@ -72,9 +87,13 @@ export class HttpLeaseStore implements LeaseStore {
 
   async heartbeatRuns(p: { leases: readonly LeaseRef[] }) {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
+    const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);
     return {
-      renewed: answer.renewed.map((r) => ({ runId: r.run_id, leaseExpiresAt: new Date(r.lease_expires_at) })),
+      renewed: answer.renewed.map((r) => ({
+        runId: r.run_id,
+        leaseExpiresAt: this.localExpiry(r.lease_expires_at, answer.server_time, sentAt),
+      })),
       lost: answer.lost,
     };
   }

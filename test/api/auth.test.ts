@@ -173,7 +173,7 @@ describe('roles', () => {
       body: { worker_id: 'w-1', pool: 'empty' },
     });
     expect(lease.status).toBe(200);
-    expect(lease.json).toEqual({ runs: [] });
+    expect(lease.json).toEqual({ runs: [], server_time: expect.any(String) });
     const hb = await http('POST', '/v1/workers/w-1/heartbeat', { key: a.worker, body: { leases: [] } });
     expect(hb.status).toBe(200);
     const before = await snapshot(db.pool);
@@ -282,7 +282,7 @@ describe('tenant isolation', () => {
           body: { worker_id: 'wb', pool: 'acme-pool', max: 10 },
         })
       ).json,
-    ).toEqual({ runs: [] });
+    ).toEqual({ runs: [], server_time: expect.any(String) });
     expect(await snapshot(db.pool)).toEqual(before);
 
     // A PUT of the same id creates globex's own job; acme's is untouched.

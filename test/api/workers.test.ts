@@ -5,6 +5,8 @@
  * Each test uses its own pool so that runs of other tests are never claimed.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { FakeClock } from '../../src/core/index.js';
+import { HttpLeaseStore } from '../../src/worker/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { attemptRows, runRow } from '../setup/factories.js';
 import {
@@ -68,6 +70,7 @@ test('POST /v1/leases claims a run under a fresh lease token; the next claim fin
   const t = db.clock.nowMs();
   const a = await lease({ worker_id: 'w-1', pool: 'p-claim', max: 5 });
   expect(a.status).toBe(200);
+  expect(a.json.server_time).toBe(iso(t));
   expect(a.json.runs).toHaveLength(1);
   const run = a.json.runs[0];
   expect(run.lease_token).toMatch(UUID);
@@ -92,14 +95,17 @@ test('POST /v1/leases claims a run under a fresh lease token; the next claim fin
   expect(row.lease_token).toBe(run.lease_token);
   expect((row.lease_expires_at as Date).getTime()).toBe(t + LEASE_MS);
 
-  expect((await lease({ worker_id: 'w-2', pool: 'p-claim', max: 5 })).json).toEqual({ runs: [] });
+  expect((await lease({ worker_id: 'w-2', pool: 'p-claim', max: 5 })).json).toEqual({
+    runs: [],
+    server_time: iso(t),
+  });
 });
 
 test('max and handlers bound a claim: two of three runs, only the named handler', async () => {
   const ids = await jobWithRuns('multi', 'p-multi', 3);
   await jobWithRuns('other', 'p-multi', 1);
   const none = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['nobody'], max: 10 });
-  expect(none.json).toEqual({ runs: [] });
+  expect(none.json).toEqual({ runs: [], server_time: expect.any(String) });
   const two = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['multi-handler'], max: 2 });
   expect(two.json.runs.map((r: { run_id: string }) => r.run_id)).toEqual(ids.slice(0, 2));
   const rest = await lease({ worker_id: 'w-1', pool: 'p-multi', handlers: ['multi-handler'], max: 10 });
@@ -152,7 +158,7 @@ test('wait_ms long-polls: with nothing to claim it answers empty once the whole 
   expect(steps).toBe(10);
   expect(db.clock.nowMs() - start).toBe(2000);
   expect(answer?.status).toBe(200);
-  expect(answer?.json).toEqual({ runs: [] });
+  expect(answer?.json).toEqual({ runs: [], server_time: expect.any(String) });
 });
 
 test('a client that goes away ends its long-poll without claiming what arrives after', async () => {
@@ -195,7 +201,10 @@ test('a heartbeat renews one lease: 200 with the new expiry', async () => {
     body: { lease_token: claimed.lease_token },
   });
   expect(a.status).toBe(200);
-  expect(a.json).toEqual({ lease_expires_at: iso(db.clock.nowMs() + LEASE_MS) });
+  expect(a.json).toEqual({
+    lease_expires_at: iso(db.clock.nowMs() + LEASE_MS),
+    server_time: iso(db.clock.nowMs()),
+  });
   expect(((await runRow(db.pool, runId!)).lease_expires_at as Date).toISOString()).toBe(
     a.json.lease_expires_at,
   );
@@ -247,7 +256,7 @@ test('a batched heartbeat renews the live leases and names the lost ones', async
   expect(b.json.lost).toEqual([]);
   expect(
     (await http('POST', '/v1/workers/w-b/heartbeat', { key: keys.worker, body: { leases: [] } })).json,
-  ).toEqual({ renewed: [], lost: [] });
+  ).toEqual({ renewed: [], lost: [], server_time: iso(db.clock.nowMs()) });
 });
 
 test('complete succeeded: 200 {state: succeeded}; the run and its attempt record it; a second completion is 409', async () => {
@@ -322,7 +331,10 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
     },
   ]);
   // Not claimable before the backoff ends; claimable as attempt 2 after it.
-  expect((await lease({ worker_id: 'w-r', pool: 'p-retry' })).json).toEqual({ runs: [] });
+  expect((await lease({ worker_id: 'w-r', pool: 'p-retry' })).json).toEqual({
+    runs: [],
+    server_time: expect.any(String),
+  });
   db.clock.set(availableAt);
   const retry = await lease({ worker_id: 'w-r', pool: 'p-retry' });
   expect(retry.json.runs).toHaveLength(1);
@@ -369,7 +381,7 @@ test('a stale token (lease expired, reaped, re-claimed) gets 409 lease_lost and 
       key: keys.worker,
       body: { leases: [{ run_id: runId, lease_token: old.lease_token }] },
     });
-    expect(batch.json).toEqual({ renewed: [], lost: [runId] });
+    expect(batch.json).toEqual({ renewed: [], lost: [runId], server_time: expect.any(String) });
     expect(await runRow(db.pool, runId!)).toEqual(row);
     expect(await attemptRows(db.pool, runId!)).toEqual(attempts);
     return row;
@@ -395,4 +407,24 @@ test('a stale token (lease expired, reaped, re-claimed) gets 409 lease_lost and 
     body: { lease_token: fresh.lease_token, status: 'succeeded' },
   });
   expect(ok.json).toEqual({ state: 'succeeded' });
+});
+
+test("HttpLeaseStore puts the server's lease expiries on the worker's own clock, whatever the skew", async () => {
+  const [runId] = await jobWithRuns('skewed', 'p-skew', 1);
+  // The worker's clock is an hour behind the server's.
+  const workerClock = new FakeClock(db.clock.nowMs() - 3_600_000);
+  const store = new HttpLeaseStore({ url: api.base, key: keys.worker, clock: workerClock, waitMs: 0 });
+  const [claimed] = await store.claimRuns({ workerId: 'w-skew', pool: 'p-skew', max: 1 });
+  expect(claimed!.runId).toBe(runId);
+  // On the worker's clock the lease ends a whole lease from now, not an hour and a lease from now.
+  expect(claimed!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  db.clock.advance(10_000);
+  workerClock.advance(10_000);
+  const { renewed, lost } = await store.heartbeatRuns({ leases: [claimed!] });
+  expect(lost).toEqual([]);
+  expect(renewed).toEqual([{ runId, leaseExpiresAt: new Date(workerClock.nowMs() + LEASE_MS) }]);
+  // A worker clock ahead of the server's: the same.
+  workerClock.advance(7_200_000);
+  const again = await store.heartbeatRuns({ leases: [claimed!] });
+  expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
 });
