@@ -114,6 +114,18 @@ export function buildProgram(): Command {
         .default(EXAMPLE_JOBS, 'examples/jobs.yaml'),
     )
     .addOption(
+      new Option(
+        '--handlers <module>',
+        'JS module of your handlers for the worker (as tock worker takes); a name it shares with a built-in dev handler replaces it',
+      ).env('TOCK_HANDLERS'),
+    )
+    .addOption(
+      new Option(
+        '--config <file>',
+        'YAML worker config (as tock worker takes): the URL allow-list and the HTTP and command executors',
+      ).env('TOCK_WORKER_CONFIG'),
+    )
+    .addOption(
       new Option('--concurrency <n>', 'runs the worker executes at once')
         .env('TOCK_CONCURRENCY')
         .default(10)
@@ -144,6 +156,8 @@ export function buildProgram(): Command {
         dataDir: opts.dataDir,
         schema: opts.schema,
         jobsFile: opts.jobs,
+        handlersModule: opts.handlers,
+        configFile: opts.config,
         leaseMs: opts.lease,
         tickMs: opts.tick,
         lookaheadMs: opts.lookahead,

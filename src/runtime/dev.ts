@@ -12,6 +12,7 @@ import { databaseClock, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
 import { readJobsFile } from './jobs-file.js';
 import { startServices } from './services.js';
+import { loadHandlers } from './worker.js';
 
 export interface DevOptions {
   logger: Logger;
@@ -23,6 +24,10 @@ export interface DevOptions {
   schema?: string;
   /** Jobs registered at start (YAML or JSON). */
   jobsFile: string;
+  /** A handlers module for the worker, as `tock worker --handlers` takes. */
+  handlersModule?: string;
+  /** A worker configuration (allow-list, HTTP and command executors), as `tock worker --config`. */
+  configFile?: string;
   /** Default lease, ms. */
   leaseMs: number;
   /** Pause between ticks, ms. */
@@ -61,6 +66,9 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     );
   }
   const jobs = await readJobsFile(o.jobsFile);
+  // Your handlers and executors, loaded before anything starts so a bad file changes nothing; a
+  // name they share with a development handler replaces it.
+  const own = o.handlersModule || o.configFile ? await loadHandlers(o) : {};
   const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
   try {
     const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
@@ -92,11 +100,17 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       api: { host: o.host, port: o.port, auth: 'open' },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
     });
+    const builtIn = devHandlers(clock, Math.random);
+    for (const name of Object.keys(own)) {
+      if (Object.hasOwn(builtIn, name))
+        logger.info({ handler: name }, 'your handler replaces the built-in one');
+    }
+    const handlers = { ...builtIn, ...own };
     const worker = new Worker({
       store,
       clock,
       logger,
-      handlers: devHandlers(clock, Math.random),
+      handlers,
       concurrency: o.concurrency,
       pollIntervalMs: o.pollMs,
     });
@@ -135,6 +149,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
         jobs: jobs.length,
         lease: formatDuration(o.leaseMs),
         worker: worker.workerId,
+        handlers: Object.keys(handlers),
         database: db.embedded ? 'embedded' : 'DATABASE_URL',
       },
       'tock dev is running; Ctrl-C stops it',

@@ -171,6 +171,71 @@ describe('tock dev', () => {
     expect(rows[0].ns).toBeNull();
   });
 
+  test("runs your handlers module and your config's executors beside the built-in handlers", async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const file = await jobsFile(
+      'own-handlers.yaml',
+      [
+        'jobs:',
+        '  - { job_id: by-command, schedule: "@every 1s", handler: greet }',
+        '  - { job_id: by-module, schedule: "@every 1s", handler: echo, payload: { message: hi } }',
+        '',
+      ].join('\n'),
+    );
+    const config = await jobsFile(
+      'dev-worker.yaml',
+      `handlers:\n  greet:\n    exec: { argv: [sh, -c, 'echo "hello $TOCK_JOB_ID"'] }\n`,
+    );
+    const mod = await jobsFile(
+      'dev-handlers.mjs',
+      "export default { echo: ({ payload }) => 'mine: ' + payload.message };\n",
+    );
+    const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json', TOCK_JOBS: file };
+    try {
+      const dev = new TockProcess(
+        ['dev', '--poll', '100ms', '--tick', '200ms', '--port', '0', '--config', config, '--handlers', mod],
+        env,
+      );
+      const running = await dev.waitFor(msg('tock dev is running; Ctrl-C stops it'), 'dev to start');
+      expect(running.handlers).toEqual(expect.arrayContaining(['greet', 'echo', 'sleep', 'flaky', 'poison']));
+      expect(dev.lines.find((l) => l.msg === 'your handler replaces the built-in one')?.handler).toBe('echo');
+      await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'by-command', 'the command to run');
+      await dev.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'by-module', 'the module to run');
+      dev.child.kill('SIGINT');
+      expect(await dev.exited).toBe(0);
+      const pool = createPool(url, { schema, max: 1 });
+      const store = new PostgresStore(pool);
+      try {
+        for (const [jobId, output] of [
+          ['by-command', 'hello by-command\n'],
+          ['by-module', 'mine: hi'],
+        ] as const) {
+          const page = await store.listRuns({ tenantId: 'default', jobId, state: 'succeeded', limit: 1 });
+          const run = await store.getRun({ tenantId: 'default', runId: page.items[0]!.runId });
+          expect(run.attempts[0]!.output).toBe(output);
+        }
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      const pool = createPool(url, { max: 1 });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
+  });
+
+  test('a bad worker config is refused before anything starts', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const config = await jobsFile('dev-bad-worker.yaml', 'handlers:\n  greet: { exec: { argv: [] } }\n');
+    const out = await run(['dev', '--config', config], { DATABASE_URL: url, TOCK_SCHEMA: schema });
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain(`worker config ${config}`);
+    const pool = createPool(url, { max: 1 });
+    const { rows } = await pool.query('SELECT to_regnamespace($1) AS ns', [schema]);
+    await pool.end();
+    expect(rows[0].ns).toBeNull();
+  });
+
   test('bad options are refused before anything starts', async () => {
     const out = await run(['dev', '--lease', 'soon'], { DATABASE_URL: url });
     expect(out.code).not.toBe(0);
@@ -194,6 +259,8 @@ describe('help', () => {
       '--lookahead',
       '--concurrency',
       '--grace',
+      '--handlers',
+      '--config',
     ]) {
       expect(dev.stdout).toContain(opt);
     }
