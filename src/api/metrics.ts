@@ -58,6 +58,16 @@ export class Metrics {
     buckets: [0, 1, 10, 100, 1000, 10000],
     registers: [this.registry],
   });
+  readonly backlog = new Gauge({
+    name: 'tock_scheduler_backlog_jobs',
+    help: "Jobs due on this node's shards whose runs are not materialised yet (a herd draining)",
+    registers: [this.registry],
+  });
+  readonly shardsOwned = new Gauge({
+    name: 'tock_shards_owned',
+    help: 'Shard leases this scheduler node holds',
+    registers: [this.registry],
+  });
   readonly requestDuration = new Histogram({
     name: 'tock_http_request_duration_seconds',
     help: 'API request duration by route and status',

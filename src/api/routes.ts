@@ -343,7 +343,14 @@ export function registerRoutes(app: App, o: AppOptions): void {
           for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
           return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
         }
-        await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining), closed.signal);
+        // Until the next poll, or sooner when a materialised run becomes claimable before it.
+        const next = await store.nextAvailableAt({
+          pool: b.pool ?? 'default',
+          now: now(),
+          tenantId: request.principal.tenantId,
+        });
+        const until = next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - now());
+        await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining, until), closed.signal);
       }
     },
   );
@@ -549,6 +556,56 @@ export function registerRoutes(app: App, o: AppOptions): void {
   );
 
   // -- operations ---------------------------------------------------------------------------------
+  app.get(
+    '/v1/status',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: 'The cluster: nodes and their last heartbeat and clock offset, shard ownership, backlog',
+        tags: ['operations'],
+        response: { 200: S.StatusAnswer, ...errors },
+      },
+    },
+    async () => {
+      const t = now();
+      const [nodes, shards, due, ready] = await Promise.all([
+        store.listNodes(),
+        store.listShards(),
+        store.dueBacklog({ now: t }),
+        store.readyDepth({ now: t }),
+      ]);
+      const byOwner: Record<string, number[]> = {};
+      let owned = 0;
+      for (const s of shards) {
+        if (s.owner === null || s.leaseExpiresAt === null || s.leaseExpiresAt.getTime() <= t) continue;
+        owned += 1;
+        const list = byOwner[s.owner] ?? [];
+        list.push(s.shardId);
+        byOwner[s.owner] = list;
+      }
+      const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+      return {
+        server_time: new Date(t).toISOString(),
+        nodes: nodes.map((n) => {
+          const liveMs = typeof n.info.live_ms === 'number' ? n.info.live_ms : 30_000;
+          return {
+            node_id: n.nodeId,
+            role: n.role,
+            started_at: n.startedAt.toISOString(),
+            last_seen_at: n.lastSeenAt.toISOString(),
+            live: t - n.lastSeenAt.getTime() <= liveMs,
+            clock_offset_ms: n.clockOffsetMs,
+            clock_uncertainty_ms: n.clockUncertaintyMs,
+            shards: byOwner[n.nodeId]?.length ?? 0,
+            info: n.info,
+          };
+        }),
+        shards: { count: shards.length, owned, unowned: shards.length - owned, by_owner: byOwner },
+        backlog: { due_jobs: sum(due), ready_runs: sum(ready) },
+      };
+    },
+  );
+
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
 
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {

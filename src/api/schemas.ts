@@ -294,3 +294,30 @@ export const CreatedKey = Type.Object({
   key: Type.String({ description: 'the secret, shown once' }),
 });
 export const KeyList = Type.Object({ keys: Type.Array(ApiKey) });
+
+export const StatusNode = Type.Object({
+  node_id: Type.String(),
+  role: Type.String({ description: 'scheduler or worker' }),
+  started_at: Instant('when the process started'),
+  last_seen_at: Instant('its last heartbeat'),
+  live: Type.Boolean({ description: 'seen within its own liveness window' }),
+  clock_offset_ms: Nullable(Type.Number({ description: "its clock's offset from the database's" })),
+  clock_uncertainty_ms: Nullable(Type.Number()),
+  shards: Type.Integer({ description: 'shard leases it holds (live leases only)' }),
+  info: Type.Record(Type.String(), Json, { description: 'what it reports: pid, pool, backlog, …' }),
+});
+
+export const StatusAnswer = Type.Object({
+  server_time: ServerTime,
+  nodes: Type.Array(StatusNode),
+  shards: Type.Object({
+    count: Type.Integer(),
+    owned: Type.Integer({ description: 'shards under a live lease' }),
+    unowned: Type.Integer({ description: 'shards no live lease covers: nobody ticks them now' }),
+    by_owner: Type.Record(Type.String(), Type.Array(Type.Integer())),
+  }),
+  backlog: Type.Object({
+    due_jobs: Type.Integer({ description: 'jobs due whose runs are not materialised yet' }),
+    ready_runs: Type.Integer({ description: 'runs claimable now, waiting for a worker' }),
+  }),
+});

@@ -54,6 +54,15 @@ const schedulerOptions = (cmd: Command) =>
         .argParser(duration),
     )
     .addOption(
+      new Option(
+        '--shard-lease <duration>',
+        "this node's leases on its shards of the job space: a node that dies is replaced after this long",
+      )
+        .env('TOCK_SHARD_LEASE')
+        .default(10_000, '10s')
+        .argParser(duration),
+    )
+    .addOption(
       new Option('--tick-batch <n>', 'most due jobs per tick')
         .env('TOCK_TICK_BATCH')
         .default(1000)
@@ -162,6 +171,7 @@ export function buildProgram(): Command {
         tickMs: opts.tick,
         lookaheadMs: opts.lookahead,
         batchSize: opts.tickBatch,
+        shardLeaseMs: opts.shardLease,
         concurrency: opts.concurrency,
         pollMs: opts.poll,
         graceMs: opts.grace,
@@ -223,6 +233,7 @@ export function buildProgram(): Command {
         tickMs: opts.tick,
         lookaheadMs: opts.lookahead,
         batchSize: opts.tickBatch,
+        shardLeaseMs: opts.shardLease,
         maxClockUncertaintyMs: opts.maxClockUncertainty,
         quota: { perSecond: opts.apiRate, burst: opts.apiBurst },
         announce: (line) => process.stdout.write(`${line}\n`),

@@ -743,7 +743,65 @@ function registerKeys(program: Command): void {
 }
 
 /** Adds `jobs`, `runs`, `dlq` and `keys` to the program. */
+/** `1.2s ago`, `350ms ago`. */
+function ago(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms ago`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)}s ago`;
+  return `${Math.round(ms / 60_000)}m ago`;
+}
+
+/** The status answer as an operator reads it: a summary, then one line per node. */
+export function formatStatus(s: Api.StatusAnswer): string {
+  const t = Date.parse(s.server_time);
+  const offset = (n: Api.StatusNode) =>
+    n.clock_offset_ms === null
+      ? '-'
+      : `${n.clock_offset_ms >= 0 ? '+' : ''}${n.clock_offset_ms.toFixed(1)}ms ±${(n.clock_uncertainty_ms ?? 0).toFixed(1)}ms`;
+  const detail = (n: Api.StatusNode) => {
+    const i = n.info;
+    if (n.role === 'scheduler') return `backlog ${i.backlog ?? '-'}${i.url ? `, api ${i.url}` : ''}`;
+    if (n.role === 'worker')
+      return `pool ${i.pool ?? '-'}, ${i.in_flight ?? '-'}/${i.concurrency ?? '-'} running`;
+    return '';
+  };
+  const rows = s.nodes.map((n) => [
+    n.node_id,
+    n.role,
+    n.live ? 'yes' : 'NO',
+    ago(t - Date.parse(n.last_seen_at)),
+    offset(n),
+    n.role === 'scheduler' ? n.shards : '',
+    detail(n),
+  ]);
+  const lines = [
+    `shards   ${s.shards.count}: ${s.shards.owned} under a live lease, ${s.shards.unowned} not${s.shards.unowned > 0 ? ' (nobody ticks those now)' : ''}`,
+    `backlog  ${s.backlog.due_jobs} jobs due and not materialised, ${s.backlog.ready_runs} runs waiting for a worker`,
+    '',
+    s.nodes.length === 0
+      ? 'no nodes have registered'
+      : formatTable(['NODE', 'ROLE', 'LIVE', 'LAST SEEN', 'CLOCK OFFSET', 'SHARDS', 'DETAIL'], rows),
+  ];
+  return `${lines.join('\n').trimEnd()}\n`;
+}
+
+function registerStatus(program: Command): void {
+  remoteOptions(
+    program
+      .command('status')
+      .description(
+        'the cluster: scheduler and worker nodes with their last heartbeat and clock offset, shard ownership, and the backlog',
+      ),
+  ).action(
+    remote(async (o: RemoteOptions) => {
+      const status = await clientOf(o).status();
+      if (o.json) return printJson(status);
+      write(formatStatus(status));
+    }),
+  );
+}
+
 export function registerRemoteCommands(program: Command): void {
+  registerStatus(program);
   registerJobs(program);
   registerRuns(program);
   registerDlq(program);

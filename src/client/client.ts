@@ -20,6 +20,7 @@ import type {
   RunState,
   RunWithAttempts,
   StateAnswer,
+  StatusAnswer,
   UpsertedJob,
   WorkerHeartbeatAnswer,
 } from './types.js';
@@ -283,6 +284,11 @@ export class TockClient {
   /** Revokes a key; requests made with it are refused from then on. */
   revokeKey(keyId: string): Promise<ApiKey> {
     return this.request('DELETE', `/v1/keys/${segment(keyId)}`);
+  }
+
+  /** The cluster: nodes, shard ownership and backlog (an operator or admin key). */
+  status(): Promise<StatusAnswer> {
+    return this.request('GET', '/v1/status');
   }
 
   // -- transport ----------------------------------------------------------------------------------

@@ -187,3 +187,26 @@ export interface KeyList {
 export interface ErrorBody {
   error: { code: string; message: string; run_id?: string };
 }
+
+/** A node as `GET /v1/status` shows it. */
+export interface StatusNode {
+  node_id: string;
+  /** `scheduler` or `worker`. */
+  role: string;
+  started_at: string;
+  last_seen_at: string;
+  /** Seen within its own liveness window. */
+  live: boolean;
+  clock_offset_ms: number | null;
+  clock_uncertainty_ms: number | null;
+  /** Shard leases it holds (live only). */
+  shards: number;
+  info: Record<string, unknown>;
+}
+
+export interface StatusAnswer {
+  server_time: string;
+  nodes: StatusNode[];
+  shards: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
+  backlog: { due_jobs: number; ready_runs: number };
+}

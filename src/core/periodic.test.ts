@@ -60,3 +60,30 @@ test('without a poke, the next step waits for the interval', async () => {
   expect(steps).toBe(2);
   await periodic.stop();
 });
+
+test('a step that returns a number waits that long, never longer than the interval', async () => {
+  const clock = new FakeClock(0);
+  const at: number[] = [];
+  const periodic = new Periodic({
+    clock,
+    intervalMs: 1000,
+    step: () => {
+      at.push(clock.nowMs());
+      return at.length === 1 ? 30 : 5000;
+    },
+    onError: () => {},
+  });
+  periodic.start();
+  await new Promise((r) => setImmediate(r));
+  clock.advance(29);
+  await new Promise((r) => setImmediate(r));
+  expect(at).toEqual([0]);
+  clock.advance(1);
+  await new Promise((r) => setImmediate(r));
+  expect(at).toEqual([0, 30]);
+  // 5000 is capped at the interval.
+  clock.advance(1000);
+  await new Promise((r) => setImmediate(r));
+  expect(at).toEqual([0, 30, 1030]);
+  await periodic.stop();
+});

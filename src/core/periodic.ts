@@ -11,10 +11,10 @@ export interface PeriodicOptions {
   /** Time between the end of one step and the start of the next, ms. */
   intervalMs: number;
   /**
-   * The work. Return `true` to run again at once (a full batch: more is waiting), anything else to
-   * wait `intervalMs`.
+   * The work. Return `true` to run again at once (a full batch: more is waiting), a number of ms
+   * to wait that long instead of `intervalMs` (never longer), anything else to wait `intervalMs`.
    */
-  step: () => Promise<boolean | undefined> | boolean | undefined;
+  step: () => Promise<boolean | number | undefined> | boolean | number | undefined;
   onError: (err: unknown, consecutiveFailures: number) => void;
   /** Longest wait after repeated failures, ms. Default 30000. */
   maxBackoffMs?: number;
@@ -56,9 +56,12 @@ export class Periodic {
     let failures = 0;
     while (!this.stopping.signal.aborted) {
       let again = false;
+      let sooner: number | null = null;
       this.poked = false;
       try {
-        again = (await this.o.step()) === true;
+        const result = await this.o.step();
+        again = result === true;
+        if (typeof result === 'number' && Number.isFinite(result)) sooner = Math.max(0, result);
         failures = 0;
       } catch (err) {
         failures += 1;
@@ -68,7 +71,7 @@ export class Periodic {
       if ((again || this.poked) && failures === 0) continue;
       const wait =
         failures === 0
-          ? this.o.intervalMs
+          ? Math.min(this.o.intervalMs, sooner ?? this.o.intervalMs)
           : Math.min(this.o.maxBackoffMs ?? 30_000, this.o.intervalMs * 2 ** Math.min(failures, 16));
       if (this.wake.signal.aborted) this.wake = new AbortController();
       await this.o.clock.sleep(wait, AbortSignal.any([this.stopping.signal, this.wake.signal]));

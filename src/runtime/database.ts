@@ -19,6 +19,8 @@ export interface OpenOptions {
   poolSize?: number;
   /** Schema to use (created if missing). Default: the server's search_path. */
   schema?: string;
+  /** See `PoolOptions.idleInTransactionMs`. */
+  idleInTransactionMs?: number;
 }
 
 export interface OpenDatabase {
@@ -52,7 +54,11 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
         await admin.end();
       }
     }
-    const pool = createPool(url, { max: o.poolSize ?? 20, schema: o.schema });
+    const pool = createPool(url, {
+      max: o.poolSize ?? 20,
+      schema: o.schema,
+      idleInTransactionMs: o.idleInTransactionMs,
+    });
     const applied = await migrate(pool);
     if (applied.length > 0) o.logger.info({ versions: applied }, 'migrations applied');
     return {

@@ -12,7 +12,7 @@ import { databaseClock, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
 import { readJobsFile } from './jobs-file.js';
 import { startServices } from './services.js';
-import { loadHandlers } from './worker.js';
+import { defaultNodeId, loadHandlers } from './worker.js';
 
 export interface DevOptions {
   logger: Logger;
@@ -36,6 +36,8 @@ export interface DevOptions {
   lookaheadMs: number;
   /** Most due jobs per tick. */
   batchSize: number;
+  /** This scheduler node's shard leases, ms. */
+  shardLeaseMs: number;
   /** Runs the worker executes at once. */
   concurrency: number;
   /** Wait between claims when idle, ms. */
@@ -69,7 +71,13 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
   // Your handlers and executors, loaded before anything starts so a bad file changes nothing; a
   // name they share with a development handler replaces it.
   const own = o.handlersModule || o.configFile ? await loadHandlers(o) : {};
-  const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
+  const db = await openDatabase({
+    databaseUrl: o.databaseUrl,
+    dataDir: o.dataDir,
+    schema: o.schema,
+    logger,
+    idleInTransactionMs: o.shardLeaseMs,
+  });
   try {
     const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
     const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
@@ -99,6 +107,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       metrics,
       api: { host: o.host, port: o.port, auth: 'open' },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
+      shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
     });
     const builtIn = devHandlers(clock, Math.random);
     for (const name of Object.keys(own)) {
@@ -111,6 +120,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       clock,
       logger,
       handlers,
+      clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
       concurrency: o.concurrency,
       pollIntervalMs: o.pollMs,
     });

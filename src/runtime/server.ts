@@ -8,6 +8,7 @@ import { Metrics } from '../api/index.js';
 import { PostgresStore } from '../store/index.js';
 import { databaseClock, openDatabase } from './database.js';
 import { startServices } from './services.js';
+import { defaultNodeId } from './worker.js';
 
 export interface ServerOptions {
   logger: Logger;
@@ -21,6 +22,8 @@ export interface ServerOptions {
   tickMs: number;
   lookaheadMs: number;
   batchSize: number;
+  /** This scheduler node's shard leases, ms. */
+  shardLeaseMs: number;
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
   announce: (line: string) => void;
@@ -28,7 +31,14 @@ export interface ServerOptions {
 
 export async function startServer(o: ServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const { logger } = o;
-  const db = await openDatabase({ databaseUrl: o.databaseUrl, dataDir: o.dataDir, schema: o.schema, logger });
+  const db = await openDatabase({
+    databaseUrl: o.databaseUrl,
+    dataDir: o.dataDir,
+    schema: o.schema,
+    logger,
+    // A node frozen inside a tick must not keep its jobs locked much past its shard leases.
+    idleInTransactionMs: o.shardLeaseMs,
+  });
   try {
     const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
     if (!o.insecure && !(await store.hasApiKeys())) {
@@ -48,6 +58,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       metrics: new Metrics(),
       api: { host: o.host, port: o.port, auth: o.insecure ? 'open' : 'keys', quota: o.quota },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
+      shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
     });
     if (o.insecure)
       logger.warn(

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { type App, buildApp, type Metrics } from '../api/index.js';
 import { type OffsetClock, Periodic } from '../core/index.js';
-import { type ClockSync, Reaper, TickLoop } from '../scheduler/index.js';
+import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
 
 export interface ServicesOptions {
@@ -20,6 +20,8 @@ export interface ServicesOptions {
   metrics: Metrics;
   api: { host: string; port: number; auth: 'keys' | 'open'; quota?: { perSecond: number; burst: number } };
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
+  /** This scheduler node's shard leases. */
+  shards: { leaseMs: number; nodeId: string };
 }
 
 export interface Services {
@@ -27,6 +29,7 @@ export interface Services {
   url: string;
   ticks: TickLoop;
   reaper: Reaper;
+  shards: ShardManager;
   stop(): Promise<void>;
 }
 
@@ -35,9 +38,39 @@ const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 export async function startServices(o: ServicesOptions): Promise<Services> {
   const { store, clock, logger, metrics } = o;
   const refusal = () => o.sync.refusal();
-  const ticks = new TickLoop({ store, clock, logger, refusal, ...o.tick });
+  let url = '';
+  let backlog = 0;
+  const shards: ShardManager = new ShardManager({
+    store,
+    clock,
+    logger,
+    refusal,
+    nodeId: o.shards.nodeId,
+    leaseMs: o.shards.leaseMs,
+    clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
+    info: (): Record<string, unknown> => ({ pid: process.pid, url, backlog, live_ms: o.shards.leaseMs }),
+  });
+  const ticks = new TickLoop({ store, clock, logger, refusal, ...o.tick, fence: () => shards.fence() });
+  shards.on('step', (s) => metrics.shardsOwned.set(s.owned.length));
+  // The backlog of this node's shards: jobs already due whose runs are not materialised yet.
+  const backlogLoop = new Periodic({
+    clock,
+    intervalMs: 5000,
+    step: async () => {
+      const owned = shards.owned();
+      const perShard =
+        owned.length > 0
+          ? await store.dueBacklog({ now: clock.nowMs(), shards: owned })
+          : new Map<number, number>();
+      backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
+      metrics.backlog.set(backlog);
+      return false;
+    },
+    onError: (err) => logger.warn({ err }, 'could not measure the backlog; retrying'),
+  });
   const reaper = new Reaper({ store, clock, logger, refusal });
   ticks.on('tick', (t) => {
+    if (t.fencedOut.length > 0) shards.forget(t.fencedOut);
     metrics.tickBatch.observe(t.jobs);
     metrics.tickDuration.observe(t.durationMs / 1000);
   });
@@ -66,8 +99,12 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
       return { database: true, migrations: pending.length === 0 };
     },
   });
-  const url = await app.listen({ host: o.api.host, port: o.api.port });
+  url = await app.listen({ host: o.api.host, port: o.api.port });
   o.sync.start();
+  // The first shard step before the first tick: a node ticks only shards it holds.
+  await shards.stepOnce().catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));
+  shards.start();
+  backlogLoop.start();
   ticks.start();
   reaper.start();
   pruning.start();
@@ -76,9 +113,13 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     url,
     ticks,
     reaper,
+    shards,
     async stop() {
       await app.close();
-      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), o.sync.stop()]);
+      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
+      // After the last tick: give the shards back so the other nodes take them at once.
+      await shards.stop();
+      await o.sync.stop();
     },
   };
 }

@@ -12,7 +12,14 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import { type Clock, formatDuration, SystemClock, ValidationError, validateId } from '../core/index.js';
+import {
+  type Clock,
+  formatDuration,
+  OffsetClock,
+  SystemClock,
+  ValidationError,
+  validateId,
+} from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
 import { PostgresStore } from '../store/index.js';
 import { type Handler, HttpLeaseStore, type LeaseStore, readWorkerConfig, Worker } from '../worker/index.js';
@@ -53,14 +60,17 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-/** `worker-<host>-<pid>-<random>`: unique per process start, and says where the worker runs. */
-export function defaultWorkerId(): string {
+/** `<role>-<host>-<pid>-<random>`: unique per process start, and says where the node runs. */
+export function defaultNodeId(role: string): string {
   const host =
     hostname()
       .replace(/[^A-Za-z0-9._:-]/g, '-')
       .slice(0, 100) || 'host';
-  return `worker-${host}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  return `${role}-${host}-${process.pid}-${randomBytes(4).toString('hex')}`;
 }
+
+/** `worker-<host>-<pid>-<random>`. */
+export const defaultWorkerId = (): string => defaultNodeId('worker');
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
@@ -216,6 +226,10 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       concurrency: o.concurrency,
       workerId: o.workerId ?? defaultWorkerId(),
       pollIntervalMs: o.pollMs,
+      clockState:
+        clock instanceof OffsetClock
+          ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
+          : undefined,
     });
   } catch (err) {
     await sync?.stop();

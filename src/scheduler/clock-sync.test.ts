@@ -63,7 +63,7 @@ test('refuses to schedule above the bound, logs once each way, and the tick loop
   const store = {
     tick: async (): Promise<TickResult> => {
       ticks += 1;
-      return { jobs: 0, created: [], dropped: 0, parked: [], full: false };
+      return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] };
     },
   } as unknown as Store;
   const loop = new TickLoop({ store, clock, logger, refusal: () => sync.refusal(), intervalMs: 1000 });

@@ -1,4 +1,10 @@
 /** Schedulers materialise runs and reclaim expired leases; they never run handlers. */
 export { ClockSync, type ClockSyncEvents, type ClockSyncOptions } from './clock-sync.js';
 export { Reaper, type ReaperEvents, type ReaperOptions } from './reaper.js';
+export {
+  ShardManager,
+  type ShardManagerEvents,
+  type ShardManagerOptions,
+  type ShardStore,
+} from './shards.js';
 export { TickLoop, type TickLoopEvents, type TickLoopOptions } from './tick.js';

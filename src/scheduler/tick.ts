@@ -23,6 +23,11 @@ export interface TickLoopOptions {
   batchSize?: number;
   /** Shards this node ticks; all when unset. */
   shards?: () => readonly number[] | undefined;
+  /**
+   * The shard leases this node holds (see ShardManager): when set, a tick covers only these shards
+   * and the store checks their epochs in the tick's transaction. No shard held: no tick.
+   */
+  fence?: () => { nodeId: string; shards: { shardId: number; epoch: number }[] };
 }
 
 export interface TickLoopEvents {
@@ -55,6 +60,10 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
 
   /** One tick at the clock's now. */
   async tickOnce(): Promise<TickResult> {
+    const fence = this.o.fence?.();
+    if (fence && fence.shards.length === 0) {
+      return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] };
+    }
     const now = this.o.clock.nowMs();
     const started = performance.now();
     const result = await this.o.store.tick({
@@ -62,7 +71,14 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
       lookaheadMs: this.lookaheadMs,
       batchSize: this.batchSize,
       shards: this.o.shards?.(),
+      fence,
     });
+    if (result.fencedOut.length > 0) {
+      this.o.logger.warn(
+        { shards: result.fencedOut },
+        'shards lost before this tick could write for them; another node ticks them now',
+      );
+    }
     for (const job of result.parked) {
       this.o.logger.error(
         { tenant_id: job.tenantId, job_id: job.jobId, reason: job.reason },

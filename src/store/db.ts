@@ -14,12 +14,20 @@ export interface PoolOptions {
   applicationName?: string;
   /** Milliseconds to wait for a connection before failing. Default 10000. */
   connectionTimeoutMs?: number;
+  /**
+   * A session idle inside a transaction this long is ended by the server, releasing its locks (a
+   * process frozen mid-tick must not hold its jobs for long), ms. Default 10000.
+   */
+  idleInTransactionMs?: number;
 }
 
 const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
-  const settings = ['-c idle_in_transaction_session_timeout=60000'];
+  const idle = options.idleInTransactionMs ?? 10_000;
+  if (!Number.isInteger(idle) || idle < 100)
+    throw new Error('idleInTransactionMs must be an integer of at least 100');
+  const settings = [`-c idle_in_transaction_session_timeout=${idle}`];
   if (options.schema !== undefined) {
     if (!SCHEMA.test(options.schema))
       throw new Error(`schema "${options.schema}" is not a plain lower-case name`);

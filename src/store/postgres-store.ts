@@ -36,6 +36,7 @@ import { inTransaction } from './db.js';
 import * as A from './queries/api.js';
 import * as J from './queries/jobs.js';
 import * as R from './queries/runs.js';
+import * as S from './queries/shards.js';
 import type {
   ApiKey,
   Attempt,
@@ -44,11 +45,15 @@ import type {
   IdempotentAnswer,
   Job,
   LeaseRef,
+  NodeInfo,
   Page,
   ReapResult,
   Run,
   RunRef,
   RunWithAttempts,
+  ShardInfo,
+  ShardLease,
+  ShardStep,
   Store,
   TickResult,
   UpsertChange,
@@ -195,6 +200,12 @@ export class PostgresStore implements Store {
   private readonly random: Random;
   private readonly schedules = new Map<string, Schedule>();
   private readonly allShards: number[];
+  /** Rows of `shards`, read once. */
+  private shardTotal: number | undefined;
+
+  private allShardIds(n = this.shardCount): number[] {
+    return Array.from({ length: n }, (_, i) => i);
+  }
 
   constructor(
     private readonly pool: pg.Pool,
@@ -331,6 +342,7 @@ export class PostgresStore implements Store {
     lookaheadMs: number;
     batchSize: number;
     shards?: readonly number[];
+    fence?: { nodeId: string; shards: readonly { shardId: number; epoch: number }[] };
   }): Promise<TickResult> {
     if (!Number.isInteger(p.batchSize) || p.batchSize < 1)
       throw new ValidationError('tick batch size must be positive');
@@ -338,7 +350,24 @@ export class PostgresStore implements Store {
     const horizon = checkInstant(p.now + p.lookaheadMs, 'now');
     return inTransaction(this.pool, async (client) => {
       // Without a shard list, every shard: the due scan walks the (shard_id, next_run_at) index either way.
-      const shards = p.shards ? [...p.shards] : this.allShards;
+      let shards = p.shards ? [...p.shards] : this.allShards;
+      let fencedOut: number[] = [];
+      if (p.fence) {
+        // Only the shards this node still holds at the epochs it was given; FOR SHARE keeps them
+        // from changing hands until this transaction ends.
+        const asked = p.fence.shards.filter((f) => p.shards === undefined || p.shards.includes(f.shardId));
+        const held = await client.query(S.shardFence, [
+          p.fence.nodeId,
+          new Date(p.now),
+          asked.map((f) => f.shardId),
+          asked.map((f) => f.epoch),
+        ]);
+        const kept = new Set<number>(held.rows.map((r) => r.shard_id as number));
+        shards = asked.map((f) => f.shardId).filter((id) => kept.has(id));
+        fencedOut = asked.map((f) => f.shardId).filter((id) => !kept.has(id));
+        if (shards.length === 0)
+          return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut };
+      }
       const due = await client.query(J.jobDueLock, [horizon, p.batchSize, shards]);
       const tenants: string[] = [];
       const jobs: string[] = [];
@@ -400,7 +429,14 @@ export class PostgresStore implements Store {
       }
       if (nextJobs.length > 0) await client.query(J.jobAdvanceMany, [nextTenants, nextJobs, nexts]);
       if (created.length > 0) await client.query(R.runNotify);
-      return { jobs: due.rows.length, created, dropped, parked, full: due.rows.length === p.batchSize };
+      return {
+        jobs: due.rows.length,
+        created,
+        dropped,
+        parked,
+        full: due.rows.length === p.batchSize,
+        fencedOut,
+      };
     });
   }
 
@@ -843,6 +879,145 @@ export class PostgresStore implements Store {
         c.release();
       }
     };
+  }
+
+  // -- nodes and shards -----------------------------------------------------------------------
+
+  /** How many shards the job space has (fixed when the database was initialised). */
+  async countShards(): Promise<number> {
+    const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM shards');
+    return rows[0].n as number;
+  }
+
+  /** Registers a node or records that it is alive, with its clock offset and what it reports. */
+  async touchNode(p: {
+    nodeId: string;
+    role: string;
+    now: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<void> {
+    await this.pool.query(S.nodeTouch, [
+      validateId(p.nodeId, 'node_id'),
+      p.role,
+      checkInstant(p.now, 'now'),
+      p.clock?.offsetMs ?? null,
+      p.clock?.uncertaintyMs ?? null,
+      JSON.stringify(p.info ?? {}),
+    ]);
+  }
+
+  /**
+   * One shard-lease step of scheduler node `nodeId`: it says it is alive, renews the shards it
+   * still holds (those whose lease ran out are lost), gives back those above its fair share
+   * `ceil(shards / live scheduler nodes)` (highest ids first), and takes unowned or expired
+   * shards up to it. A node is live while it was seen within one lease.
+   */
+  async shardStep(p: {
+    nodeId: string;
+    now: number;
+    leaseMs: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<ShardStep> {
+    const now = checkInstant(p.now, 'now');
+    if (!Number.isInteger(p.leaseMs) || p.leaseMs < 100)
+      throw new ValidationError('shard lease must be at least 100ms');
+    const expiry = new Date(p.now + p.leaseMs);
+    await this.touchNode({ ...p, role: 'scheduler' });
+    this.shardTotal ??= await this.countShards();
+    const shardCount = this.shardTotal;
+    const live = await this.pool.query(S.nodeCountLive, ['scheduler', new Date(p.now - p.leaseMs)]);
+    const liveNodes = Math.max(1, live.rows[0].n as number);
+    const fairShare = Math.ceil(shardCount / liveNodes);
+    const lease = (r: { shard_id: number; epoch: string; lease_expires_at: Date }): ShardLease => ({
+      shardId: r.shard_id,
+      epoch: Number(r.epoch),
+      expiresAt: r.lease_expires_at,
+    });
+    let owned = (await this.pool.query(S.shardRenew, [p.nodeId, now, expiry])).rows.map(lease);
+    owned.sort((a, b) => a.shardId - b.shardId);
+    let released: number[] = [];
+    let taken: number[] = [];
+    if (owned.length > fairShare) {
+      const extra = owned.slice(fairShare).map((o) => o.shardId);
+      const { rows } = await this.pool.query(S.shardRelease, [p.nodeId, extra]);
+      released = rows.map((r) => r.shard_id as number).sort((a, b) => a - b);
+      owned = owned.filter((o) => !released.includes(o.shardId));
+    } else if (owned.length < fairShare) {
+      const { rows } = await this.pool.query(S.shardTake, [p.nodeId, now, expiry, fairShare - owned.length]);
+      const got = rows.map(lease);
+      taken = got.map((g) => g.shardId).sort((a, b) => a - b);
+      owned = [...owned, ...got].sort((a, b) => a.shardId - b.shardId);
+    }
+    const next = await this.pool.query(S.shardNextForeignExpiry, [p.nodeId]);
+    return {
+      owned,
+      released,
+      taken,
+      liveNodes,
+      fairShare,
+      shardCount,
+      nextForeignExpiry: (next.rows[0]?.at as Date | null) ?? null,
+    };
+  }
+
+  /** A node leaving on purpose: gives back every shard it holds and forgets the node. */
+  async leaveNode(p: { nodeId: string }): Promise<{ released: number[] }> {
+    return inTransaction(this.pool, async (client) => {
+      const { rows } = await client.query(S.shardRelease, [p.nodeId, this.allShardIds(this.shardTotal)]);
+      await client.query(S.nodeDelete, [p.nodeId]);
+      return { released: rows.map((r) => r.shard_id as number).sort((a, b) => a - b) };
+    });
+  }
+
+  /** Forgets nodes not seen since `before` (their leases ran out long ago). */
+  async pruneNodes(p: { before: number }): Promise<number> {
+    const { rowCount } = await this.pool.query(S.nodePrune, [checkInstant(p.before, 'before')]);
+    return rowCount ?? 0;
+  }
+
+  async listNodes(): Promise<NodeInfo[]> {
+    const { rows } = await this.pool.query(S.nodeList);
+    return rows.map((r) => ({
+      nodeId: r.node_id,
+      role: r.role,
+      startedAt: r.started_at,
+      lastSeenAt: r.last_seen_at,
+      clockOffsetMs: r.clock_offset_ms,
+      clockUncertaintyMs: r.clock_uncertainty_ms,
+      info: r.info,
+    }));
+  }
+
+  async listShards(): Promise<ShardInfo[]> {
+    const { rows } = await this.pool.query(S.shardList);
+    return rows.map((r) => ({
+      shardId: r.shard_id,
+      owner: r.owner,
+      leaseExpiresAt: r.lease_expires_at,
+      epoch: Number(r.epoch),
+    }));
+  }
+
+  /** Jobs due by `now` whose slots are not materialised yet, per shard (of `shards`, or all): the backlog. */
+  async dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>> {
+    const shards = p.shards ? [...p.shards] : this.allShardIds(this.shardTotal);
+    const { rows } = await this.pool.query(S.jobBacklog, [checkInstant(p.now, 'now'), shards]);
+    return new Map(rows.map((r) => [r.shard_id as number, r.n as number]));
+  }
+
+  /**
+   * The earliest `available_at` after `now` among `pool`'s pending runs (of `tenantId`, when
+   * given), or null: when a worker that found nothing to claim should look again.
+   */
+  async nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null> {
+    const { rows } = await this.pool.query(R.runNextAvailable, [
+      p.pool,
+      checkInstant(p.now, 'now'),
+      p.tenantId ?? null,
+    ]);
+    return (rows[0]?.at as Date | null) ?? null;
   }
 
   async sampleClock(localNowMs: () => number) {

@@ -122,6 +122,48 @@ export interface TickResult {
   parked: { tenantId: string; jobId: string; reason: string }[];
   /** True when the batch was full: more jobs may be due, tick again at once. */
   full: boolean;
+  /** Shards of the fence this node no longer held (owner, epoch or lease changed): not ticked. */
+  fencedOut: number[];
+}
+
+/** A shard a scheduler node holds: ticks for it must present this epoch. */
+export interface ShardLease {
+  shardId: number;
+  epoch: number;
+  expiresAt: Date;
+}
+
+/** What one shard-lease step of a scheduler node found and did. */
+export interface ShardStep {
+  /** Shards held after the step, by id. */
+  owned: ShardLease[];
+  /** Shards this step gave back (above the fair share) and took. */
+  released: number[];
+  taken: number[];
+  /** Live scheduler nodes (this one included), and the fair share `ceil(shards / live)`. */
+  liveNodes: number;
+  fairShare: number;
+  shardCount: number;
+  /** Earliest expiry of a shard another node holds (when one may become free), or null. */
+  nextForeignExpiry: Date | null;
+}
+
+/** A node as `tock status` shows it. */
+export interface NodeInfo {
+  nodeId: string;
+  role: string;
+  startedAt: Date;
+  lastSeenAt: Date;
+  clockOffsetMs: number | null;
+  clockUncertaintyMs: number | null;
+  info: Record<string, unknown>;
+}
+
+export interface ShardInfo {
+  shardId: number;
+  owner: string | null;
+  leaseExpiresAt: Date | null;
+  epoch: number;
 }
 
 export interface ReapResult {
@@ -160,6 +202,8 @@ export interface Store {
     lookaheadMs: number;
     batchSize: number;
     shards?: readonly number[];
+    /** Tick only the shards `nodeId` still holds at these epochs, locked against takeover until commit. */
+    fence?: { nodeId: string; shards: readonly { shardId: number; epoch: number }[] };
   }): Promise<TickResult>;
   /** An ad-hoc run of a job for `scheduledFor` (default: now). A slot that has a run is a `ConflictError` naming it. */
   triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
@@ -225,6 +269,14 @@ export interface Store {
   countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
   /** Claimable pending runs by priority (all tenants). */
   readyDepth(p: { now: number }): Promise<Map<number, number>>;
+  /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
+  nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
+
+  /** Nodes (schedulers and workers) with what they last reported, and who holds each shard. */
+  listNodes(): Promise<NodeInfo[]>;
+  listShards(): Promise<ShardInfo[]>;
+  /** Jobs due by `now` whose runs are not materialised yet, per shard (of `shards`, or all). */
+  dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>>;
 
   /** Creates a key; the secret is returned once and only its hash is stored. */
   createApiKey(p: {

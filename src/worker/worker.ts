@@ -20,6 +20,22 @@ export type LeaseStore = Pick<
 > & {
   /** Wakes an idle worker when runs may have become claimable (NOTIFY on a direct connection). */
   listen?(onWake: () => void): Promise<() => Promise<void>>;
+  /**
+   * The earliest `available_at` after `now` of the pool's pending runs: a worker that found
+   * nothing claimable sleeps until then rather than a whole poll interval (runs are materialised
+   * up to a second before their slot and never claimable early).
+   */
+  nextAvailableAt?(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
+  /** Registers the worker in `nodes` (for `tock status`) and records that it is alive. */
+  touchNode?(p: {
+    nodeId: string;
+    role: string;
+    now: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<void>;
+  /** Forgets the node when the worker stops. */
+  leaveNode?(p: { nodeId: string }): Promise<unknown>;
 };
 
 /** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
@@ -73,7 +89,12 @@ export interface WorkerOptions {
   heartbeatCheckMs?: number;
   /** Claim only this tenant's runs. Default: every tenant's. */
   tenantId?: string;
+  /** This worker's clock offset from the database's, reported to `tock status`. */
+  clockState?: () => { offsetMs: number; uncertaintyMs: number };
 }
+
+/** How often a worker tells the database it is alive (where the store can record it), ms. */
+const NODE_TOUCH_MS = 5000;
 
 export interface WorkerEvents {
   'run:started': [run: ClaimedRun];
@@ -164,11 +185,37 @@ export class Worker extends EventEmitter<WorkerEvents> {
         } finally {
           this.dropExpired();
         }
+        // Being listed in `tock status` must never slow the heartbeats down.
+        await this.touchNode().catch((err: unknown) =>
+          this.o.logger.warn({ err }, 'could not record this worker in the node list; retrying'),
+        );
         return false;
       },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'heartbeat failed; retrying');
         this.emit('error', err);
+      },
+    });
+  }
+
+  private touchedAt = Number.NEGATIVE_INFINITY;
+
+  /** Every few seconds, tells the store this worker is alive and how busy it is. */
+  private async touchNode(): Promise<void> {
+    const now = this.o.clock.nowMs();
+    if (!this.o.store.touchNode || now - this.touchedAt < NODE_TOUCH_MS) return;
+    this.touchedAt = now;
+    await this.o.store.touchNode({
+      nodeId: this.workerId,
+      role: 'worker',
+      now,
+      clock: this.o.clockState?.(),
+      info: {
+        pid: process.pid,
+        pool: this.pool,
+        concurrency: this.concurrency,
+        in_flight: this.active.size,
+        live_ms: 3 * NODE_TOUCH_MS,
       },
     });
   }
@@ -195,9 +242,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /**
    * One claim for the free capacity. Returns true when it filled the capacity it asked for
-   * (more may be ready: claim again as soon as a slot frees).
+   * (more may be ready: claim again as soon as a slot frees); when it did not and the store can
+   * tell, the ms until the next run of the pool becomes claimable (the next claim is then).
    */
-  async claimOnce(): Promise<boolean> {
+  async claimOnce(): Promise<boolean | number> {
     const free = this.concurrency - this.active.size;
     if (!this.claiming || free <= 0) return false;
     const runs = await this.o.store.claimRuns({
@@ -210,7 +258,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tenantId: this.o.tenantId,
     });
     for (const run of runs) this.execute(run);
-    return runs.length === free && this.active.size < this.concurrency;
+    if (runs.length === free) return this.active.size < this.concurrency;
+    if (this.claiming && this.o.store.nextAvailableAt) {
+      const next = await this.o.store.nextAvailableAt({
+        pool: this.pool,
+        now: this.o.clock.nowMs(),
+        tenantId: this.o.tenantId,
+      });
+      if (next !== null) return Math.max(0, next.getTime() - this.o.clock.nowMs());
+    }
+    return false;
   }
 
   /**
@@ -436,5 +493,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await Promise.all(finishing.map((a) => a.done));
     await this.heartbeatLoop.stop();
     await this.flushing;
+    this.touchedAt = Number.NEGATIVE_INFINITY;
+    await this.o.store.leaveNode?.({ nodeId: this.workerId }).catch((err: unknown) => {
+      this.o.logger.warn({ err }, 'could not remove this worker from the node list');
+    });
   }
 }

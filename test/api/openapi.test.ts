@@ -29,6 +29,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/keys', 201, true],
   ['get', '/v1/keys', 200, false],
   ['delete', '/v1/keys/{key_id}', 200, false],
+  ['get', '/v1/status', 200, false],
 ];
 
 /** Method and path of every route the server registered, from `printRoutes` (HEAD left out). */

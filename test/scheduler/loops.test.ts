@@ -75,7 +75,7 @@ test('tickOnce materialises the due runs, advances the jobs and emits tick', asy
 
   // Nothing more is due until the next slot comes within the lookahead.
   const again = await loop.tickOnce();
-  expect(again).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
+  expect(again).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] });
   expect(ticks).toHaveLength(2);
   expect(await runRows()).toHaveLength(3);
 });

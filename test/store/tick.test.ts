@@ -86,7 +86,7 @@ describe('exactly once', () => {
     expect(first.created).toHaveLength(20);
 
     const again = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
-    expect(again).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
+    expect(again).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] });
     expect(await runCounts()).toEqual({ total: 20, distinct: 20 });
 
     // A scheduler that did not see the advance (next_run_at back at t0): the unique slot holds.
@@ -143,7 +143,7 @@ describe('bounded batches', () => {
     const one = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
     expect([one.jobs, one.created.length, one.full]).toEqual([3, 3, true]);
     const two = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
-    expect(two).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
+    expect(two).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] });
   });
 });
 
@@ -158,7 +158,7 @@ describe('lookahead', () => {
     expect(registered.nextRunAt).toEqual(new Date(slot));
 
     const short = await db.store.tick({ now, lookaheadMs: 499, batchSize: 10 });
-    expect(short).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
+    expect(short).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] });
 
     const tick = await db.store.tick({ now, lookaheadMs: 1000, batchSize: 10 });
     expect(tick.created).toHaveLength(1);
@@ -256,7 +256,7 @@ describe('one-shot', () => {
 
     db.clock.advance(3_600_000);
     const later = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 60_000, batchSize: 10 });
-    expect(later).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false });
+    expect(later).toEqual({ jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut: [] });
     expect(await slotsOf(tenantId, def.jobId)).toEqual([at]);
   });
 });

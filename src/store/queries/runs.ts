@@ -208,3 +208,8 @@ export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000):
 /** $1 now. Claimable pending runs by priority: the ready queue's depth per class. */
 export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM runs WHERE state = 'pending' AND available_at <= $1 GROUP BY priority`;
+
+/** $1 pool, $2 now, $3 tenant (or null). The earliest future available_at of the pool's pending runs. */
+export const runNextAvailable = `
+SELECT min(available_at) AS at FROM runs
+WHERE state = 'pending' AND pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)`;

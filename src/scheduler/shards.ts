@@ -1,0 +1,172 @@
+/**
+ * Shard leases: how several scheduler nodes share the job space. Each node, every `renewMs`,
+ * renews the shards it holds, gives back those above its fair share and takes free or expired
+ * ones up to it (one `shardStep` of the store). The tick loop asks `fence()` for the shards to
+ * tick: only leases that have not run out on this node's clock, each with its epoch, which the
+ * tick's transaction checks and locks in the database. A shard missing from a renewal is dropped
+ * at once; a renewal that fails leaves the leases to run out on their own, and ticking for them
+ * stops when they do. When a held lease of another node will run out before the next renewal,
+ * the step after it is scheduled for that instant, so a dead node's shards are taken at once.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import { type Clock, Periodic } from '../core/index.js';
+import type { ShardLease, ShardStep } from '../store/index.js';
+
+/** What the shard manager needs of the store. */
+export interface ShardStore {
+  shardStep(p: {
+    nodeId: string;
+    now: number;
+    leaseMs: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<ShardStep>;
+  leaveNode(p: { nodeId: string }): Promise<{ released: number[] }>;
+}
+
+export interface ShardManagerOptions {
+  store: ShardStore;
+  clock: Clock;
+  logger: Logger;
+  /** Unique per process start. */
+  nodeId: string;
+  /** Length of a shard lease, ms. Default 10000. */
+  leaseMs?: number;
+  /** Time between steps, ms. Default a quarter of the lease. */
+  renewMs?: number;
+  /** Consulted before each step: a reason not to trust the clock skips it (the leases run out). */
+  refusal?: () => string | null;
+  /** This node's clock offset from the database, recorded for `tock status`. */
+  clockState?: () => { offsetMs: number; uncertaintyMs: number };
+  /** Anything else recorded with the node for `tock status` (e.g. its backlog). */
+  info?: () => Record<string, unknown>;
+}
+
+export interface ShardManagerEvents {
+  /** The set of shards held changed. */
+  change: [step: ShardStep & { lost: number[] }];
+  step: [step: ShardStep];
+  error: [err: unknown];
+}
+
+export class ShardManager extends EventEmitter<ShardManagerEvents> {
+  readonly nodeId: string;
+  readonly leaseMs: number;
+  readonly renewMs: number;
+  private held = new Map<number, ShardLease>();
+  private readonly periodic: Periodic;
+  private last: ShardStep | null = null;
+
+  constructor(private readonly o: ShardManagerOptions) {
+    super();
+    this.nodeId = o.nodeId;
+    this.leaseMs = o.leaseMs ?? 10_000;
+    this.renewMs = o.renewMs ?? Math.max(50, Math.floor(this.leaseMs / 4));
+    if (!(this.renewMs < this.leaseMs))
+      throw new RangeError('shard renewal must be shorter than the shard lease');
+    this.periodic = new Periodic({
+      clock: o.clock,
+      intervalMs: this.renewMs,
+      step: async () => {
+        const why = o.refusal?.();
+        if (why) return false;
+        return this.stepOnce();
+      },
+      onError: (err, failures) => {
+        o.logger.error({ err, failures }, 'shard lease renewal failed; leases run out unless renewed');
+        this.emit('error', err);
+      },
+    });
+  }
+
+  /** The shards safe to tick now, with their epochs: leases not yet run out on this node's clock. */
+  fence(): { nodeId: string; shards: { shardId: number; epoch: number }[] } {
+    const now = this.o.clock.nowMs();
+    const shards: { shardId: number; epoch: number }[] = [];
+    for (const l of this.held.values()) {
+      if (l.expiresAt.getTime() > now) shards.push({ shardId: l.shardId, epoch: l.epoch });
+    }
+    return { nodeId: this.nodeId, shards };
+  }
+
+  /** Shard ids held (leases not run out), ascending. */
+  owned(): number[] {
+    return this.fence()
+      .shards.map((s) => s.shardId)
+      .sort((a, b) => a - b);
+  }
+
+  /** Stops ticking shards a tick found this node no longer holds (until a step takes them again). */
+  forget(shardIds: readonly number[]): void {
+    for (const id of shardIds) this.held.delete(id);
+  }
+
+  /** What the last step found (live nodes, fair share), or null before the first. */
+  get lastStep(): ShardStep | null {
+    return this.last;
+  }
+
+  /**
+   * One step. Returns how long to wait before the next: the renewal interval, or less when a
+   * lease of another node runs out sooner (it may be this node's to take).
+   */
+  async stepOnce(): Promise<number> {
+    const now = this.o.clock.nowMs();
+    const step = await this.o.store.shardStep({
+      nodeId: this.nodeId,
+      now,
+      leaseMs: this.leaseMs,
+      clock: this.o.clockState?.(),
+      info: this.o.info?.(),
+    });
+    this.last = step;
+    const before = new Set(this.held.keys());
+    this.held = new Map(step.owned.map((l) => [l.shardId, l]));
+    const lost = [...before]
+      .filter((id) => !this.held.has(id) && !step.released.includes(id))
+      .sort((a, b) => a - b);
+    if (lost.length > 0) {
+      this.o.logger.warn(
+        { shards: lost },
+        'shard leases lost (another node holds them now); stopped ticking them',
+      );
+    }
+    if (step.taken.length > 0 || step.released.length > 0 || lost.length > 0) {
+      this.o.logger.info(
+        {
+          taken: step.taken,
+          released: step.released,
+          lost,
+          holding: step.owned.length,
+          shards: step.shardCount,
+          fair_share: step.fairShare,
+          live_nodes: step.liveNodes,
+        },
+        'shard ownership changed',
+      );
+      this.emit('change', { ...step, lost });
+    }
+    this.emit('step', step);
+    const next = step.nextForeignExpiry?.getTime();
+    if (next !== undefined && next > now) return Math.min(this.renewMs, next - this.o.clock.nowMs() + 1);
+    return this.renewMs;
+  }
+
+  start(): void {
+    this.periodic.start();
+  }
+
+  /** Stops renewing and, unless `keep`, gives every shard back so other nodes take them at once. */
+  async stop(o: { keep?: boolean } = {}): Promise<void> {
+    await this.periodic.stop();
+    if (o.keep) return;
+    this.held.clear();
+    try {
+      const { released } = await this.o.store.leaveNode({ nodeId: this.nodeId });
+      if (released.length > 0) this.o.logger.info({ shards: released.length }, 'shards given back');
+    } catch (err) {
+      this.o.logger.warn({ err }, 'could not give shards back; they are free when their leases run out');
+    }
+  }
+}
