@@ -304,7 +304,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private loseLease(runId: string, reason: string): void {
     const a = this.active.get(runId);
-    if (!a || a.dropped !== null) return;
+    // A handler that already returned is past aborting: its result is being recorded under its
+    // token, and the store's answer reports the loss (once) if there is one.
+    if (!a || a.dropped !== null || a.finishing) return;
     a.dropped = reason;
     a.controller.abort(new LeaseLostError(`${reason} on run ${runId}`, { run_id: runId }));
     this.o.logger.warn(
