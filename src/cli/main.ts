@@ -42,9 +42,9 @@ const schedulerOptions = (cmd: Command) =>
         .argParser(duration),
     )
     .addOption(
-      new Option('--tick <duration>', 'pause between scheduler ticks')
+      new Option('--tick <duration>', 'pause between scheduler ticks (keep it below --lookahead)')
         .env('TOCK_TICK')
-        .default(1000, '1s')
+        .default(500, '500ms')
         .argParser(duration),
     )
     .addOption(
