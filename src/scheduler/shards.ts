@@ -50,6 +50,9 @@ export interface ShardManagerEvents {
   error: [err: unknown];
 }
 
+/** Time between steps while this node holds less than its fair share, ms. */
+const CONVERGE_MS = 200;
+
 export class ShardManager extends EventEmitter<ShardManagerEvents> {
   readonly nodeId: string;
   readonly leaseMs: number;
@@ -148,9 +151,13 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
       this.emit('change', { ...step, lost });
     }
     this.emit('step', step);
+    let wait = this.renewMs;
+    // Below the fair share (a node joined or left and shards are changing hands): look again soon,
+    // so shards another node just gave back do not stay untended for a whole renewal interval.
+    if (step.owned.length < step.fairShare) wait = Math.min(wait, CONVERGE_MS);
     const next = step.nextForeignExpiry?.getTime();
-    if (next !== undefined && next > now) return Math.min(this.renewMs, next - this.o.clock.nowMs() + 1);
-    return this.renewMs;
+    if (next !== undefined && next > now) wait = Math.min(wait, next - this.o.clock.nowMs() + 1);
+    return wait;
   }
 
   start(): void {
