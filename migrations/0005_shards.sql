@@ -8,7 +8,5 @@ ALTER TABLE nodes
   ADD COLUMN clock_uncertainty_ms double precision,
   ADD COLUMN info                 jsonb NOT NULL DEFAULT '{}';
 
-CREATE INDEX nodes_by_role ON nodes (role, last_seen_at);
-
 -- MIN(available_at) of a pool's pending runs: the next instant a worker has something to claim.
 CREATE INDEX runs_next_available ON runs (pool, available_at) WHERE state = 'pending';

@@ -26,6 +26,19 @@ function hashBody(body: unknown): string {
 export function registerRoutes(app: App, o: AppOptions): void {
   const { store, clock } = o;
   const now = () => clock.nowMs();
+  /** Remote workers appear in `nodes` (and `tock status`) through their claims and heartbeats. */
+  const workerSeen = new Map<string, number>();
+  const touchWorker = (workerId: string, tenantId: string, pool?: string): void => {
+    const t = now();
+    if (t - (workerSeen.get(workerId) ?? Number.NEGATIVE_INFINITY) < 5000) return;
+    workerSeen.set(workerId, t);
+    if (workerSeen.size > 10_000) workerSeen.clear();
+    const info: Record<string, unknown> = { via: 'http', tenant_id: tenantId, live_ms: 60_000 };
+    if (pool !== undefined) info.pool = pool;
+    store
+      .touchNode({ nodeId: workerId, role: 'worker', now: t, info })
+      .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
+  };
   /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
   const leaseLost = async (tenantId: string, runId: string): Promise<TockError> => {
     await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
@@ -325,6 +338,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
       // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
       // its first sleep.
       reply.raw.once('close', () => closed.abort());
+      touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default');
       for (;;) {
         // A client that went away while we slept gets no runs: a claim now would only strand them
         // under a lease nobody renews until the reaper takes them back.
@@ -397,6 +411,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
+      touchWorker((request.params as { worker_id: string }).worker_id, request.principal.tenantId);
       const { leases } = request.body as { leases: { run_id: string; lease_token: string }[] };
       const result = await store.heartbeatRuns({
         leases: leases.map((l) => ({ runId: l.run_id, leaseToken: l.lease_token })),
@@ -593,7 +608,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
             role: n.role,
             started_at: n.startedAt.toISOString(),
             last_seen_at: n.lastSeenAt.toISOString(),
-            live: t - n.lastSeenAt.getTime() <= liveMs,
+            live: t - n.lastSeenAt.getTime() < liveMs,
             clock_offset_ms: n.clockOffsetMs,
             clock_uncertainty_ms: n.clockUncertaintyMs,
             shards: byOwner[n.nodeId]?.length ?? 0,

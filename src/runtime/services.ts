@@ -64,6 +64,8 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
           : new Map<number, number>();
       backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
       metrics.backlog.set(backlog);
+      // Nodes silent for an hour are long dead (their shards were taken): drop them from the list.
+      await store.pruneNodes({ before: clock.nowMs() - 3_600_000 });
       return false;
     },
     onError: (err) => logger.warn({ err }, 'could not measure the backlog; retrying'),

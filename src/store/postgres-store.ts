@@ -66,8 +66,6 @@ export interface PostgresStoreOptions {
   agingStepMs?: number;
   /** A job whose `next_run_at` is older than this is behind and its misfire policy applies, ms. Default 60000. */
   misfireThresholdMs?: number;
-  /** Shards the job space is hashed into. Default 64. */
-  shardCount?: number;
   /** Uniform [0, 1) source for backoff jitter. Default `Math.random`. */
   random?: Random;
 }
@@ -196,15 +194,19 @@ export class PostgresStore implements Store {
   readonly leaseMs: number;
   readonly agingStepMs: number;
   readonly misfireThresholdMs: number;
-  readonly shardCount: number;
   private readonly random: Random;
   private readonly schedules = new Map<string, Schedule>();
-  private readonly allShards: number[];
   /** Rows of `shards`, read once. */
   private shardTotal: number | undefined;
 
-  private allShardIds(n = this.shardCount): number[] {
-    return Array.from({ length: n }, (_, i) => i);
+  /** The shard count, fixed in the `shards` table when the database was initialised. */
+  private async shardCount(): Promise<number> {
+    this.shardTotal ??= await this.countShards();
+    return this.shardTotal;
+  }
+
+  private async allShardIds(): Promise<number[]> {
+    return Array.from({ length: await this.shardCount() }, (_, i) => i);
   }
 
   constructor(
@@ -214,14 +216,9 @@ export class PostgresStore implements Store {
     this.leaseMs = options.leaseMs ?? 30_000;
     this.agingStepMs = options.agingStepMs ?? 60_000;
     this.misfireThresholdMs = options.misfireThresholdMs ?? 60_000;
-    this.shardCount = options.shardCount ?? 64;
     this.random = options.random ?? Math.random;
-    this.allShards = Array.from({ length: options.shardCount ?? 64 }, (_, i) => i);
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)
       throw new ValidationError('lease must be at least 1s');
-    if (!Number.isInteger(this.shardCount) || this.shardCount < 1 || this.shardCount > 4096) {
-      throw new ValidationError('shard count must be an integer from 1 to 4096');
-    }
   }
 
   /** Parsed schedules, cached: a tick over many jobs parses each distinct expression once. */
@@ -272,7 +269,7 @@ export class PostgresStore implements Store {
       spec.catchUpLimit,
       spec.pool,
       spec.leaseSeconds,
-      shardOf(tenantId, spec.jobId, this.shardCount),
+      shardOf(tenantId, spec.jobId, await this.shardCount()),
       first === null ? null : new Date(first),
       definitionHash(spec),
       now,
@@ -350,7 +347,7 @@ export class PostgresStore implements Store {
     const horizon = checkInstant(p.now + p.lookaheadMs, 'now');
     return inTransaction(this.pool, async (client) => {
       // Without a shard list, every shard: the due scan walks the (shard_id, next_run_at) index either way.
-      let shards = p.shards ? [...p.shards] : this.allShards;
+      let shards = p.shards ? [...p.shards] : await this.allShardIds();
       let fencedOut: number[] = [];
       if (p.fence) {
         // Only the shards this node still holds at the epochs it was given; FOR SHARE keeps them
@@ -886,7 +883,9 @@ export class PostgresStore implements Store {
   /** How many shards the job space has (fixed when the database was initialised). */
   async countShards(): Promise<number> {
     const { rows } = await this.pool.query('SELECT count(*)::int AS n FROM shards');
-    return rows[0].n as number;
+    const n = rows[0].n as number;
+    if (n < 1) throw new Error('the shards table is empty: run the migrations (tock migrate)');
+    return n;
   }
 
   /** Registers a node or records that it is alive, with its clock offset and what it reports. */
@@ -925,8 +924,7 @@ export class PostgresStore implements Store {
       throw new ValidationError('shard lease must be at least 100ms');
     const expiry = new Date(p.now + p.leaseMs);
     await this.touchNode({ ...p, role: 'scheduler' });
-    this.shardTotal ??= await this.countShards();
-    const shardCount = this.shardTotal;
+    const shardCount = await this.shardCount();
     const live = await this.pool.query(S.nodeCountLive, ['scheduler', new Date(p.now - p.leaseMs)]);
     const liveNodes = Math.max(1, live.rows[0].n as number);
     const fairShare = Math.ceil(shardCount / liveNodes);
@@ -950,7 +948,7 @@ export class PostgresStore implements Store {
       taken = got.map((g) => g.shardId).sort((a, b) => a - b);
       owned = [...owned, ...got].sort((a, b) => a.shardId - b.shardId);
     }
-    const next = await this.pool.query(S.shardNextForeignExpiry, [p.nodeId]);
+    const next = await this.pool.query(S.shardNextForeignExpiry, [p.nodeId, now]);
     return {
       owned,
       released,
@@ -965,7 +963,7 @@ export class PostgresStore implements Store {
   /** A node leaving on purpose: gives back every shard it holds and forgets the node. */
   async leaveNode(p: { nodeId: string }): Promise<{ released: number[] }> {
     return inTransaction(this.pool, async (client) => {
-      const { rows } = await client.query(S.shardRelease, [p.nodeId, this.allShardIds(this.shardTotal)]);
+      const { rows } = await client.query(S.shardRelease, [p.nodeId, await this.allShardIds()]);
       await client.query(S.nodeDelete, [p.nodeId]);
       return { released: rows.map((r) => r.shard_id as number).sort((a, b) => a - b) };
     });
@@ -1002,7 +1000,7 @@ export class PostgresStore implements Store {
 
   /** Jobs due by `now` whose slots are not materialised yet, per shard (of `shards`, or all): the backlog. */
   async dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>> {
-    const shards = p.shards ? [...p.shards] : this.allShardIds(this.shardTotal);
+    const shards = p.shards ? [...p.shards] : await this.allShardIds();
     const { rows } = await this.pool.query(S.jobBacklog, [checkInstant(p.now, 'now'), shards]);
     return new Map(rows.map((r) => [r.shard_id as number, r.n as number]));
   }

@@ -272,6 +272,14 @@ export interface Store {
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
 
+  /** Registers a node or records that it is alive, with its clock offset and what it reports. */
+  touchNode(p: {
+    nodeId: string;
+    role: string;
+    now: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<void>;
   /** Nodes (schedulers and workers) with what they last reported, and who holds each shard. */
   listNodes(): Promise<NodeInfo[]>;
   listShards(): Promise<ShardInfo[]>;

@@ -51,9 +51,10 @@ UPDATE shards s SET owner = $1, lease_expires_at = $3, epoch = s.epoch + 1
 FROM free WHERE s.shard_id = free.shard_id
 RETURNING s.shard_id, s.epoch, s.lease_expires_at`;
 
-/** $1 node. The earliest expiry among the shards other nodes hold: when one may become free. */
+/** $1 node, $2 now. The earliest live lease another node holds: when a shard may become free. */
 export const shardNextForeignExpiry = `
-SELECT min(lease_expires_at) AS at FROM shards WHERE owner IS DISTINCT FROM $1 AND owner IS NOT NULL`;
+SELECT min(lease_expires_at) AS at FROM shards
+WHERE owner IS DISTINCT FROM $1 AND owner IS NOT NULL AND lease_expires_at > $2`;
 
 /**
  * $1 node, $2 now, $3 shard ids, $4 their epochs. The tick's fence: the shards this node still

@@ -1,0 +1,232 @@
+/**
+ * GET /v1/status over real HTTP: the nodes (schedulers registered by their shard steps, workers by
+ * their heartbeats) with liveness judged by each node's own window, the shard ownership (live
+ * leases only), and the cluster's backlog; operator and admin keys only.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { TockClient } from '../../src/client/index.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { job } from '../setup/factories.js';
+import { type Api, client, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
+
+const LEASE_MS = 10_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+let db: TestDatabase;
+let api: Api;
+let http: ReturnType<typeof client>;
+let keys: RoleKeys;
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  api = await startApi(db);
+  http = client(api.base);
+  keys = await keysFor(db, 'acme');
+});
+
+afterAll(async () => {
+  await api?.close();
+  await db?.teardown();
+});
+
+beforeEach(async () => {
+  await db.pool.query('TRUNCATE jobs, runs, attempts');
+  await db.pool.query('DELETE FROM nodes');
+  await db.pool.query('UPDATE shards SET owner = NULL, lease_expires_at = NULL, epoch = 0');
+  // A fresh instant on the 10 s grid for each test.
+  db.clock.set(Math.ceil((db.clock.nowMs() + 60_000) / 10_000) * 10_000);
+});
+
+const SCHED_1_INFO = {
+  pid: 4242,
+  url: 'http://10.0.0.5:8080',
+  backlog: 2,
+  live_ms: LEASE_MS,
+  extra: { a: [1, 'x'] },
+};
+
+/**
+ * Around `t`: two schedulers splitting the shards 32/32, a busy worker, a worker not seen for
+ * longer than its window, and one without a window of its own (30 s by default) seen 29 s ago.
+ */
+async function registerNodes(t: number): Promise<void> {
+  const step = (nodeId: string, now: number, extra: object = {}) =>
+    db.store.shardStep({ nodeId, now, leaseMs: LEASE_MS, ...extra });
+  const one = { clock: { offsetMs: 1.5, uncertaintyMs: 0.25 }, info: SCHED_1_INFO };
+  await step('sched-1', t - 1000, one);
+  await step('sched-2', t - 500, { info: { live_ms: LEASE_MS } });
+  expect((await step('sched-1', t - 200, one)).released).toEqual(range(32, 64));
+  expect((await step('sched-2', t - 100, { info: { live_ms: LEASE_MS } })).taken).toEqual(range(32, 64));
+  await db.store.touchNode({
+    nodeId: 'worker-1',
+    role: 'worker',
+    now: t - 2000,
+    clock: { offsetMs: -3, uncertaintyMs: 1 },
+    info: { pool: 'default', concurrency: 4, in_flight: 1, live_ms: 15_000 },
+  });
+  await db.store.touchNode({
+    nodeId: 'worker-gone',
+    role: 'worker',
+    now: t - 20_000,
+    info: { live_ms: 15_000 },
+  });
+  await db.store.touchNode({ nodeId: 'worker-plain', role: 'worker', now: t - 29_000 });
+}
+
+/** Four due jobs (one of another tenant), two not counted; two runs claimable now, one later. */
+async function addBacklog(t: number): Promise<void> {
+  for (const jobId of ['a', 'b', 'c', 'paused']) {
+    await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId }), now: t - 30_000 });
+  }
+  await db.store.pauseJob({ tenantId: 'acme', jobId: 'paused', now: t - 30_000 });
+  await db.store.upsertJob({
+    tenantId: 'acme',
+    job: job({ jobId: 'later', schedule: `@at ${iso(t + 60_000)}` }),
+    now: t - 30_000,
+  });
+  await db.store.upsertJob({ tenantId: 'other', job: job({ jobId: 'x' }), now: t - 30_000 });
+  await db.store.triggerRun({ tenantId: 'acme', jobId: 'a', scheduledFor: t - 1000, now: t });
+  await db.store.triggerRun({ tenantId: 'acme', jobId: 'b', scheduledFor: t + 5000, now: t });
+  await db.store.triggerRun({ tenantId: 'other', jobId: 'x', scheduledFor: t - 1, now: t });
+}
+
+describe('GET /v1/status', () => {
+  test('nodes, shard ownership and backlog, for an operator and an admin alike', async () => {
+    const t = db.clock.nowMs();
+    await registerNodes(t);
+    await addBacklog(t);
+
+    const a = await http('GET', '/v1/status', { key: keys.operator });
+    expect(a.status, a.text).toBe(200);
+    expect(a.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(a.json).toEqual({
+      server_time: iso(t),
+      nodes: [
+        // By role, then newest first.
+        {
+          node_id: 'sched-2',
+          role: 'scheduler',
+          started_at: iso(t - 500),
+          last_seen_at: iso(t - 100),
+          live: true,
+          clock_offset_ms: null,
+          clock_uncertainty_ms: null,
+          shards: 32,
+          info: { live_ms: LEASE_MS },
+        },
+        {
+          node_id: 'sched-1',
+          role: 'scheduler',
+          started_at: iso(t - 1000),
+          last_seen_at: iso(t - 200),
+          live: true,
+          clock_offset_ms: 1.5,
+          clock_uncertainty_ms: 0.25,
+          shards: 32,
+          info: SCHED_1_INFO,
+        },
+        {
+          node_id: 'worker-1',
+          role: 'worker',
+          started_at: iso(t - 2000),
+          last_seen_at: iso(t - 2000),
+          live: true,
+          clock_offset_ms: -3,
+          clock_uncertainty_ms: 1,
+          shards: 0,
+          info: { pool: 'default', concurrency: 4, in_flight: 1, live_ms: 15_000 },
+        },
+        {
+          node_id: 'worker-gone',
+          role: 'worker',
+          started_at: iso(t - 20_000),
+          last_seen_at: iso(t - 20_000),
+          live: false,
+          clock_offset_ms: null,
+          clock_uncertainty_ms: null,
+          shards: 0,
+          info: { live_ms: 15_000 },
+        },
+        {
+          node_id: 'worker-plain',
+          role: 'worker',
+          started_at: iso(t - 29_000),
+          last_seen_at: iso(t - 29_000),
+          live: true,
+          clock_offset_ms: null,
+          clock_uncertainty_ms: null,
+          shards: 0,
+          info: {},
+        },
+      ],
+      shards: {
+        count: 64,
+        owned: 64,
+        unowned: 0,
+        by_owner: { 'sched-1': range(0, 32), 'sched-2': range(32, 64) },
+      },
+      backlog: { due_jobs: 4, ready_runs: 2 },
+    });
+
+    const admin = await http('GET', '/v1/status', { key: keys.admin });
+    expect(admin.status, admin.text).toBe(200);
+    expect(admin.json).toEqual(a.json);
+    // The typed client reads the same answer.
+    expect(await new TockClient({ url: api.base, key: keys.operator }).status()).toEqual(a.json);
+  });
+
+  test('once the leases run out and the nodes fall silent: no shard is owned and nobody is live', async () => {
+    const t = db.clock.nowMs();
+    await registerNodes(t);
+
+    // sched-1's leases run out at t + 9800, sched-2's at t + 9900.
+    db.clock.set(t + 9850);
+    const half = (await http('GET', '/v1/status', { key: keys.operator })).json;
+    expect(half.shards).toEqual({
+      count: 64,
+      owned: 32,
+      unowned: 32,
+      by_owner: { 'sched-2': range(32, 64) },
+    });
+    expect(half.nodes.map((n: { node_id: string; shards: number }) => [n.node_id, n.shards])).toEqual([
+      ['sched-2', 32],
+      ['sched-1', 0],
+      ['worker-1', 0],
+      ['worker-gone', 0],
+      ['worker-plain', 0],
+    ]);
+
+    db.clock.set(t + 31_000);
+    const later = await http('GET', '/v1/status', { key: keys.operator });
+    expect(later.status, later.text).toBe(200);
+    expect(later.json.server_time).toBe(iso(t + 31_000));
+    expect(later.json.shards).toEqual({ count: 64, owned: 0, unowned: 64, by_owner: {} });
+    expect(later.json.nodes.map((n: { node_id: string; live: boolean }) => [n.node_id, n.live])).toEqual([
+      ['sched-2', false],
+      ['sched-1', false],
+      ['worker-1', false],
+      ['worker-gone', false],
+      ['worker-plain', false],
+    ]);
+    expect(later.json.backlog).toEqual({ due_jobs: 0, ready_runs: 0 });
+  });
+
+  test('an empty cluster: no nodes, every shard unowned', async () => {
+    const a = await http('GET', '/v1/status', { key: keys.admin });
+    expect(a.status, a.text).toBe(200);
+    expect(a.json).toEqual({
+      server_time: iso(db.clock.nowMs()),
+      nodes: [],
+      shards: { count: 64, owned: 0, unowned: 64, by_owner: {} },
+      backlog: { due_jobs: 0, ready_runs: 0 },
+    });
+  });
+
+  test('worker and reader keys are refused (403); no key is 401', async () => {
+    await registerNodes(db.clock.nowMs());
+    expectError(await http('GET', '/v1/status', { key: keys.worker }), 403, 'forbidden');
+    expectError(await http('GET', '/v1/status', { key: keys.reader }), 403, 'forbidden');
+    expectError(await http('GET', '/v1/status'), 401, 'unauthorized');
+  });
+});
