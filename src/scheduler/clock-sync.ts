@@ -45,7 +45,7 @@ export class ClockSync extends EventEmitter<ClockSyncEvents> {
       },
       onError: (err, failures) => {
         o.logger.warn({ err, failures }, 'could not measure the database clock; keeping the last offset');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }

@@ -43,7 +43,7 @@ export class Reaper extends EventEmitter<ReaperEvents> {
       },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'reaper failed; retrying with backoff');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }

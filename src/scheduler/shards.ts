@@ -78,7 +78,7 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
       },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'shard lease renewal failed; leases run out unless renewed');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }

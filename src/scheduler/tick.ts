@@ -53,7 +53,7 @@ export class TickLoop extends EventEmitter<TickLoopEvents> {
       },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'tick failed; retrying with backoff');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }

@@ -50,15 +50,27 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
 /** Runs `fn` in a transaction on one client; rolls back on any error. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // While a client is checked out the pool does not listen to it: a connection that dies mid-
+  // transaction (database restart, idle-in-transaction timeout) would emit an unheard 'error' and
+  // crash the process. Note it here; the failed query rejects on its own, and the client is
+  // destroyed rather than returned to the pool.
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+      broken ??= rollbackErr;
+    });
     throw err;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }

@@ -173,7 +173,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       step: () => this.claimOnce(),
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'claim failed; retrying with backoff');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
     this.heartbeatLoop = new Periodic({
@@ -193,7 +193,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       },
       onError: (err, failures) => {
         o.logger.error({ err, failures }, 'heartbeat failed; retrying');
-        this.emit('error', err);
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }
@@ -412,7 +412,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       // The database is unreachable: the lease will expire and the reaper retries the run.
       this.o.logger.error({ err, run_id: run.runId }, 'could not record the result; the lease will expire');
-      this.emit('error', err);
+      if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
     }
   }
 
@@ -424,6 +424,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         lease: { runId: a.run.runId, leaseToken: a.run.leaseToken, output },
       });
       const settle = async () => {
+        let failures = 0;
         while (this.pendingCompletions.length > 0) {
           const batch = this.pendingCompletions;
           this.pendingCompletions = [];
@@ -441,12 +442,31 @@ export class Worker extends EventEmitter<WorkerEvents> {
                 this.emit('run:succeeded', b.active.run);
               }
             }
+            failures = 0;
           } catch (err) {
+            // The database is unreachable. A result is worth keeping while its lease lasts (after
+            // it, the run is the reaper's and will run again): retry, backing off, until then.
+            failures += 1;
+            const now = this.o.clock.nowMs();
+            const retry = batch.filter((b) => b.active.leaseExpiresAt > now);
             this.o.logger.error(
-              { err, runs: batch.length },
-              'could not record completions; the leases will expire',
+              { err, runs: batch.length, retrying: retry.length },
+              retry.length > 0
+                ? 'could not record completions; retrying while their leases last'
+                : 'could not record completions; the leases will expire',
             );
-            this.emit('error', err);
+            if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+            for (const b of batch) {
+              if (!retry.includes(b))
+                this.emit('run:dropped', b.active.run, 'lease expired before the result was recorded');
+            }
+            if (retry.length > 0) {
+              this.pendingCompletions = [...retry, ...this.pendingCompletions];
+              const untilFirstExpiry = Math.min(...retry.map((b) => b.active.leaseExpiresAt)) - now;
+              await this.o.clock.sleep(
+                Math.max(1, Math.min(untilFirstExpiry, 100 * 2 ** Math.min(failures, 5))),
+              );
+            }
           }
         }
       };

@@ -519,3 +519,51 @@ test('an idle worker on a direct connection is woken by NOTIFY when a run is tri
   await once(worker, 'run:succeeded');
   cleanups.push(() => worker.stop(0));
 });
+
+test('a completion the database refuses is retried while the lease lasts, then recorded once', async () => {
+  const [run] = await readyRuns(1);
+  // The database is unreachable for the first two completions.
+  let refusals = 2;
+  const complete = db.store.completeRuns.bind(db.store);
+  vi.spyOn(db.store, 'completeRuns').mockImplementation(async (p) => {
+    if (refusals > 0) {
+      refusals -= 1;
+      throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    }
+    return complete(p);
+  });
+  const { worker, events } = newWorker({ h: () => 'done' });
+  cleanups.push(() => worker.stop(0));
+  const succeeded = once(worker, 'run:succeeded');
+  // Each refusal makes the worker sleep (200 ms, then 400 ms) before trying again.
+  const backoffs: number[] = [];
+  clock.events.on('sleep', (ms) => {
+    if (ms < 1000) {
+      backoffs.push(ms);
+      queueMicrotask(() => clock.advance(ms));
+    }
+  });
+  worker.start();
+  await succeeded;
+  expect(backoffs).toEqual([200, 400]);
+  expect(events.errors).toHaveLength(2);
+  expect(events.dropped).toEqual([]);
+  expect(await attemptRows(run!.runId)).toMatchObject([{ attempt: 1, outcome: 'succeeded' }]);
+});
+
+test('a completion still refused when the lease runs out is given up: the run is dropped, not recorded', async () => {
+  const [run] = await readyRuns(1);
+  vi.spyOn(db.store, 'completeRuns').mockRejectedValue(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
+  const { worker, events } = newWorker({ h: () => 'done' });
+  cleanups.push(() => worker.stop(0));
+  const dropped = once(worker, 'run:dropped');
+  clock.events.on('sleep', (ms) => {
+    if (ms < 3_600_000) queueMicrotask(() => clock.advance(ms));
+  });
+  worker.start();
+  const [, reason] = (await dropped) as [ClaimedRun, string];
+  expect(reason).toBe('lease expired before the result was recorded');
+  expect(events.succeeded).toEqual([]);
+  // The run is still running under its (now expired) lease: the reaper will give it another attempt.
+  expect((await db.store.getRun({ tenantId: 't', runId: run!.runId })).state).toBe('running');
+});
