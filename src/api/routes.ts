@@ -47,6 +47,43 @@ export function registerRoutes(app: App, o: AppOptions): void {
 
   // -- jobs ---------------------------------------------------------------------------------------
   app.put(
+    '/v1/jobs',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: 'Create or update up to 1000 jobs in one statement (all or nothing)',
+        tags: ['jobs'],
+        body: S.BulkJobsBody,
+        response: { 200: S.BulkJobsAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { jobs } = request.body as { jobs: unknown[] };
+      const inputs = jobs.map((j, i) => {
+        try {
+          return jobInputFromApi(j);
+        } catch (err) {
+          if (err instanceof ValidationError)
+            throw new ValidationError(`jobs[${i}]: ${err.message}`, { ...err.details, index: i });
+          throw err;
+        }
+      });
+      const { changes } = await store.upsertJobs({
+        tenantId: request.principal.tenantId,
+        jobs: inputs,
+        now: now(),
+      });
+      const count = (c: string) => changes.filter((x) => x.change === c).length;
+      return {
+        jobs: changes.map((c) => ({ job_id: c.jobId, change: c.change })),
+        created: count('created'),
+        updated: count('updated'),
+        unchanged: count('unchanged'),
+      };
+    },
+  );
+
+  app.put(
     '/v1/jobs/:job_id',
     {
       config: { permission: 'operate' },

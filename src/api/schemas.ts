@@ -91,6 +91,32 @@ export const UpsertedJob = Type.Object({
   change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged')]),
 });
 
+/** `PUT /v1/jobs`: many jobs at once, each a job body with its `job_id`. */
+export const BulkJobsBody = Type.Object(
+  {
+    jobs: Type.Array(
+      Type.Object({ job_id: Id('job id'), ...JobBody.properties }, { additionalProperties: false }),
+      {
+        minItems: 1,
+        maxItems: 1000,
+      },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const BulkJobsAnswer = Type.Object({
+  jobs: Type.Array(
+    Type.Object({
+      job_id: Type.String(),
+      change: Type.Union([Type.Literal('created'), Type.Literal('updated'), Type.Literal('unchanged')]),
+    }),
+  ),
+  created: Type.Integer(),
+  updated: Type.Integer(),
+  unchanged: Type.Integer(),
+});
+
 export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) }, {});
 
 export const Attempt = Type.Object({

@@ -8,6 +8,7 @@
  */
 import type {
   ApiKey,
+  BulkJobsAnswer,
   CreatedKey,
   HeartbeatAnswer,
   Job,
@@ -160,6 +161,11 @@ export class TockClient {
   /** Creates or replaces a job; `change` says whether it was `created`, `updated` or `unchanged`. */
   putJob(jobId: string, body: JobBody): Promise<UpsertedJob> {
     return this.request('PUT', `/v1/jobs/${segment(jobId)}`, { body });
+  }
+
+  /** Creates or updates up to 1000 jobs (each with its `job_id`) at once: all or nothing. */
+  putJobs(jobs: (JobBody & { job_id: string })[]): Promise<BulkJobsAnswer> {
+    return this.request('PUT', '/v1/jobs', { body: { jobs } });
   }
 
   getJob(jobId: string): Promise<Job> {

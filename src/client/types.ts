@@ -210,3 +210,10 @@ export interface StatusAnswer {
   shards: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
   backlog: { due_jobs: number; ready_runs: number };
 }
+
+export interface BulkJobsAnswer {
+  jobs: { job_id: string; change: 'created' | 'updated' | 'unchanged' }[];
+  created: number;
+  updated: number;
+  unchanged: number;
+}

@@ -2,5 +2,5 @@
 export { createPool, inTransaction, type PoolOptions } from './db.js';
 export { type EmbeddedDatabase, type EmbeddedOptions, startEmbedded } from './embedded.js';
 export { loadMigrations, MIGRATIONS_DIR, migrate, pendingMigrations } from './migrate.js';
-export { PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
+export { MAX_BULK_JOBS, PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
 export * from './types.js';

@@ -190,6 +190,9 @@ function checkLeases(leases: readonly LeaseRef[]): { ids: string[]; tokens: stri
   return { ids, tokens, invalid };
 }
 
+/** Most jobs one `upsertJobs` call takes. */
+export const MAX_BULK_JOBS = 1000;
+
 export class PostgresStore implements Store {
   readonly leaseMs: number;
   readonly agingStepMs: number;
@@ -279,6 +282,91 @@ export class PostgresStore implements Store {
     const row = rows[0];
     if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
     return { job: toJob(row), change: row.inserted ? 'created' : 'updated' };
+  }
+
+  /**
+   * Creates or updates up to 1000 jobs in one statement: the bulk path for registering many
+   * definitions. Every job is validated first; one bad job (or a job id twice) refuses the whole
+   * batch with its index named, and nothing is written. Same rules per job as `upsertJob`.
+   */
+  async upsertJobs(p: {
+    tenantId: string;
+    jobs: readonly JobInput[];
+    now: number;
+  }): Promise<{ changes: { jobId: string; change: UpsertChange }[] }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const now = checkInstant(p.now, 'now');
+    if (!Array.isArray(p.jobs) || p.jobs.length === 0)
+      throw new ValidationError('jobs must be a non-empty list');
+    if (p.jobs.length > MAX_BULK_JOBS)
+      throw new ValidationError(`at most ${MAX_BULK_JOBS} jobs per request (got ${p.jobs.length})`);
+    const shardCount = await this.shardCount();
+    const seen = new Set<string>();
+    const specs: { spec: ReturnType<typeof validateJob>['spec']; first: number | null; pastAt: boolean }[] =
+      [];
+    for (const [i, input] of p.jobs.entries()) {
+      let checked: ReturnType<typeof validateJob>;
+      try {
+        checked = validateJob(input);
+      } catch (err) {
+        if (err instanceof ValidationError)
+          throw new ValidationError(`jobs[${i}]: ${err.message}`, { ...err.details, index: i });
+        throw err;
+      }
+      const { spec, schedule } = checked;
+      if (seen.has(spec.jobId))
+        throw new ValidationError(`jobs[${i}]: job_id "${spec.jobId}" appears twice`, { index: i });
+      seen.add(spec.jobId);
+      specs.push({
+        spec,
+        first: firstSlotFrom(schedule, p.now),
+        pastAt: schedule.kind === 'at' && schedule.atMs <= p.now,
+      });
+    }
+    // A one-shot in the past is refused unless it re-applies an existing job's same instant.
+    const pastAt = specs.filter((s) => s.pastAt);
+    if (pastAt.length > 0) {
+      const { rows } = await this.pool.query(J.jobSchedules, [tenantId, pastAt.map((s) => s.spec.jobId)]);
+      const existing = new Map(rows.map((r) => [r.job_id as string, `${r.timezone}\u0000${r.schedule}`]));
+      for (const s of pastAt) {
+        if (existing.get(s.spec.jobId) !== `${s.spec.timezone}\u0000${s.spec.schedule}`) {
+          const i = specs.indexOf(s);
+          throw new ValidationError(`jobs[${i}]: @at instant of job "${s.spec.jobId}" is in the past`, {
+            field: 'schedule',
+            index: i,
+          });
+        }
+      }
+    }
+    const col = <T>(f: (s: (typeof specs)[number]) => T) => specs.map(f);
+    const { rows } = await this.pool.query(J.jobUpsertMany, [
+      tenantId,
+      col((s) => s.spec.jobId),
+      col((s) => s.spec.handler),
+      col((s) => JSON.stringify(s.spec.payload)),
+      col((s) => s.spec.schedule),
+      col((s) => s.spec.timezone),
+      col((s) => s.spec.priority),
+      col((s) => s.spec.maxAttempts),
+      col((s) => s.spec.backoffBaseSeconds),
+      col((s) => s.spec.backoffCapSeconds),
+      col((s) => s.spec.misfire),
+      col((s) => s.spec.catchUpLimit),
+      col((s) => s.spec.pool),
+      col((s) => s.spec.leaseSeconds),
+      col((s) => shardOf(tenantId, s.spec.jobId, shardCount)),
+      col((s) => (s.first === null ? null : new Date(s.first))),
+      col((s) => definitionHash(s.spec)),
+      now,
+      col((s) => s.spec.jitterSeconds),
+      col((s) => s.spec.timeoutSeconds),
+    ]);
+    const written = new Map(
+      rows.map((r) => [r.job_id as string, r.inserted ? 'created' : 'updated'] as const),
+    );
+    return {
+      changes: specs.map((s) => ({ jobId: s.spec.jobId, change: written.get(s.spec.jobId) ?? 'unchanged' })),
+    };
   }
 
   async getJob(p: { tenantId: string; jobId: string }): Promise<Job> {

@@ -189,6 +189,12 @@ export interface IdempotentAnswer {
 
 export interface Store {
   upsertJob(p: { tenantId: string; job: JobInput; now: number }): Promise<{ job: Job; change: UpsertChange }>;
+  /** Up to 1000 jobs in one statement; one bad job refuses the whole batch, nothing written. */
+  upsertJobs(p: {
+    tenantId: string;
+    jobs: readonly JobInput[];
+    now: number;
+  }): Promise<{ changes: { jobId: string; change: UpsertChange }[] }>;
   getJob(p: { tenantId: string; jobId: string }): Promise<Job>;
   listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>>;
   pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;

@@ -432,3 +432,63 @@ test('an Idempotency-Key whose trigger found no job is not remembered: after the
   });
   expect(second.status).toBe(201);
 });
+
+describe('PUT /v1/jobs (bulk)', () => {
+  test('creates, updates and leaves unchanged many jobs in one request', async () => {
+    const jobs = Array.from({ length: 50 }, (_, i) => ({
+      job_id: `many-${i}`,
+      schedule: '@every 1m',
+      handler: 'h',
+      payload: { i },
+    }));
+    const first = await http('PUT', '/v1/jobs', { key: keys.operator, body: { jobs } });
+    expect(first.status, first.text).toBe(200);
+    expect(first.json).toMatchObject({ created: 50, updated: 0, unchanged: 0 });
+    expect(first.json.jobs[3]).toEqual({ job_id: 'many-3', change: 'created' });
+    const got = await http('GET', '/v1/jobs/many-3', { key: keys.reader });
+    expect(got.json).toMatchObject({ job_id: 'many-3', schedule: '@every 1m', payload: { i: 3 } });
+
+    jobs[0] = { ...jobs[0]!, payload: { i: 100 } };
+    const second = await http('PUT', '/v1/jobs', { key: keys.operator, body: { jobs } });
+    expect(second.json).toMatchObject({ created: 0, updated: 1, unchanged: 49 });
+  });
+
+  test('a bad job refuses the whole request with its index, and nothing changes', async () => {
+    const before = await snapshot(db.pool);
+    const bad = await http('PUT', '/v1/jobs', {
+      key: keys.operator,
+      body: {
+        jobs: [
+          { job_id: 'ok-1', schedule: '@every 1m', handler: 'h' },
+          { job_id: 'bad-1', schedule: '@every 1m', handler: 'h', timezone: 'Mars/Olympus' },
+        ],
+      },
+    });
+    expectError(bad, 400, 'validation_error');
+    expect(bad.json.error.message).toMatch(/^jobs\[1\]: /);
+    // The request schema: a missing job_id, an unknown field, an empty list and over 1000 jobs.
+    for (const body of [
+      { jobs: [{ schedule: '@every 1m', handler: 'h' }] },
+      { jobs: [{ job_id: 'x', schedule: '@every 1m', handler: 'h', command: 'rm -rf /' }] },
+      { jobs: [] },
+      {
+        jobs: Array.from({ length: 1001 }, (_, i) => ({
+          job_id: `j-${i}`,
+          schedule: '@hourly',
+          handler: 'h',
+        })),
+      },
+    ]) {
+      expectError(await http('PUT', '/v1/jobs', { key: keys.operator, body }), 400, 'validation_error');
+    }
+    expectError(
+      await http('PUT', '/v1/jobs', {
+        key: keys.reader,
+        body: { jobs: [{ job_id: 'r', schedule: '@hourly', handler: 'h' }] },
+      }),
+      403,
+      'forbidden',
+    );
+    expect(await snapshot(db.pool)).toEqual(before);
+  });
+});

@@ -10,6 +10,7 @@ import { type Api, call, client, keysFor, type RoleKeys, startApi } from './help
 
 /** Every /v1 route of routes.ts: method, path (OpenAPI style), success status, whether it takes a body. */
 const ROUTES: [string, string, number, boolean][] = [
+  ['put', '/v1/jobs', 200, true],
   ['put', '/v1/jobs/{job_id}', 200, true],
   ['get', '/v1/jobs', 200, false],
   ['get', '/v1/jobs/{job_id}', 200, false],

@@ -3,7 +3,7 @@
  * to `next_run_at`), paging, pause/resume, delete, tenant isolation, and bad input that writes nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { JobInput } from '../../src/core/index.js';
+import { type JobInput, shardOf } from '../../src/core/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { alignUp, countRows, expectTockError, job, uniqueId } from '../setup/factories.js';
 
@@ -529,5 +529,87 @@ describe('bad input is a typed error and writes nothing', () => {
     expect(one.nextCursor).toBeNull();
     const most = await db.store.listJobs({ tenantId, limit: 500 });
     expect(most.items.map((j) => j.jobId)).toEqual([existing]);
+  });
+});
+
+describe('bulk upsert', () => {
+  test('creates, updates and leaves unchanged in one call, with the same rules as one at a time', async () => {
+    const tenantId = uniqueId('bulk');
+    const jobs: JobInput[] = Array.from({ length: 300 }, (_, i) => job({ jobId: `bulk-${i}` }));
+    const first = await db.store.upsertJobs({ tenantId, jobs, now: T0 });
+    expect(first.changes).toEqual(jobs.map((j) => ({ jobId: j.jobId, change: 'created' })));
+    const one = await db.store.getJob({ tenantId, jobId: 'bulk-7' });
+    expect(one.nextRunAt).toEqual(new Date(slotAfter(T0 - 1)));
+
+    // Later: two changed (one of them only its payload: next_run_at stays), the rest unchanged.
+    const later = T0 + 25_000;
+    const again = jobs.map((j, i) =>
+      i === 7 ? { ...j, payload: { v: 2 } } : i === 8 ? { ...j, schedule: '@every 1m' } : j,
+    );
+    const second = await db.store.upsertJobs({ tenantId, jobs: again, now: later });
+    expect(second.changes.filter((c) => c.change !== 'unchanged')).toEqual([
+      { jobId: 'bulk-7', change: 'updated' },
+      { jobId: 'bulk-8', change: 'updated' },
+    ]);
+    const seven = await db.store.getJob({ tenantId, jobId: 'bulk-7' });
+    expect(seven).toMatchObject({ payload: { v: 2 }, nextRunAt: one.nextRunAt, version: 2 });
+    const eight = await db.store.getJob({ tenantId, jobId: 'bulk-8' });
+    expect(eight.nextRunAt).toEqual(new Date(Math.ceil(later / 60_000) * 60_000));
+    // Each job landed in the shard its tenant and id hash to.
+    const { rows } = await db.pool.query('SELECT job_id, shard_id FROM jobs WHERE tenant_id = $1', [
+      tenantId,
+    ]);
+    expect(rows).toHaveLength(300);
+    for (const r of rows) expect(r.shard_id).toBe(shardOf(tenantId, r.job_id, 64));
+  });
+
+  test('one bad job refuses the whole batch, naming its index; nothing is written', async () => {
+    const tenantId = uniqueId('bulk-bad');
+    const good = job({ jobId: 'fine' });
+    await expectTockError(
+      db.store.upsertJobs({
+        tenantId,
+        jobs: [good, job({ jobId: 'broken', schedule: '61 * * * *' })],
+        now: T0,
+      }),
+      'validation_error',
+    ).then((err) => expect(err.message).toMatch(/^jobs\[1\]: cron expression "61 \* \* \* \*": minute 61/));
+    const twice = await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: [good, job({ jobId: 'fine' })], now: T0 }),
+      'validation_error',
+    );
+    expect(twice.message).toBe('jobs[1]: job_id "fine" appears twice');
+    const past = await expectTockError(
+      db.store.upsertJobs({
+        tenantId,
+        jobs: [good, job({ jobId: 'once', schedule: '@at 2025-01-01T00:00:00Z' })],
+        now: T0,
+      }),
+      'validation_error',
+    );
+    expect(past.message).toBe('jobs[1]: @at instant of job "once" is in the past');
+    const many = await expectTockError(
+      db.store.upsertJobs({
+        tenantId,
+        jobs: Array.from({ length: 1001 }, (_, i) => job({ jobId: `m-${i}` })),
+        now: T0,
+      }),
+      'validation_error',
+    );
+    expect(many.message).toBe('at most 1000 jobs per request (got 1001)');
+    await expectTockError(db.store.upsertJobs({ tenantId, jobs: [], now: T0 }), 'validation_error');
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM jobs WHERE tenant_id = $1', [
+      tenantId,
+    ]);
+    expect(rows[0].n).toBe(0);
+  });
+
+  test('re-applying a one-shot that already fired stays a harmless no-op', async () => {
+    const tenantId = uniqueId('bulk-at');
+    const at = job({ jobId: 'once', schedule: '@at 2026-01-01T00:01:00Z' });
+    expect((await db.store.upsertJobs({ tenantId, jobs: [at], now: T0 })).changes[0]!.change).toBe('created');
+    expect((await db.store.upsertJobs({ tenantId, jobs: [at], now: T0 + 120_000 })).changes[0]!.change).toBe(
+      'unchanged',
+    );
   });
 });

@@ -30,6 +30,42 @@ ON CONFLICT (tenant_id, job_id) DO UPDATE SET
 WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
 RETURNING ${JOB_COLUMNS}, (xmax = 0) AS inserted`;
 
+/**
+ * The bulk form of \`jobUpsert\`: $1 tenant, then one array per column, in \`jobUpsert\`'s order
+ * ($2 jobs … $20 timeout_seconds, with $18 now a single instant). One statement for the whole
+ * batch; unchanged definitions return no row.
+ */
+export const jobUpsertMany = `
+INSERT INTO jobs (tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
+  backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, shard_id,
+  next_run_at, definition_hash, created_at, updated_at, jitter_seconds, timeout_seconds)
+SELECT $1, v.job_id, v.handler, v.payload, v.schedule, v.timezone, v.priority, v.max_attempts,
+  v.backoff_base, v.backoff_cap, v.misfire, v.catch_up_limit, v.pool, v.lease_seconds, v.shard_id,
+  v.next_run_at, v.definition_hash, $18, $18, v.jitter_seconds, v.timeout_seconds
+FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[], $8::int[],
+  $9::int[], $10::int[], $11::text[], $12::int[], $13::text[], $14::int[], $15::int[],
+  $16::timestamptz[], $17::text[], $19::int[], $20::int[])
+  AS v(job_id, handler, payload, schedule, timezone, priority, max_attempts, backoff_base, backoff_cap,
+       misfire, catch_up_limit, pool, lease_seconds, shard_id, next_run_at, definition_hash,
+       jitter_seconds, timeout_seconds)
+ON CONFLICT (tenant_id, job_id) DO UPDATE SET
+  handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
+  timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+  backoff_base_seconds = EXCLUDED.backoff_base_seconds, backoff_cap_seconds = EXCLUDED.backoff_cap_seconds,
+  misfire = EXCLUDED.misfire, catch_up_limit = EXCLUDED.catch_up_limit, pool = EXCLUDED.pool,
+  lease_seconds = EXCLUDED.lease_seconds, jitter_seconds = EXCLUDED.jitter_seconds,
+  timeout_seconds = EXCLUDED.timeout_seconds,
+  definition_hash = EXCLUDED.definition_hash,
+  next_run_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
+                     THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
+  version = jobs.version + 1, updated_at = EXCLUDED.updated_at
+WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
+RETURNING job_id, (xmax = 0) AS inserted`;
+
+/** $1 tenant, $2 job ids. The schedule of existing jobs (to accept re-applied past one-shots). */
+export const jobSchedules = `
+SELECT job_id, schedule, timezone FROM jobs WHERE tenant_id = $1 AND job_id = ANY($2::text[])`;
+
 /** $1 tenant, $2 job */
 export const jobGet = `SELECT ${JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 AND job_id = $2`;
 
