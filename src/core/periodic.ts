@@ -20,6 +20,8 @@ export interface PeriodicOptions {
   maxBackoffMs?: number;
 }
 
+const WOKEN = Symbol('woken');
+
 export class Periodic {
   private stopping = new AbortController();
   private wake = new AbortController();
@@ -42,7 +44,9 @@ export class Periodic {
   /** Cuts the current wait short so the step runs now. */
   poke(): void {
     this.poked = true;
-    this.wake.abort();
+    // A reason of our own: aborting without one builds a DOMException with a stack trace, and a
+    // busy worker pokes once per finished run.
+    this.wake.abort(WOKEN);
   }
 
   async stop(): Promise<void> {
