@@ -202,6 +202,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private touchedAt = Number.NEGATIVE_INFINITY;
+  /** Runs in `active` whose handler has returned (their result is being written). */
+  private finishingCount = 0;
 
   /** Every few seconds, tells the store this worker is alive and how busy it is. */
   private async touchNode(): Promise<void> {
@@ -249,7 +251,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * tell, the ms until the next run of the pool becomes claimable (the next claim is then).
    */
   async claimOnce(): Promise<boolean | number> {
-    const free = this.concurrency - this.active.size;
+    // Runs whose handler has returned only wait for their result to be written: their slots are
+    // free, so the next claim overlaps with those writes.
+    const free = this.concurrency - (this.active.size - this.finishingCount);
     if (!this.claiming || free <= 0) return false;
     const runs = await this.o.store.claimRuns({
       signal: this.stopping.signal,
@@ -261,7 +265,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tenantId: this.o.tenantId,
     });
     for (const run of runs) this.execute(run);
-    if (runs.length === free) return this.active.size < this.concurrency;
+    if (runs.length === free) return this.active.size - this.finishingCount < this.concurrency;
     if (this.claiming && this.o.store.nextAvailableAt) {
       const next = await this.o.store.nextAvailableAt({
         pool: this.pool,
@@ -335,6 +339,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.active.set(run.runId, active);
     this.emit('run:started', run);
     active.done = this.runHandler(active).finally(() => {
+      if (active.finishing) this.finishingCount -= 1;
       this.active.delete(run.runId);
       if (this.claiming) this.claimLoop.poke();
     });
@@ -385,6 +390,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // A reason of our own: aborting without one builds a DOMException with a stack, per run.
     timer?.abort(FINISHED);
     a.finishing = true;
+    this.finishingCount += 1;
+    if (this.claiming) this.claimLoop.poke();
     if (a.dropped !== null) {
       this.emit('run:dropped', run, a.dropped);
       return;
