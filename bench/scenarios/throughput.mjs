@@ -1,0 +1,465 @@
+// Scenario 1 of issue 7: a backlog of ready runs drained by in-process workers with a no-op
+// handler. Every system runs on the same PostgreSQL, in a database of its own, with the same
+// total worker concurrency; the rate is runs/s from the first handler call (the first claim's
+// answer) until the database says the last run is complete.
+import { createRequire } from 'node:module';
+import {
+  Logger as GraphileLogger,
+  makeWorkerUtils,
+  run as runGraphile,
+  runMigrations,
+} from 'graphile-worker';
+import pino from 'pino';
+import { SystemClock } from '../../dist/core/index.js';
+import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
+import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
+import { Worker } from '../../dist/worker/index.js';
+import {
+  fmt,
+  fmtRange,
+  markdownTable,
+  recreateDatabase,
+  seedBacklog,
+  summarise,
+  waitUntil,
+} from '../lib.mjs';
+
+const PgBoss = createRequire(import.meta.url)('pg-boss');
+const clock = new SystemClock();
+const silent = pino({ level: 'silent' });
+
+/** Counts handler calls; `all` resolves when `n` runs have been handed to handlers. */
+class Drain {
+  constructor(n) {
+    this.n = n;
+    this.count = 0;
+    this.first = null;
+    this.all = new Promise((resolve) => {
+      this.resolve = resolve;
+    });
+  }
+
+  hit(k = 1) {
+    if (this.first === null) this.first = performance.now();
+    this.count += k;
+    if (this.count >= this.n) this.resolve();
+  }
+}
+
+/**
+ * One measured drain: `start(drain)` starts the workers, `countDone()` asks the database how many
+ * runs are complete, `stop()` stops the workers. The clock stops when the database confirms all.
+ */
+async function measure({ n, timeoutMs, start, countDone, stop }) {
+  const drain = new Drain(n);
+  const t0 = performance.now();
+  let done = 0;
+  try {
+    await start(drain);
+    const timeout = new Promise((_, reject) => {
+      const t = setTimeout(
+        () => reject(new Error(`handlers saw ${drain.count} of ${n} runs after ${timeoutMs / 1000} s`)),
+        timeoutMs,
+      );
+      drain.all.finally(() => clearTimeout(t));
+    });
+    await Promise.race([drain.all, timeout]);
+    await waitUntil(
+      async () => {
+        done = await countDone();
+        return done >= n;
+      },
+      { timeoutMs: 30_000, what: `the database to show ${n} runs complete (it shows ${done})` },
+    );
+  } finally {
+    await stop();
+  }
+  const t1 = performance.now();
+  if (done !== n) throw new Error(`completed ${done} of ${n}`);
+  return {
+    runsPerSecond: n / ((t1 - drain.first) / 1000),
+    seconds: (t1 - drain.first) / 1000,
+    startupMs: drain.first - t0,
+    handlerCalls: drain.count,
+  };
+}
+
+/** Tock's `Worker`: `workers` Workers, each on a pool of its own, sharing `concurrency`. */
+function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs }) {
+  const each = concurrency / workers;
+  let url;
+  let admin;
+  return {
+    name: `tock-${workers}x${each}`,
+    label: `Tock Worker, ${workers} × ${each}`,
+    database: 'bench_tock',
+    settings: { workers, concurrencyEach: each, poolMaxEach: poolMax, pollIntervalMs, leaseMs: 30_000 },
+    async setup(databaseUrl) {
+      url = databaseUrl;
+      admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
+      await migrate(admin);
+      await new PostgresStore(admin).upsertJob({
+        tenantId: 'bench',
+        job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
+        now: clock.nowMs(),
+      });
+    },
+    async round(n, timeoutMs) {
+      await seedBacklog(admin, n);
+      await admin.query('CHECKPOINT');
+      const running = [];
+      const errors = [];
+      const figures = await measure({
+        n,
+        timeoutMs,
+        start: async (drain) => {
+          for (let i = 0; i < workers; i++) {
+            const pool = createPool(url, { max: poolMax });
+            const worker = new Worker({
+              store: new PostgresStore(pool),
+              clock,
+              logger: silent,
+              handlers: { noop: () => drain.hit() },
+              concurrency: each,
+              pollIntervalMs,
+              workerId: `bench-${i}`,
+            });
+            worker.on('error', (err) => errors.push(err));
+            running.push({ pool, worker });
+          }
+          for (const { worker } of running) worker.start();
+        },
+        countDone: async () =>
+          (await admin.query(`SELECT count(*)::int AS n FROM runs WHERE state = 'succeeded'`)).rows[0].n,
+        stop: async () => {
+          await Promise.all(running.map(({ worker }) => worker.stop(1000)));
+          await Promise.all(running.map(({ pool }) => pool.end()));
+        },
+      });
+      if (errors.length > 0) throw errors[0];
+      return figures;
+    },
+    async teardown() {
+      await admin?.end();
+    },
+  };
+}
+
+/**
+ * The issue's reference: a bare loop of claim-100 + batched complete on `connections`
+ * connections, with Tock's own claim and complete statements on Tock's schema. No handler, no
+ * Worker bookkeeping: the ceiling of the SQL itself.
+ */
+function bareSql({ connections, batch }) {
+  let url;
+  let admin;
+  return {
+    name: 'sql-loop',
+    label: `bare SQL loop, ${connections} conn × claim ${batch}`,
+    database: 'bench_sql',
+    settings: { connections, batch, statements: 'runClaim + runCompleteMany (src/store/queries/runs.ts)' },
+    async setup(databaseUrl) {
+      url = databaseUrl;
+      admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
+      await migrate(admin);
+    },
+    async round(n, timeoutMs) {
+      await seedBacklog(admin, n);
+      await admin.query('CHECKPOINT');
+      let pool;
+      let loops;
+      return measure({
+        n,
+        timeoutMs,
+        start: async (drain) => {
+          pool = createPool(url, { max: connections });
+          const loop = async (i) => {
+            for (;;) {
+              const { rows } = await pool.query(runClaim, [
+                'default',
+                new Date(),
+                batch,
+                `sql-${i}`,
+                30_000,
+                null,
+                null,
+              ]);
+              if (rows.length === 0) return;
+              drain.hit(rows.length);
+              await pool.query(runCompleteMany, [
+                rows.map((r) => r.run_id),
+                rows.map((r) => r.lease_token),
+                new Date(),
+                null,
+                rows.map(() => null),
+              ]);
+            }
+          };
+          loops = Promise.all(Array.from({ length: connections }, (_, i) => loop(i)));
+          loops.catch(() => {});
+        },
+        countDone: async () =>
+          (await admin.query(`SELECT count(*)::int AS n FROM runs WHERE state = 'succeeded'`)).rows[0].n,
+        stop: async () => {
+          await loops;
+          await pool.end();
+        },
+      });
+    },
+    async teardown() {
+      await admin?.end();
+    },
+  };
+}
+
+/**
+ * pg-boss 10: `work()` fetches `batchSize` jobs, hands the batch to the handler (we run them all
+ * at once), completes the batch in one statement, then polls again after `pollingIntervalSeconds`
+ * (0.5 s is its minimum). Each `work()` call is one more polling worker; in-flight jobs are the
+ * sum of the batch sizes, so `workers × batchSize` is its concurrency.
+ */
+function pgBoss({ workers, batchSize, pollingIntervalSeconds, max, concurrency }) {
+  let url;
+  const inFlight = workers * batchSize;
+  return {
+    name: `pg-boss-${workers}x${batchSize}`,
+    label:
+      `pg-boss, ${workers} work() × batchSize ${batchSize}` +
+      (inFlight === concurrency ? '' : ` (${inFlight / concurrency}× the concurrency)`),
+    comparable: inFlight === concurrency,
+    database: 'bench_pgboss',
+    settings: {
+      workers,
+      batchSize,
+      pollingIntervalSeconds,
+      max,
+      supervise: false,
+      schedule: false,
+      queuePolicy: 'standard',
+    },
+    async setup(databaseUrl) {
+      url = databaseUrl;
+    },
+    async round(n, timeoutMs) {
+      const boss = new PgBoss({ connectionString: url, max, supervise: false, schedule: false });
+      const errors = [];
+      boss.on('error', (err) => errors.push(err));
+      await boss.start();
+      try {
+        if (await boss.getQueue('noop')) {
+          // A fresh partition each round. delete_queue refuses a queue that still has jobs.
+          await boss.getDb().executeSql(`DELETE FROM pgboss.job WHERE name = 'noop'`, []);
+          await boss.deleteQueue('noop');
+        }
+        await boss.createQueue('noop');
+        for (let i = 0; i < n; i += 5000) {
+          await boss.insert(
+            Array.from({ length: Math.min(5000, n - i) }, () => ({ name: 'noop', data: {} })),
+          );
+        }
+        const db = boss.getDb();
+        await db.executeSql('VACUUM ANALYZE pgboss.job', []);
+        await db.executeSql('CHECKPOINT', []);
+        const figures = await measure({
+          n,
+          timeoutMs,
+          start: async (drain) => {
+            for (let i = 0; i < workers; i++) {
+              await boss.work('noop', { batchSize, pollingIntervalSeconds }, async (jobs) => {
+                drain.hit(jobs.length);
+                await Promise.all(jobs.map(async () => {}));
+              });
+            }
+          },
+          countDone: async () =>
+            (
+              await db.executeSql(
+                `SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'noop' AND state = 'completed'`,
+                [],
+              )
+            ).rows[0].n,
+          stop: async () => {
+            await boss.offWork('noop');
+          },
+        });
+        if (errors.length > 0) throw errors[0];
+        return figures;
+      } finally {
+        await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+      }
+    },
+    async teardown() {},
+  };
+}
+
+/**
+ * graphile-worker 0.17 with the batching its performance page recommends: a local queue (one
+ * fetch locks a batch for the pool's workers) and batched completions (`completeJobBatchDelay`).
+ */
+function graphile({ concurrency, localQueueSize, maxPoolSize, completeJobBatchDelay, pollInterval }) {
+  let url;
+  let utils;
+  const logger = new GraphileLogger(() => () => {});
+  const worker = {
+    concurrentJobs: concurrency,
+    maxPoolSize,
+    pollInterval,
+    localQueue: { size: localQueueSize },
+    completeJobBatchDelay,
+    failJobBatchDelay: completeJobBatchDelay,
+    preparedStatements: true,
+    useNodeTime: false,
+  };
+  return {
+    name: `graphile-${concurrency}`,
+    label: `graphile-worker, concurrency ${concurrency}`,
+    database: 'bench_graphile',
+    settings: { ...worker, addJobs: 'workerUtils.addJobs, 5,000 a call' },
+    async setup(databaseUrl) {
+      url = databaseUrl;
+      await runMigrations({ connectionString: url, logger });
+      utils = await makeWorkerUtils({ connectionString: url, logger });
+    },
+    async round(n, timeoutMs) {
+      await utils.withPgClient((c) => c.query('DELETE FROM graphile_worker._private_jobs'));
+      for (let i = 0; i < n; i += 5000) {
+        await utils.addJobs(
+          Array.from({ length: Math.min(5000, n - i) }, () => ({ identifier: 'noop', payload: {} })),
+        );
+      }
+      await utils.withPgClient(async (c) => {
+        await c.query('VACUUM ANALYZE graphile_worker._private_jobs');
+        await c.query('CHECKPOINT');
+      });
+      let runner;
+      return measure({
+        n,
+        timeoutMs,
+        start: async (drain) => {
+          runner = await runGraphile({
+            connectionString: url,
+            noHandleSignals: true,
+            logger,
+            taskList: { noop: async () => drain.hit() },
+            preset: { worker },
+          });
+        },
+        countDone: async () =>
+          n -
+          (
+            await utils.withPgClient((c) =>
+              c.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs'),
+            )
+          ).rows[0].n,
+        stop: async () => {
+          await runner?.stop();
+        },
+      });
+    },
+    async teardown() {
+      await utils?.release();
+    },
+  };
+}
+
+/** Builds the contestants for a concurrency; `only` filters them by name prefix. */
+export function contestants({ concurrency, only }) {
+  const all = [
+    tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100 }),
+    tockWorkers({ workers: 2, concurrency, poolMax: 10, pollIntervalMs: 100 }),
+    tockWorkers({ workers: 4, concurrency, poolMax: 10, pollIntervalMs: 100 }),
+    graphile({
+      concurrency,
+      localQueueSize: concurrency + 1,
+      maxPoolSize: Math.max(10, Math.min(concurrency + 2, 25)),
+      completeJobBatchDelay: 0,
+      pollInterval: 2000,
+    }),
+    pgBoss({ workers: 4, batchSize: concurrency / 4, pollingIntervalSeconds: 0.5, max: 10, concurrency }),
+    // Not the same concurrency: shows that pg-boss's rate above is its polling, not its SQL.
+    pgBoss({ workers: 4, batchSize: 1000, pollingIntervalSeconds: 0.5, max: 10, concurrency }),
+    bareSql({ connections: 8, batch: 100 }),
+  ];
+  return only ? all.filter((c) => only.some((o) => c.name.startsWith(o))) : all;
+}
+
+/** Runs `systems` for `rounds` rounds, interleaved (round 1 of each, then round 2…). */
+export async function compete(ctx, systems, { n, timeoutMs }) {
+  // One fresh database per system kind and server; configurations of one system share it.
+  const fresh = new Map();
+  for (const s of systems) {
+    const server = s.serverUrl ?? ctx.databaseUrl;
+    const key = `${server} ${s.database}`;
+    if (!fresh.has(key)) fresh.set(key, await recreateDatabase(server, s.database));
+    s.url = fresh.get(key);
+    await s.setup(s.url);
+    s.rounds = [];
+  }
+  try {
+    for (let r = 1; r <= ctx.rounds; r++) {
+      for (const s of systems) {
+        const figures = await s.round(n, timeoutMs);
+        s.rounds.push(figures);
+        ctx.log(
+          `round ${r}/${ctx.rounds} ${s.label}: ${fmt(figures.runsPerSecond)} runs/s ` +
+            `(${figures.seconds.toFixed(2)} s, first handler after ${figures.startupMs.toFixed(0)} ms)`,
+        );
+      }
+    }
+  } finally {
+    for (const s of systems) await s.teardown();
+  }
+  return systems.map((s) => ({
+    name: s.name,
+    label: s.label,
+    comparable: s.comparable !== false,
+    database: s.database,
+    settings: s.settings,
+    rounds: s.rounds,
+    runsPerSecond: summarise(s.rounds.map((f) => f.runsPerSecond)),
+  }));
+}
+
+export default {
+  name: 'throughput',
+  description: 'a backlog of ready runs drained by in-process workers (no-op handler), runs/s',
+  async run(ctx) {
+    const n = ctx.smoke ? 500 : 20_000;
+    const concurrency = ctx.options.concurrency ?? 100;
+    const systems = contestants({ concurrency, only: ctx.options.only });
+    const settings = { runs: n, concurrency, handler: 'no-op', rounds: ctx.rounds };
+    for (const s of systems) ctx.log(`${s.label}: ${JSON.stringify(s.settings)}`);
+    const results = await compete(ctx, systems, { n, timeoutMs: ctx.smoke ? 60_000 : 600_000 });
+    const tock = results.filter((r) => r.name.startsWith('tock-'));
+    const best = tock.reduce((a, b) => (b.runsPerSecond.median > a.runsPerSecond.median ? b : a), tock[0]);
+    const ratio = (r) => (best ? best.runsPerSecond.median / r.runsPerSecond.median : null);
+    const rows = results.map((r) => [
+      r === best ? `**${r.label}** (best Tock)` : r.label,
+      fmtRange(r.runsPerSecond),
+      r.name.startsWith('tock-') || !r.comparable ? '' : `${fmt(ratio(r) * 100)} %`,
+    ]);
+    const table = markdownTable(
+      [`system (total concurrency ${concurrency})`, 'runs/s, median (min–max)', 'best Tock ÷ this'],
+      rows,
+    );
+    const targets = [];
+    const graphileResult = results.find((r) => r.name.startsWith('graphile-'));
+    const sqlResult = results.find((r) => r.name.startsWith('sql-'));
+    if (best && graphileResult)
+      targets.push(`Tock ÷ graphile-worker: ${fmt(ratio(graphileResult) * 100)} % (target ≥ 100 %)`);
+    if (best && sqlResult)
+      targets.push(`Tock ÷ bare SQL loop: ${fmt(ratio(sqlResult) * 100)} % (target ≥ 75 %)`);
+    for (const t of targets) ctx.log(t);
+    return {
+      settings,
+      systems: results,
+      best: best?.name,
+      table,
+      notes: [
+        ...targets,
+        'Tock keeps every run and one attempt row per claim, with its lease (token, expiry); graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving.',
+        'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
+      ],
+    };
+  },
+};
