@@ -109,15 +109,17 @@ beforeEach((ctx) => {
   });
 });
 
-afterEach(async () => {
-  // Nothing outlives its test: a stopped child is continued first so that it can die.
+/** Nothing outlives its test: a stopped child is continued first so that it can die. */
+async function killChildren(): Promise<void> {
   for (const p of children) {
     if (p.child.exitCode !== null || p.child.signalCode !== null) continue;
     p.child.kill('SIGCONT');
     p.child.kill('SIGKILL');
   }
   await Promise.all(children.map((p) => p.exited));
-});
+}
+
+afterEach(killChildren);
 
 /** `tock` with no server or database settings inherited from this process's environment. */
 class Proc extends TockProcess {
@@ -337,7 +339,9 @@ describe('several scheduler nodes on one database', () => {
   });
 
   afterEach(async () => {
-    // After the children are gone (the file-level afterEach runs first).
+    // This hook runs before the file-level one: the children must be gone before the schema is
+    // dropped, or the drop deadlocks with a node still ticking in it.
+    await killChildren();
     await db.teardown();
   });
 
