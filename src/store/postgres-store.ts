@@ -931,23 +931,33 @@ export class PostgresStore implements Store {
    */
   async listen(onWake: () => void): Promise<() => Promise<void>> {
     let stopped = false;
-    let client: pg.PoolClient | null = null;
+    let client: { c: pg.PoolClient; release: (destroy?: boolean) => void } | null = null;
     let retry: ReturnType<typeof setTimeout> | null = null;
     const connect = async (): Promise<void> => {
       try {
         const c = await this.pool.connect();
-        c.on('notification', () => onWake());
-        c.on('error', () => {
-          c.release(true);
-          if (client === c) client = null;
+        // Released exactly once, by whichever comes first: the stop, or the connection's loss
+        // (which can also arrive after the stop, while the pool shuts down).
+        let released = false;
+        const release = (destroy?: boolean) => {
+          if (released) return;
+          released = true;
+          c.off('error', onError);
+          c.release(destroy);
+        };
+        const onError = () => {
+          release(true);
+          if (client?.c === c) client = null;
           if (!stopped) retry = setTimeout(() => void connect(), 1000);
-        });
+        };
+        c.on('notification', () => onWake());
+        c.on('error', onError);
         await c.query(`LISTEN ${R.RUNS_CHANNEL}`);
         if (stopped) {
-          c.release();
+          release();
           return;
         }
-        client = c;
+        client = { c, release };
         onWake(); // anything that arrived while not listening
       } catch {
         if (!stopped) retry = setTimeout(() => void connect(), 1000);
@@ -957,11 +967,11 @@ export class PostgresStore implements Store {
     return async () => {
       stopped = true;
       if (retry) clearTimeout(retry);
-      const c = client;
+      const held = client;
       client = null;
-      if (c) {
-        await c.query(`UNLISTEN ${R.RUNS_CHANNEL}`).catch(() => {});
-        c.release();
+      if (held) {
+        await held.c.query(`UNLISTEN ${R.RUNS_CHANNEL}`).catch(() => {});
+        held.release();
       }
     };
   }

@@ -150,7 +150,8 @@ describe('tock dev', () => {
     await again.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database again', 60_000);
     await again.waitFor((l) => l.msg === 'run succeeded' && l.job_id === 'local', 'a run to succeed again');
     again.child.kill('SIGINT');
-    expect(await again.exited).toBe(0);
+    const code = await again.exited;
+    expect(code, again.stderr).toBe(0);
     // PostgreSQL removes its pid file when it has shut down.
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
   }, 120_000);
