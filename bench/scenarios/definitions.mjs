@@ -108,15 +108,17 @@ export default {
       for (const total of totals) {
         let lastLog = performance.now();
         const reg = await registerRange(store, registered, total, (done) => {
-          if (performance.now() - lastLog > 10_000) {
+          if (performance.now() - lastLog > 30_000) {
             lastLog = performance.now();
             ctx.log(`  registering: ${fmt(done)} of ${fmt(total)}`);
           }
         });
         const added = total - registered;
         registered = total;
-        // What autovacuum would have done by now (it is off on some servers): fresh statistics.
+        // What autovacuum would have done by now (it is off on some servers): fresh statistics; and
+        // the registration's dirty pages written out, so the ticks do not pay for evicting them.
         await pool.query('VACUUM ANALYZE jobs');
+        await pool.query('CHECKPOINT');
         const size = await sizes(pool);
         ctx.log(
           `${fmt(total)} jobs: registered ${fmt(added)} in ${fmt(reg.ms / 1000, 1)} s ` +
@@ -125,6 +127,9 @@ export default {
         );
         const ids = dueIds(total);
         const res = { total, added, registerMs: reg.ms, peakRssMiB: reg.peakRss, size, rounds: [] };
+        // One tick first, not counted: the schedule parsed and cached, the statements' plans warm.
+        await rearm(pool, ids);
+        await store.tick({ now: clock.nowMs(), ...TICK });
         for (let r = 1; r <= ctx.rounds; r++) {
           const idle = [];
           const due = [];
@@ -194,7 +199,7 @@ export default {
         `${fmt(r.rssMiB.median)} (peak ${fmt(r.peakRssMiB)})`,
       ]),
     );
-    const verdict = `Tick with ${fmt(DUE)} due: ${fmt(last.dueTickMs.median, 1)} ms at ${fmt(last.total)} jobs vs ${fmt(first.dueTickMs.median, 1)} ms at ${fmt(first.total)} (× ${fmt(ratio, 2)}; flat, target: ${flat ? 'met' : 'NOT met'}, taking ≤ × 1.5 as flat)`;
+    const verdict = `Tick with ${fmt(DUE)} due: ${fmt(last.dueTickMs.median, 1)} ms at ${fmt(last.total)} jobs vs ${fmt(first.dueTickMs.median, 1)} ms at ${fmt(first.total)} (× ${fmt(ratio, 2)}; ${ctx.smoke ? 'smoke sizes, not the target’s 10,000 → 1,000,000' : `flat from 10,000 to 1,000,000, target: ${flat ? 'met' : 'NOT met'}`}, taking ≤ × 1.5 as flat)`;
     ctx.log(verdict);
     return {
       settings: {
@@ -211,7 +216,7 @@ export default {
       notes: [
         verdict,
         `Tick: one PostgresStore.tick over all shards (as TickLoop without a fence), lookahead ${TICK.lookaheadMs} ms, batch ${TICK.batchSize}; median of ${TICKS_PER_ROUND} ticks a round, then median (min–max) over rounds. The idle tick is the one that runs every interval when nothing is due.`,
-        'Due scan: EXPLAIN ANALYZE of jobDueLock with the batch armed, its plan and the buffers it touched. VACUUM ANALYZE runs after each registration step (autovacuum may be off on the server).',
+        'Due scan: EXPLAIN ANALYZE of jobDueLock with the batch armed, its plan and the buffers it touched. After each registration step: VACUUM ANALYZE jobs (autovacuum may be off on the server), CHECKPOINT, and one uncounted tick.',
         'Sizes: pg_table_size (heap + TOAST) + pg_indexes_size of jobs. RSS: this process (it registers in chunks of 1,000 and keeps no job list).',
       ],
     };

@@ -243,17 +243,26 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max }) {
   };
 }
 
-/** Feeds `dues` (sorted) to `enqueue` `ENQUEUE_AHEAD_MS` ahead of each, in batches every 100 ms. */
+/**
+ * Feeds `dues` (sorted) to `enqueue` `ENQUEUE_AHEAD_MS` ahead of each, in batches every 100 ms.
+ * Returns how late the enqueuing got: the most any job was inserted after its due instant (ms;
+ * negative: always ahead). A late insert counts against the system, whose database it waited on.
+ */
 async function enqueueAhead({ dues, enqueue, dbNow, stopped }) {
   let next = 0;
+  let late = Number.NEGATIVE_INFINITY;
   while (next < dues.length && !stopped()) {
     const horizon = dbNow() + ENQUEUE_AHEAD_MS + ENQUEUE_EVERY_MS;
     let end = next;
     while (end < dues.length && dues[end] < horizon) end++;
-    for (let i = next; i < end; i += 5000) await enqueue(dues.subarray(i, Math.min(end, i + 5000)));
+    for (let i = next; i < end; i += 5000) {
+      await enqueue(dues.subarray(i, Math.min(end, i + 5000)));
+      late = Math.max(late, dbNow() - dues[i]);
+    }
     next = end;
     if (next < dues.length) await sleep(ENQUEUE_EVERY_MS);
   }
+  return late;
 }
 
 /** One window of `seconds` at `rate` runs/s for system `s`: its start delays and whether it kept up. */
@@ -265,7 +274,9 @@ async function measureWindow(s, { rate, seconds, time }) {
   const delays = new Delays(expected);
   const lastDue = dues[dues.length - 1];
   let lastStart = null;
+  let counting = true; // runs started after the deadline (while stopping) are not counted
   const record = (due, started) => {
+    if (!counting) return;
     delays.add(started - due);
     lastStart = started;
   };
@@ -273,8 +284,9 @@ async function measureWindow(s, { rate, seconds, time }) {
   let stop = false;
   const feeding = running.enqueue
     ? enqueueAhead({ dues, enqueue: running.enqueue, dbNow: time.dbNow, stopped: () => stop })
-    : Promise.resolve();
+    : Promise.resolve(null);
   let after;
+  let enqueueLateMs = null;
   try {
     const deadline = lastDue + DRAIN_MS;
     await waitFor(() => delays.count >= expected || running.errors.length > 0, {
@@ -283,8 +295,12 @@ async function measureWindow(s, { rate, seconds, time }) {
       everyMs: 100,
     });
   } finally {
+    counting = false;
     stop = true;
-    await feeding.catch((err) => running.errors.push(err));
+    enqueueLateMs = await feeding.catch((err) => {
+      running.errors.push(err);
+      return null;
+    });
     after = await running.stop();
   }
   if (running.errors.length > 0) throw running.errors[0];
@@ -296,6 +312,7 @@ async function measureWindow(s, { rate, seconds, time }) {
     started: delays.count,
     keptUp: delays.count >= expected && lastStart !== null && lastStart <= lastDue + DRAIN_MS,
     drainMs: lastStart === null ? null : lastStart - lastDue,
+    enqueueLateMs,
     ...summary,
     ...after,
   };
@@ -358,7 +375,8 @@ export default {
             `round ${r}/${ctx.rounds} ${fmt(res.window.rate)}/s × ${res.window.seconds} s, ${res.system.label}: ` +
               `${fmtDelays(f)}; started ${fmt(f.started)}/${fmt(f.expected)}` +
               `${f.keptUp ? '' : ' — did NOT keep up'}` +
-              (f.drainMs === null ? '' : `, last start ${fmt(f.drainMs)} ms after the last due`),
+              (f.drainMs === null ? '' : `, last start ${fmt(f.drainMs)} ms after the last due`) +
+              (f.enqueueLateMs > 0 ? `; enqueuing fell ${fmt(f.enqueueLateMs)} ms behind` : ''),
           );
           await sleep(500);
         }
@@ -415,6 +433,8 @@ export default {
       `Kept up: every run due in the window started within ${DRAIN_MS / 1000} s of the window’s last due instant. Figures are median (min–max) over rounds.`,
       'Each system’s workers, its tick loop or enqueuer, and this harness share one Node process and the machine with PostgreSQL.',
       'BullMQ on Redis (issue 7: p99 26 ms at 1,000/s) is not measured here yet (Redis runs on this machine; BullMQ is not a devDependency).',
+      'Peers’ jobs are inserted by a loop in this process one second ahead of their due instant; when the database is too busy for the inserts to keep that lead, the progress line says how far the enqueuing fell behind (those runs start late on that account).',
+      `Window length: ${duration.given ? 'set by --duration / TOCK_BENCH_DURATION' : 'the defaults (30 s at 200/s, 60 s at 1,000/s; smoke 3 s); TOCK_BENCH_DURATION=60s (or a --duration passed on by run.mjs) sets every window'}.`,
       'pg-boss: a work() loop fetches at most twice a second (its minimum polling interval is 0.5 s), so concurrency 100 caps it at 200 runs/s.',
       'graphile-worker: a job with a future run_at is found only by polling (its NOTIFY fires at insert, before the job is due); pollInterval 100 ms per idle worker (default 2000 ms).',
     );
