@@ -788,14 +788,10 @@ export class PostgresStore implements Store {
       slot = checkInstant(ms, 'cursor');
       runId = id;
     }
-    const { rows } = await this.pool.query(R.runList, [
-      p.tenantId,
-      p.jobId ?? null,
-      p.state ?? null,
-      slot,
-      runId,
-      limit + 1,
-    ]);
+    const { rows } =
+      p.jobId === undefined
+        ? await this.pool.query(R.runList, [p.tenantId, p.state ?? null, slot, runId, limit + 1])
+        : await this.pool.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, slot, limit + 1]);
     const items = rows.slice(0, limit).map(toRun);
     const last = items[items.length - 1];
     return {

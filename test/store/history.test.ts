@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { RUN_STATES } from '../../src/core/index.js';
 import type { Run } from '../../src/store/index.js';
+import * as R from '../../src/store/queries/runs.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { expectTockError, job, uniqueId } from '../setup/factories.js';
 
@@ -305,5 +306,107 @@ describe('getRun', () => {
       db.store.getRun({ tenantId, runId: '00000000-0000-4000-8000-000000000000' }),
       'not_found',
     );
+  });
+});
+
+describe('attempt rows (written when an attempt ends)', () => {
+  test('a running attempt reads from its run row; its row is written once, by the statement that ends it', async () => {
+    const tenantId = uniqueId('t-att');
+    const j = await newJob(tenantId);
+    const now = db.clock.nowMs();
+    const [run] = await trigger(tenantId, j, [now - 1_000]);
+    const [lease] = await db.store.claimRuns({ workerId: 'w-att', pool: 'default', max: 1, now, tenantId });
+    expect(lease!.runId).toBe(run!.runId);
+    const attemptCount = async () =>
+      (await db.pool.query('SELECT count(*)::int AS n FROM attempts WHERE run_id = $1', [run!.runId])).rows[0]
+        .n;
+    expect(await attemptCount()).toBe(0);
+    expect((await db.store.getRun({ tenantId, runId: run!.runId })).attempts).toEqual([
+      {
+        attempt: 1,
+        workerId: 'w-att',
+        startedAt: new Date(now),
+        finishedAt: null,
+        outcome: null,
+        error: null,
+        output: null,
+      },
+    ]);
+    await db.store.completeRuns({ leases: [{ ...lease!, output: 'done' }], now: now + 5 });
+    expect((await db.store.getRun({ tenantId, runId: run!.runId })).attempts).toEqual([
+      {
+        attempt: 1,
+        workerId: 'w-att',
+        startedAt: new Date(now),
+        finishedAt: new Date(now + 5),
+        outcome: 'succeeded',
+        error: null,
+        output: 'done',
+      },
+    ]);
+    expect(await attemptCount()).toBe(1);
+  });
+
+  test('an attempt row written at claim by an earlier version is completed in place, and shown once', async () => {
+    const tenantId = uniqueId('t-att-old');
+    const j = await newJob(tenantId, { maxAttempts: 3 });
+    const now = db.clock.nowMs();
+    const [run] = await trigger(tenantId, j, [now - 1_000]);
+    const [lease] = await db.store.claimRuns({ workerId: 'w-old', pool: 'default', max: 1, now, tenantId });
+    // What versions before migration 0006 wrote at claim.
+    await db.pool.query(
+      'INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at) VALUES ($1, $2, 1, $3, $4)',
+      [lease!.leaseToken, run!.runId, 'w-old', new Date(now)],
+    );
+    const shown = (await db.store.getRun({ tenantId, runId: run!.runId })).attempts;
+    expect(shown.map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([[1, 'w-old', null]]);
+
+    await db.store.failRun({
+      runId: run!.runId,
+      leaseToken: lease!.leaseToken,
+      error: 'boom',
+      now: now + 10,
+    });
+    const { rows } = await db.pool.query(
+      'SELECT attempt, worker_id, outcome, error, finished_at FROM attempts WHERE run_id = $1',
+      [run!.runId],
+    );
+    expect(rows).toEqual([
+      { attempt: 1, worker_id: 'w-old', outcome: 'failed', error: 'boom', finished_at: new Date(now + 10) },
+    ]);
+  });
+
+  test('listing a job, or a finished state, reads an index (no scan of runs)', async () => {
+    const tenantId = uniqueId('t-plan');
+    const j = await newJob(tenantId);
+    const plan = async (sql: string, params: unknown[]) => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        // A test table is small enough for a scan to win on cost; with scans priced out, the
+        // plan shows which index serves the query, or a (disabled) scan where none can.
+        await client.query('SET LOCAL enable_seqscan = off');
+        await client.query('SET LOCAL enable_bitmapscan = off');
+        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+        return JSON.stringify(rows[0]['QUERY PLAN']);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    const byJob = await plan(R.runListOfJob, [tenantId, j, null, null, 51]);
+    expect(byJob).toContain('runs_tenant_id_job_id_scheduled_for_key');
+    expect(byJob).not.toContain('"Sort"');
+    const dead = await plan(R.runList, [tenantId, 'dead', null, null, 51]);
+    expect(dead).toContain('runs_finished');
+    expect(dead).not.toContain('Seq Scan');
+    const deadAfter = await plan(R.runList, [
+      tenantId,
+      'dead',
+      new Date(),
+      '00000000-0000-4000-8000-000000000000',
+      51,
+    ]);
+    expect(deadAfter).toContain('runs_finished');
   });
 });

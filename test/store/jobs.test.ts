@@ -315,7 +315,7 @@ describe('delete', () => {
     await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
     const now = db.clock.nowMs();
     const slots = [now - 4_000, now - 3_000, now - 2_000, now - 1_000];
-    const runs = [];
+    const runs: { runId: string }[] = [];
     for (const s of slots)
       runs.push(await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: s, now }));
     const claimed = await db.store.claimRuns({ workerId: 'w-del', pool: 'default', max: 2, now, tenantId });
@@ -342,9 +342,17 @@ describe('delete', () => {
     ]);
     expect(rows[2].finished_at).toEqual(new Date(deletedAt));
     expect(rows[3].finished_at).toEqual(new Date(deletedAt));
+    // The finished attempt has its row; the running one is on its run row until it ends.
     expect(await countRows(db.pool, 'attempts', 'run_id = ANY($1::uuid[])', [runs.map((r) => r.runId)])).toBe(
-      2,
+      1,
     );
+    const attemptsOf = async (i: number) =>
+      (await db.store.getRun({ tenantId, runId: runs[i]!.runId })).attempts.map((a) => a.outcome);
+    expect([await attemptsOf(0), await attemptsOf(1), await attemptsOf(2)]).toEqual([
+      ['succeeded'],
+      [null],
+      [],
+    ]);
     const history = await db.store.listRuns({ tenantId, jobId: def.jobId, limit: 10 });
     expect(history.items).toHaveLength(4);
 

@@ -95,11 +95,18 @@ describe('concurrent claimers', () => {
       expect(r.state).toBe('running');
       expect([r.lease_owner, r.lease_token]).toEqual(owner.get(r.run_id));
     }
+    // Each attempt's row is written when it ends, from the run row: one per run, with its claimer.
+    const done = await db.store.completeRuns({ leases: all, now: now + 1, tenantId });
+    expect(done.completed).toHaveLength(300);
     const att = await db.pool.query(
-      'SELECT count(*)::int AS n, count(DISTINCT run_id)::int AS runs FROM attempts WHERE run_id = ANY($1::uuid[])',
+      'SELECT run_id, lease_token, worker_id, attempt, outcome, started_at FROM attempts WHERE run_id = ANY($1::uuid[])',
       [runIds],
     );
-    expect(att.rows[0]).toEqual({ n: 300, runs: 300 });
+    expect(att.rows).toHaveLength(300);
+    for (const a of att.rows) {
+      expect([a.worker_id, a.lease_token]).toEqual(owner.get(a.run_id));
+      expect([a.attempt, a.outcome, a.started_at]).toEqual([1, 'succeeded', new Date(now)]);
+    }
   });
 });
 

@@ -282,10 +282,13 @@ describe('the reaper', () => {
       lease_token: second!.leaseToken,
       lease_expires_at: new Date(now + 2_000 + LEASE_MS),
     });
-    expect((await attemptRows(db.pool, runId)).map((a) => [a.attempt, a.worker_id, a.outcome])).toEqual([
+    // The running attempt is read from the run row; its attempt row is written when it ends.
+    const { attempts } = await store.getRun({ tenantId, runId });
+    expect(attempts.map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([
       [1, 'w-first', 'lease_expired'],
       [2, 'w-second', null],
     ]);
+    expect((await attemptRows(db.pool, runId)).map((a) => a.outcome)).toEqual(['lease_expired']);
   });
 
   test('two reapers at once requeue each expired run once: attempt grows by exactly 1', async () => {
@@ -448,8 +451,8 @@ describe('release', () => {
     const c2 = await claimOne(tenantId, t2, 'w-next');
     expect(c2).toMatchObject({ runId, attempt: 1 });
     expect(c2!.leaseToken).not.toBe(c1!.leaseToken);
-    const attempts = await attemptRows(db.pool, runId);
-    expect(attempts.map((a) => [a.attempt, a.worker_id, a.outcome, a.error, a.finished_at])).toEqual([
+    const { attempts } = await store.getRun({ tenantId, runId });
+    expect(attempts.map((a) => [a.attempt, a.workerId, a.outcome, a.error, a.finishedAt])).toEqual([
       [1, 'w-leaving', 'released', 'worker shutdown', new Date(t2)],
       [1, 'w-next', null, null, null],
     ]);

@@ -25,23 +25,55 @@ export const runBySlot = `SELECT run_id FROM runs WHERE tenant_id = $1 AND job_i
 /** $1 tenant, $2 run */
 export const runGet = `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND run_id = $2`;
 
-/** $1 run */
+/**
+ * $1 run. Its finished attempts, and the running one from the run row (its attempt row is written
+ * when it ends; one written at claim by an earlier version is not shown twice).
+ */
 export const attemptsOfRun = `
 SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
-FROM attempts WHERE run_id = $1 ORDER BY started_at, attempt`;
+FROM attempts WHERE run_id = $1
+UNION ALL
+SELECT r.attempt, r.lease_owner, r.started_at, NULL, NULL, NULL, NULL
+FROM runs r WHERE r.run_id = $1 AND r.state = 'running'
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.lease_token = r.lease_token)
+ORDER BY started_at, attempt`;
 
 /**
- * $1 tenant, $2 job (or null), $3 state (or null), $4 cursor slot (or null), $5 cursor run id, $6 limit.
- * History newest first; the row comparison continues strictly after the cursor.
+ * The attempt row of attempts that just ended, from the rows a CTE named "ended" returned:
+ * lease_token, run_id, attempt (the one that ended), lease_owner, started_at, and the outcome,
+ * error and output columns. Completes in place a row an earlier version wrote at claim.
+ */
+const recordEnded = (finishedAt: string) => `
+  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
+  SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, ${finishedAt}, outcome, error, output FROM ended
+  ON CONFLICT (lease_token) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
+    error = EXCLUDED.error, output = EXCLUDED.output`;
+
+/**
+ * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
+ * One job's history newest first, on the unique (tenant_id, job_id, scheduled_for) index: the slot
+ * is unique within a job, so it alone orders the page and continues strictly after the cursor.
+ */
+export const runListOfJob = `
+SELECT ${RUN_COLUMNS} FROM runs
+WHERE tenant_id = $1 AND job_id = $2
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::timestamptz IS NULL OR scheduled_for < $4::timestamptz)
+ORDER BY scheduled_for DESC
+LIMIT $5`;
+
+/**
+ * $1 tenant, $2 state (or null), $3 cursor slot (or null), $4 cursor run id, $5 limit.
+ * A tenant's runs newest first; the row comparison continues strictly after the cursor. A finished
+ * state reads runs_finished; pending and running runs are few (their partial indexes hold them).
  */
 export const runList = `
 SELECT ${RUN_COLUMNS} FROM runs
 WHERE tenant_id = $1
-  AND ($2::text IS NULL OR job_id = $2)
-  AND ($3::text IS NULL OR state = $3)
-  AND ($4::timestamptz IS NULL OR (scheduled_for, run_id) < ($4::timestamptz, $5::uuid))
+  AND ($2::text IS NULL OR state = $2)
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
 ORDER BY scheduled_for DESC, run_id DESC
-LIMIT $6`;
+LIMIT $5`;
 
 /** $1 tenant (or null) */
 export const runCountByState = `
@@ -50,7 +82,7 @@ SELECT state, count(*)::int AS n FROM runs WHERE ($1::text IS NULL OR tenant_id 
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null).
  * The claim. The LIMIT … SKIP LOCKED select sits in a CTE (a subquery in IN (…) may be re-run and
- * claim more than $3) and the UPDATE re-checks the state. Every claim records an attempt.
+ * claim more than $3) and the UPDATE re-checks the state. The attempt's row is written when it ends.
  */
 export const runClaim = `
 WITH picked AS (
@@ -69,9 +101,6 @@ WITH picked AS (
   WHERE r.run_id = picked.run_id AND r.state = 'pending'
   RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at, r.timeout_seconds
-), recorded AS (
-  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at)
-  SELECT lease_token, run_id, attempt, $4, $2 FROM claimed
 )
 SELECT * FROM claimed ORDER BY sort_key`;
 
@@ -91,17 +120,16 @@ RETURNING r.run_id, r.lease_expires_at`;
  * Success, only under a live lease.
  */
 export const runCompleteMany = `
-WITH done AS (
+WITH ended AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL
   FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
     AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, r.lease_token, v.output
-), recorded AS (
-  UPDATE attempts a SET finished_at = $3, outcome = 'succeeded', output = done.output
-  FROM done WHERE a.lease_token = done.lease_token
+  RETURNING r.run_id, r.lease_token, r.attempt AS ended_attempt, r.lease_owner, r.started_at,
+    'succeeded'::text AS outcome, NULL::text AS error, v.output
+), recorded AS (${recordEnded('$3::timestamptz')}
 )
-SELECT run_id FROM done`;
+SELECT run_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
@@ -115,35 +143,35 @@ FROM runs WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease
  * A failed attempt under a live lease: retry (next attempt) or dead letter.
  */
 export const runFail = `
-WITH failed AS (
+WITH ended AS (
   UPDATE runs SET state = $4,
     attempt = attempt + CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END,
     available_at = COALESCE($5, available_at), sort_key = COALESCE($6, sort_key),
     last_error = $7, lease_expires_at = NULL,
     finished_at = CASE WHEN $4 = 'dead' THEN $3::timestamptz END
   WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3
-  RETURNING run_id, lease_token, attempt, available_at
-), recorded AS (
-  UPDATE attempts a SET finished_at = $3, outcome = 'failed', error = $7, output = $8
-  FROM failed WHERE a.lease_token = failed.lease_token
+  RETURNING run_id, lease_token, attempt, available_at,
+    attempt - CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END AS ended_attempt, lease_owner, started_at,
+    'failed'::text AS outcome, $7::text AS error, $8::text AS output
+), recorded AS (${recordEnded('$3::timestamptz')}
 )
-SELECT attempt, available_at FROM failed`;
+SELECT attempt, available_at FROM ended`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null). Back to pending, same attempt, same place in the queue;
  * only under a live lease (an expired one is the reaper's, and counts as an attempt).
  */
 export const runReleaseMany = `
-WITH released AS (
+WITH ended AS (
   UPDATE runs r SET state = 'pending', lease_expires_at = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
     AND ($5::text IS NULL OR r.tenant_id = $5)
-  RETURNING r.run_id, r.lease_token
-), recorded AS (
-  UPDATE attempts a SET finished_at = $3, outcome = 'released', error = $4 FROM released WHERE a.lease_token = released.lease_token
+  RETURNING r.run_id, r.lease_token, r.attempt AS ended_attempt, r.lease_owner, r.started_at,
+    'released'::text AS outcome, $4::text AS error, NULL::text AS output
+), recorded AS (${recordEnded('$3::timestamptz')}
 )
-SELECT run_id FROM released`;
+SELECT run_id FROM ended`;
 
 /** $1 now, $2 batch. Runs whose lease expired, oldest expiry first. */
 export const runReapCandidates = `
@@ -157,7 +185,7 @@ ORDER BY lease_expires_at LIMIT $2`;
  * Guarded by the token read and the expiry, so a run completed or re-claimed since stays as it is.
  */
 export const runReap = `
-WITH reaped AS (
+WITH ended AS (
   UPDATE runs r SET state = v.state,
     attempt = r.attempt + CASE WHEN v.state = 'pending' THEN 1 ELSE 0 END,
     available_at = COALESCE(v.available_at, r.available_at), sort_key = COALESCE(v.sort_key, r.sort_key),
@@ -166,12 +194,12 @@ WITH reaped AS (
   FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
     AS v(run_id, lease_token, state, available_at, sort_key)
   WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at < $6
-  RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt
-), recorded AS (
-  UPDATE attempts a SET finished_at = $6, outcome = 'lease_expired', error = 'lease expired'
-  FROM reaped WHERE a.lease_token = reaped.lease_token
+  RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt,
+    r.attempt - CASE WHEN v.state = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
+    'lease_expired'::text AS outcome, 'lease expired'::text AS error, NULL::text AS output
+), recorded AS (${recordEnded('$6::timestamptz')}
 )
-SELECT * FROM reaped`;
+SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended`;
 
 /** $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to pending with fresh attempts. */
 export const runReplay = `
