@@ -11,7 +11,12 @@ DROP INDEX runs_by_state;
 CREATE INDEX runs_finished ON runs (tenant_id, state, scheduled_for DESC, run_id DESC)
   WHERE state IN ('succeeded', 'dead', 'cancelled');
 
--- An attempt row is now written once, when the attempt ends (completion, failure, release or
--- expiry), from the run row, which holds the running attempt's worker, token and start. A row
--- written at claim by an earlier version is completed in place (ON CONFLICT on the token).
-COMMENT ON TABLE attempts IS 'One row per finished attempt (a claim that ended); the running attempt is on its run row.';
+-- Attempt rows: an attempt that ends in a failure, a release or an expired lease gets its row when
+-- it ends, from the run row, which holds the running attempt's number, worker (lease_owner), token
+-- and start. The attempt that succeeds is the run row itself: its worker, start, finish and the
+-- handler's output (the new column) are on it, so a success writes no second row. Rows an earlier
+-- version wrote at claim for attempts still running say nothing the run row does not.
+ALTER TABLE runs ADD COLUMN output text;
+DELETE FROM attempts WHERE outcome IS NULL;
+COMMENT ON TABLE attempts IS
+  'One row per attempt that ended in failure, release or an expired lease; the running or succeeded attempt is its run row.';

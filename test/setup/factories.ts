@@ -4,6 +4,7 @@
 import type pg from 'pg';
 import { expect } from 'vitest';
 import { type ErrorCode, type JobInput, TockError } from '../../src/core/index.js';
+import { attemptsOfRun } from '../../src/store/queries/runs.js';
 
 let counter = 0;
 
@@ -51,12 +52,12 @@ export async function runRow(pool: pg.Pool, runId: string): Promise<Record<strin
   return rows[0];
 }
 
-/** Every attempt row of one run, in a stable order. */
+/**
+ * Every attempt of one run as the store reports it (`attemptsOfRun`): the rows of attempts that
+ * ended in failure, release or expiry, and the running or succeeded attempt from the run row.
+ */
 export async function attemptRows(pool: pg.Pool, runId: string): Promise<Record<string, unknown>[]> {
-  const { rows } = await pool.query(
-    'SELECT * FROM attempts WHERE run_id = $1 ORDER BY started_at, lease_token',
-    [runId],
-  );
+  const { rows } = await pool.query(attemptsOfRun, [runId]);
   return rows;
 }
 

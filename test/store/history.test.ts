@@ -309,8 +309,8 @@ describe('getRun', () => {
   });
 });
 
-describe('attempt rows (written when an attempt ends)', () => {
-  test('a running attempt reads from its run row; its row is written once, by the statement that ends it', async () => {
+describe('attempts (a row for each that failed, was released or expired)', () => {
+  test('the running and the succeeded attempt read from the run row; no attempt row is written for them', async () => {
     const tenantId = uniqueId('t-att');
     const j = await newJob(tenantId);
     const now = db.clock.nowMs();
@@ -344,7 +344,8 @@ describe('attempt rows (written when an attempt ends)', () => {
         output: 'done',
       },
     ]);
-    expect(await attemptCount()).toBe(1);
+    // The succeeded attempt is the run row itself: no attempt row is written for it.
+    expect(await attemptCount()).toBe(0);
   });
 
   test('an attempt row written at claim by an earlier version is completed in place, and shown once', async () => {
@@ -373,6 +374,28 @@ describe('attempt rows (written when an attempt ends)', () => {
     );
     expect(rows).toEqual([
       { attempt: 1, worker_id: 'w-old', outcome: 'failed', error: 'boom', finished_at: new Date(now + 10) },
+    ]);
+
+    // Retried and succeeding under a row written at claim: the success is shown once.
+    db.clock.advance(60_000);
+    const later = db.clock.nowMs();
+    const [again] = await db.store.claimRuns({
+      workerId: 'w-old',
+      pool: 'default',
+      max: 1,
+      now: later,
+      tenantId,
+    });
+    expect(again).toMatchObject({ runId: run!.runId, attempt: 2 });
+    await db.pool.query(
+      'INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at) VALUES ($1, $2, 2, $3, $4)',
+      [again!.leaseToken, run!.runId, 'w-old', new Date(later)],
+    );
+    await db.store.completeRuns({ leases: [again!], now: later + 1 });
+    const after = (await db.store.getRun({ tenantId, runId: run!.runId })).attempts;
+    expect(after.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'failed'],
+      [2, 'succeeded'],
     ]);
   });
 

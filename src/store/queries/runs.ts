@@ -26,22 +26,24 @@ export const runBySlot = `SELECT run_id FROM runs WHERE tenant_id = $1 AND job_i
 export const runGet = `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND run_id = $2`;
 
 /**
- * $1 run. Its finished attempts, and the running one from the run row (its attempt row is written
- * when it ends; one written at claim by an earlier version is not shown twice).
+ * $1 run. The attempts that ended in failure, release or expiry have rows; the running or
+ * succeeded attempt is read from the run row. (A row an earlier version wrote at claim, outcome
+ * still null, is the run row's attempt again, so it is not shown.)
  */
 export const attemptsOfRun = `
 SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
-FROM attempts WHERE run_id = $1
+FROM attempts WHERE run_id = $1 AND outcome IS NOT NULL
 UNION ALL
-SELECT r.attempt, r.lease_owner, r.started_at, NULL, NULL, NULL, NULL
-FROM runs r WHERE r.run_id = $1 AND r.state = 'running'
-  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.lease_token = r.lease_token)
+SELECT r.attempt, r.lease_owner, r.started_at,
+  CASE WHEN r.state = 'succeeded' THEN r.finished_at END,
+  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, r.output
+FROM runs r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
 ORDER BY started_at, attempt`;
 
 /**
- * The attempt row of attempts that just ended, from the rows a CTE named "ended" returned:
- * lease_token, run_id, attempt (the one that ended), lease_owner, started_at, and the outcome,
- * error and output columns. Completes in place a row an earlier version wrote at claim.
+ * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
+ * "ended" returned: lease_token, run_id, ended_attempt (the attempt that ended), lease_owner,
+ * started_at, outcome, error, output. Completes in place a row an earlier version wrote at claim.
  */
 const recordEnded = (finishedAt: string) => `
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
@@ -117,19 +119,16 @@ RETURNING r.run_id, r.lease_expires_at`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
- * Success, only under a live lease.
+ * Success, only under a live lease. The succeeded attempt is the run row (worker, start, finish,
+ * output): no attempt row is written.
  */
 export const runCompleteMany = `
-WITH ended AS (
-  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL
-  FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
-  WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
-    AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, r.lease_token, r.attempt AS ended_attempt, r.lease_owner, r.started_at,
-    'succeeded'::text AS outcome, NULL::text AS error, v.output
-), recorded AS (${recordEnded('$3::timestamptz')}
-)
-SELECT run_id FROM ended`;
+UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL,
+  output = v.output
+FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
+WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
+  AND ($4::text IS NULL OR r.tenant_id = $4)
+RETURNING r.run_id`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
