@@ -157,7 +157,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
-  private pendingCompletions: { active: Active; lease: Completion }[] = [];
+  private pendingCompletions: { active: Active; lease: Completion; resolve: () => void }[] = [];
   private flushing: Promise<void> | null = null;
 
   constructor(private readonly o: WorkerOptions) {
@@ -427,70 +427,79 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  /** Completions are batched: those that arrive while one batch is in flight go in the next. */
+  /**
+   * Completions are batched: those that arrive while one batch is in flight go in the next. Each
+   * resolves once its own result is recorded, or dropped.
+   */
   private complete(a: Active, output: string | null): Promise<void> {
-    return new Promise((resolve, reject) => {
+    return new Promise((resolve) => {
       this.pendingCompletions.push({
         active: a,
         lease: { runId: a.run.runId, leaseToken: a.run.leaseToken, output },
+        resolve,
       });
-      const settle = async () => {
-        // Let the handlers that finish in this turn of the event loop join the first batch: a
-        // claim of 100 no-op runs then completes in one statement, not in one of 1 and one of 99.
-        await new Promise<void>((r) => setImmediate(r));
-        let failures = 0;
-        while (this.pendingCompletions.length > 0) {
-          const batch = this.pendingCompletions;
-          this.pendingCompletions = [];
-          try {
-            const { lost } = await this.o.store.completeRuns({
-              leases: batch.map((b) => b.lease),
-              now: this.o.clock.nowMs(),
-            });
-            const lostSet = new Set(lost);
-            for (const b of batch) {
-              if (lostSet.has(b.lease.runId)) {
-                this.emit('lease:lost', b.lease.runId);
-                this.emit('run:dropped', b.active.run, 'lease lost before completion');
-              } else {
-                this.emit('run:succeeded', b.active.run);
-              }
+      if (!this.flushing) this.flushing = this.flushCompletions();
+    });
+  }
+
+  /** Writes the queued completions until none is left; the only writer while it runs. */
+  private async flushCompletions(): Promise<void> {
+    try {
+      // Let the handlers that finish in this turn of the event loop join the first batch: a
+      // claim of 100 no-op runs then completes in one statement, not in one of 1 and one of 99.
+      await new Promise<void>((r) => setImmediate(r));
+      let failures = 0;
+      while (this.pendingCompletions.length > 0) {
+        const batch = this.pendingCompletions;
+        this.pendingCompletions = [];
+        try {
+          const { lost } = await this.o.store.completeRuns({
+            leases: batch.map((b) => b.lease),
+            now: this.o.clock.nowMs(),
+          });
+          const lostSet = new Set(lost);
+          for (const b of batch) {
+            if (lostSet.has(b.lease.runId)) {
+              this.emit('lease:lost', b.lease.runId);
+              this.emit('run:dropped', b.active.run, 'lease lost before completion');
+            } else {
+              this.emit('run:succeeded', b.active.run);
             }
-            failures = 0;
-          } catch (err) {
-            // The database is unreachable. A result is worth keeping while its lease lasts (after
-            // it, the run is the reaper's and will run again): retry, backing off, until then.
-            failures += 1;
-            const now = this.o.clock.nowMs();
-            const retry = batch.filter((b) => b.active.leaseExpiresAt > now);
-            this.o.logger.error(
-              { err, runs: batch.length, retrying: retry.length },
-              retry.length > 0
-                ? 'could not record completions; retrying while their leases last'
-                : 'could not record completions; the leases will expire',
+            b.resolve();
+          }
+          failures = 0;
+        } catch (err) {
+          // The database is unreachable. A result is worth keeping while its lease lasts (after
+          // it, the run is the reaper's and will run again): retry, backing off, until then.
+          failures += 1;
+          const now = this.o.clock.nowMs();
+          const retry = batch.filter((b) => b.active.leaseExpiresAt > now);
+          this.o.logger.error(
+            { err, runs: batch.length, retrying: retry.length },
+            retry.length > 0
+              ? 'could not record completions; retrying while their leases last'
+              : 'could not record completions; the leases will expire',
+          );
+          if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+          for (const b of batch) {
+            if (retry.includes(b)) continue;
+            this.emit('run:dropped', b.active.run, 'lease expired before the result was recorded');
+            b.resolve();
+          }
+          if (retry.length > 0) {
+            this.pendingCompletions = [...retry, ...this.pendingCompletions];
+            const untilFirstExpiry = Math.min(...retry.map((b) => b.active.leaseExpiresAt)) - now;
+            await this.o.clock.sleep(
+              Math.max(1, Math.min(untilFirstExpiry, 100 * 2 ** Math.min(failures, 5))),
             );
-            if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
-            for (const b of batch) {
-              if (!retry.includes(b))
-                this.emit('run:dropped', b.active.run, 'lease expired before the result was recorded');
-            }
-            if (retry.length > 0) {
-              this.pendingCompletions = [...retry, ...this.pendingCompletions];
-              const untilFirstExpiry = Math.min(...retry.map((b) => b.active.leaseExpiresAt)) - now;
-              await this.o.clock.sleep(
-                Math.max(1, Math.min(untilFirstExpiry, 100 * 2 ** Math.min(failures, 5))),
-              );
-            }
           }
         }
-      };
-      if (!this.flushing) {
-        this.flushing = settle().finally(() => {
-          this.flushing = null;
-        });
       }
-      this.flushing.then(resolve, reject);
-    });
+    } finally {
+      // In the same synchronous step as the loop's last look at the queue: a completion queued
+      // from here on starts a flush of its own instead of joining one that has ended.
+      this.flushing = null;
+    }
   }
 
   /**
