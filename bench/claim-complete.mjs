@@ -24,8 +24,13 @@ const { values: args } = parseArgs({
     repeat: { type: 'string', default: '3' },
     embedded: { type: 'boolean', default: false },
     smoke: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write('node bench/claim-complete.mjs [--runs 20000] [--batch 100] [--repeat 3] [--embedded] [--smoke]\n  Claim + complete throughput of Tock alone: one claimRuns → completeRuns loop, then the Worker.\n  DATABASE_URL: the server (default the machine’s); --embedded: embedded PostgreSQL instead.\n');
+  process.exit(0);
+}
 const RUNS = args.smoke ? 500 : Number(args.runs);
 const BATCH = Number(args.batch);
 const REPEAT = args.smoke ? 1 : Number(args.repeat);

@@ -16,8 +16,13 @@ const { values: args } = parseArgs({
     runs: { type: 'string', default: '20000' },
     repeat: { type: 'string', default: '3' },
     smoke: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write('node bench/drivers.mjs [--runs 20000] [--repeat 3] [--smoke]\n  The same claim + complete SQL through node-postgres and through postgres.js, median runs/s.\n  DATABASE_URL: the server (default postgres://postgres@127.0.0.1:5432/test).\n');
+  process.exit(0);
+}
 const RUNS = args.smoke ? 500 : Number(args.runs);
 const REPEAT = args.smoke ? 1 : Number(args.repeat);
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';

@@ -368,6 +368,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
         handlers?: string[];
         max?: number;
         wait_ms?: number;
+        ahead_ms?: number;
       };
       const deadline = now() + (b.wait_ms ?? 0);
       const closed = new AbortController();
@@ -387,6 +388,7 @@ export function registerRoutes(app: App, o: AppOptions): void {
           now: now(),
           handlers: b.handlers,
           tenantId: request.principal.tenantId,
+          aheadMs: b.ahead_ms,
         });
         const remaining = deadline - now();
         if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
@@ -400,7 +402,8 @@ export function registerRoutes(app: App, o: AppOptions): void {
           now: now(),
           tenantId: request.principal.tenantId,
         });
-        const until = next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - now());
+        const until =
+          next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - (b.ahead_ms ?? 0) - now());
         await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining, until), closed.signal);
       }
     },

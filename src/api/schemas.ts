@@ -172,6 +172,14 @@ export const LeaseRequest = Type.Object(
     wait_ms: Type.Optional(
       Type.Integer({ minimum: 0, maximum: 30000, description: 'long-poll up to this long; default 0' }),
     ),
+    ahead_ms: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 10000,
+        description:
+          'also claim runs that become claimable within this many ms (start each at its available_at); default 0',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseInstant, SystemClock } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
-import { databaseOptions, duration, positiveInt } from './options.js';
+import { databaseOptions, duration, heldRunOptions, positiveInt } from './options.js';
 import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
@@ -106,14 +106,16 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
-  schedulerOptions(
-    listenOptions(
-      databaseOptions(
-        program
-          .command('dev')
-          .description(
-            'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, the API on loopback without keys, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
-          ),
+  heldRunOptions(
+    schedulerOptions(
+      listenOptions(
+        databaseOptions(
+          program
+            .command('dev')
+            .description(
+              'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, the API on loopback without keys, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
+            ),
+        ),
       ),
     ),
   )
@@ -173,6 +175,8 @@ export function buildProgram(): Command {
         batchSize: opts.tickBatch,
         shardLeaseMs: opts.shardLease,
         concurrency: opts.concurrency,
+        prefetch: opts.prefetch,
+        claimAheadMs: opts.claimAhead,
         pollMs: opts.poll,
         graceMs: opts.grace,
         maxClockUncertaintyMs: opts.maxClockUncertainty,
@@ -243,12 +247,14 @@ export function buildProgram(): Command {
       process.exit(0);
     });
 
-  databaseOptions(
-    program
-      .command('worker')
-      .description(
-        'pull runs and execute handlers: the functions of a handlers module and the built-in executors (HTTP calls, commands) of a worker config; straight from the database, or through a Tock server with --url; SIGTERM/Ctrl-C drains it',
-      ),
+  heldRunOptions(
+    databaseOptions(
+      program
+        .command('worker')
+        .description(
+          'pull runs and execute handlers: the functions of a handlers module and the built-in executors (HTTP calls, commands) of a worker config; straight from the database, or through a Tock server with --url; SIGTERM/Ctrl-C drains it',
+        ),
+    ),
   )
     .addOption(
       new Option(
@@ -311,6 +317,8 @@ export function buildProgram(): Command {
         configFile: opts.config,
         pool: opts.pool,
         concurrency: opts.concurrency,
+        prefetch: opts.prefetch,
+        claimAheadMs: opts.claimAhead,
         graceMs: opts.grace,
         workerId: opts.workerId,
         pollMs: opts.poll,

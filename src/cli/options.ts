@@ -18,6 +18,38 @@ export function positiveInt(value: string): number {
   return n;
 }
 
+/** An integer from `min` to `max` (a count, or milliseconds). */
+export function intInRange(min: number, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`expected an integer from ${min} to ${max}`);
+    return n;
+  };
+}
+
+/** The worker's held-run options, shared by `tock worker` and `tock dev`. */
+export const heldRunOptions = (cmd: Command) =>
+  cmd
+    .addOption(
+      new Option(
+        '--prefetch <n>',
+        'runs to hold claimed beyond --concurrency, so the next batch is in hand when slots free (0-1000)',
+      )
+        .env('TOCK_PREFETCH')
+        .default(0)
+        .argParser(intInRange(0, 1000)),
+    )
+    .addOption(
+      new Option(
+        '--claim-ahead <ms>',
+        'claim runs this many ms before they are due and start each on its instant (0-10000)',
+      )
+        .env('TOCK_CLAIM_AHEAD')
+        .default(250)
+        .argParser(intInRange(0, 10_000)),
+    );
+
 /** Where a command finds its database: `DATABASE_URL` or embedded, the schema, and its logging. */
 export const databaseOptions = (cmd: Command) =>
   cmd

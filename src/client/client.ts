@@ -103,6 +103,11 @@ export interface ClaimOptions {
   max?: number;
   /** Long-poll: wait up to this long for a run when none is ready, ms (≤ 30000). Default 0. */
   waitMs?: number;
+  /**
+   * Also claim runs that become claimable within this many ms (≤ 10000), to start each at its
+   * `available_at` with the claim's round trip already done. Default 0.
+   */
+  aheadMs?: number;
   /** Aborts the request (a worker shutting down). */
   signal?: AbortSignal;
 }
@@ -233,6 +238,7 @@ export class TockClient {
     if (options.handlers !== undefined) body.handlers = options.handlers;
     if (options.max !== undefined) body.max = options.max;
     if (options.waitMs !== undefined) body.wait_ms = options.waitMs;
+    if (options.aheadMs !== undefined && options.aheadMs > 0) body.ahead_ms = options.aheadMs;
     return this.request('POST', '/v1/leases', {
       body,
       timeoutMs: this.timeoutMs + (options.waitMs ?? 0) + (options.waitMs ? LONG_POLL_MARGIN_MS : 0),

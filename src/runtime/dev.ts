@@ -40,6 +40,10 @@ export interface DevOptions {
   shardLeaseMs: number;
   /** Runs the worker executes at once. */
   concurrency: number;
+  /** Runs held claimed beyond `concurrency` (Worker `prefetch`). Default 0. */
+  prefetch?: number;
+  /** Claim runs this long before they are due, ms (Worker `claimAheadMs`). Default 250. */
+  claimAheadMs?: number;
   /** Wait between claims when idle, ms. */
   pollMs: number;
   /** Time running handlers get to finish on stop, ms. */
@@ -122,6 +126,8 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       handlers,
       clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
       concurrency: o.concurrency,
+      prefetch: o.prefetch,
+      claimAheadMs: o.claimAheadMs,
       pollIntervalMs: o.pollMs,
     });
     services.ticks.on('tick', (t) => {

@@ -37,6 +37,10 @@ export interface WorkerRuntimeOptions {
   pool: string;
   /** Runs executed at once. */
   concurrency: number;
+  /** Runs held claimed beyond `concurrency` (Worker `prefetch`). Default 0. */
+  prefetch?: number;
+  /** Claim runs this long before they are due, ms (Worker `claimAheadMs`). Default 250. */
+  claimAheadMs?: number;
   /** Time running handlers get to finish on stop, ms. */
   graceMs: number;
   /** Unique per process start. Default `worker-<host>-<pid>-<random>`. */
@@ -224,6 +228,8 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       handlers,
       pool: o.pool,
       concurrency: o.concurrency,
+      prefetch: o.prefetch,
+      claimAheadMs: o.claimAheadMs,
       workerId: o.workerId ?? defaultWorkerId(),
       pollIntervalMs: o.pollMs,
       clockState:

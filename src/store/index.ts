@@ -2,5 +2,10 @@
 export { createPool, inTransaction, type PoolOptions } from './db.js';
 export { type EmbeddedDatabase, type EmbeddedOptions, startEmbedded } from './embedded.js';
 export { loadMigrations, MIGRATIONS_DIR, migrate, pendingMigrations } from './migrate.js';
-export { MAX_BULK_JOBS, PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
+export {
+  MAX_BULK_JOBS,
+  MAX_CLAIM_AHEAD_MS,
+  PostgresStore,
+  type PostgresStoreOptions,
+} from './postgres-store.js';
 export * from './types.js';

@@ -193,6 +193,9 @@ function checkLeases(leases: readonly LeaseRef[]): { ids: string[]; tokens: stri
 /** Most jobs one `upsertJobs` call takes. */
 export const MAX_BULK_JOBS = 1000;
 
+/** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
+export const MAX_CLAIM_AHEAD_MS = 10_000;
+
 export class PostgresStore implements Store {
   readonly leaseMs: number;
   readonly agingStepMs: number;
@@ -552,11 +555,18 @@ export class PostgresStore implements Store {
     now: number;
     handlers?: readonly string[];
     tenantId?: string;
+    aheadMs?: number;
   }): Promise<ClaimedRun[]> {
     validateId(p.workerId, 'worker_id');
     validateId(p.pool, 'pool');
     if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
       throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
+    }
+    const aheadMs = p.aheadMs ?? 0;
+    if (!Number.isInteger(aheadMs) || aheadMs < 0 || aheadMs > MAX_CLAIM_AHEAD_MS) {
+      throw new ValidationError(`claim ahead must be an integer from 0 to ${MAX_CLAIM_AHEAD_MS} ms`, {
+        field: 'ahead_ms',
+      });
     }
     const { rows } = await this.pool.query(R.runClaim, [
       p.pool,
@@ -566,6 +576,7 @@ export class PostgresStore implements Store {
       this.leaseMs,
       p.handlers ? [...p.handlers] : null,
       p.tenantId ?? null,
+      aheadMs,
     ]);
     return rows.map((r) => ({
       runId: r.run_id,

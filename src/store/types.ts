@@ -222,6 +222,11 @@ export interface Store {
     now: number;
     handlers?: readonly string[];
     tenantId?: string;
+    /**
+     * Also claim runs that become claimable within this many ms (0 to 10,000; default 0), for a
+     * worker that starts each at its `availableAt`: the claim's round trip is then off the start.
+     */
+    aheadMs?: number;
     /** Aborts a waiting claim (a long-poll over HTTP) when the worker stops. */
     signal?: AbortSignal;
   }): Promise<ClaimedRun[]>;

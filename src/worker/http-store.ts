@@ -50,6 +50,7 @@ export class HttpLeaseStore implements LeaseStore {
     pool: string;
     max: number;
     handlers?: readonly string[];
+    aheadMs?: number;
     signal?: AbortSignal;
   }): Promise<ClaimedRun[]> {
     this.workerId = p.workerId;
@@ -62,6 +63,7 @@ export class HttpLeaseStore implements LeaseStore {
         max: Math.min(p.max, 500),
         handlers: p.handlers ? [...p.handlers] : undefined,
         waitMs: this.waitMs,
+        aheadMs: p.aheadMs,
         signal: p.signal,
       });
     } catch (err) {

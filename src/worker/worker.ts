@@ -89,6 +89,19 @@ export interface WorkerOptions {
   heartbeatCheckMs?: number;
   /** Claim only this tenant's runs. Default: every tenant's. */
   tenantId?: string;
+  /**
+   * Runs to hold claimed beyond `concurrency`, waiting for a free slot (0–1000; default 0). The next
+   * batch is then in hand when slots free, so claims overlap with running. Held runs are leased like
+   * running ones (renewed by the heartbeat), released at once by a graceful stop, and, if the
+   * process dies, retried once their leases expire, which spends an attempt.
+   */
+  prefetch?: number;
+  /**
+   * Claim runs up to this many ms before they become claimable and start each at its `availableAt`
+   * (0–10000; default 250). Runs are materialised ahead of their slot, so a run then starts on its
+   * slot instead of one claim's round trip after it. A held run counts against `concurrency`.
+   */
+  claimAheadMs?: number;
   /** This worker's clock offset from the database's, reported to `tock status`. */
   clockState?: () => { offsetMs: number; uncertaintyMs: number };
 }
@@ -120,6 +133,8 @@ interface Active {
   dropped: string | null;
   /** The handler has returned: its result is being recorded, so shutdown must not release it. */
   finishing: boolean;
+  /** Its handler has been called (false while it is held, waiting for a slot or its instant). */
+  started: boolean;
   done: Promise<void>;
 }
 
@@ -149,7 +164,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly workerId: string;
   readonly pool: string;
   readonly concurrency: number;
+  readonly prefetch: number;
+  readonly claimAheadMs: number;
+  /** Every run this worker holds a lease on: held (in `held`) or started. */
   private readonly active = new Map<string, Active>();
+  /** Claimed runs not started yet, in claim (`sort_key`) order. */
+  private held: Active[] = [];
+  /** Wakes `pump` when the earliest held run not yet due becomes due. */
+  private pumpTimer: AbortController | null = null;
+  private pumpAt = Number.POSITIVE_INFINITY;
   private readonly claimLoop: Periodic;
   private readonly heartbeatLoop: Periodic;
   private readonly handlerNames: string[];
@@ -167,6 +190,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.concurrency = o.concurrency ?? 10;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1 || this.concurrency > 1000) {
       throw new RangeError('worker concurrency must be an integer from 1 to 1000');
+    }
+    this.prefetch = o.prefetch ?? 0;
+    if (!Number.isInteger(this.prefetch) || this.prefetch < 0 || this.prefetch > 1000) {
+      throw new RangeError('worker prefetch must be an integer from 0 to 1000');
+    }
+    this.claimAheadMs = o.claimAheadMs ?? 250;
+    if (!Number.isInteger(this.claimAheadMs) || this.claimAheadMs < 0 || this.claimAheadMs > 10_000) {
+      throw new RangeError('worker claim-ahead must be an integer from 0 to 10000 ms');
     }
     this.handlerNames = Object.keys(o.handlers);
     if (this.handlerNames.length === 0) throw new RangeError('a worker needs at least one handler');
@@ -225,9 +256,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
   }
 
-  /** Runs in flight. */
+  /** Runs this worker holds: running, being recorded, or held for a slot or their instant. */
   get inFlight(): number {
     return this.active.size;
+  }
+
+  /** Handlers executing now. */
+  private get running(): number {
+    return this.active.size - this.finishingCount - this.held.length;
   }
 
   start(): void {
@@ -253,7 +289,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async claimOnce(): Promise<boolean | number> {
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
-    const free = this.concurrency - (this.active.size - this.finishingCount);
+    const capacity = this.concurrency + this.prefetch;
+    const free = Math.min(1000, capacity - (this.active.size - this.finishingCount));
     if (!this.claiming || free <= 0) return false;
     const runs = await this.o.store.claimRuns({
       signal: this.stopping.signal,
@@ -263,18 +300,91 @@ export class Worker extends EventEmitter<WorkerEvents> {
       now: this.o.clock.nowMs(),
       handlers: this.handlerNames,
       tenantId: this.o.tenantId,
+      aheadMs: this.claimAheadMs,
     });
-    for (const run of runs) this.execute(run);
-    if (runs.length === free) return this.active.size - this.finishingCount < this.concurrency;
+    for (const run of runs) this.hold(run);
+    this.pump();
+    if (runs.length === free) return this.active.size - this.finishingCount < capacity;
     if (this.claiming && this.o.store.nextAvailableAt) {
       const next = await this.o.store.nextAvailableAt({
         pool: this.pool,
         now: this.o.clock.nowMs(),
         tenantId: this.o.tenantId,
       });
-      if (next !== null) return Math.max(0, next.getTime() - this.o.clock.nowMs());
+      if (next !== null) return Math.max(0, next.getTime() - this.claimAheadMs - this.o.clock.nowMs());
     }
     return false;
+  }
+
+  /** A claimed run, leased to us, waiting in `held` until `pump` starts it. */
+  private hold(run: ClaimedRun): void {
+    const now = this.o.clock.nowMs();
+    const active: Active = {
+      run,
+      controller: new AbortController(),
+      leaseExpiresAt: run.leaseExpiresAt.getTime(),
+      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
+      renewedAt: now,
+      dropped: null,
+      finishing: false,
+      started: false,
+      done: Promise.resolve(),
+    };
+    this.active.set(run.runId, active);
+    this.held.push(active);
+  }
+
+  /**
+   * Starts held runs that are due, in claim order, while slots are free; when a slot is free but
+   * the next held run is not due yet, wakes at its instant.
+   */
+  private pump(): void {
+    if (!this.claiming || this.held.length === 0) return;
+    const now = this.o.clock.nowMs();
+    let running = this.running;
+    let nextDue = Number.POSITIVE_INFINITY;
+    let i = 0;
+    while (i < this.held.length && running < this.concurrency) {
+      const a = this.held[i]!;
+      const due = a.run.availableAt.getTime();
+      if (due <= now) {
+        this.held.splice(i, 1);
+        this.begin(a);
+        running += 1;
+      } else {
+        nextDue = Math.min(nextDue, due);
+        i += 1;
+      }
+    }
+    if (running < this.concurrency && nextDue < Number.POSITIVE_INFINITY) this.wakeAt(nextDue);
+  }
+
+  private wakeAt(at: number): void {
+    if (this.pumpTimer && this.pumpAt <= at) return;
+    this.pumpTimer?.abort(FINISHED);
+    const timer = new AbortController();
+    this.pumpTimer = timer;
+    this.pumpAt = at;
+    void this.o.clock.sleep(at - this.o.clock.nowMs(), timer.signal).then(() => {
+      if (timer.signal.aborted) return;
+      this.pumpTimer = null;
+      this.pumpAt = Number.POSITIVE_INFINITY;
+      this.pump();
+    });
+  }
+
+  /** Takes every held run out of `active`: they were never started. */
+  private takeHeld(): Active[] {
+    const held = this.held;
+    this.held = [];
+    for (const a of held) {
+      a.dropped = 'worker shutdown';
+      this.active.delete(a.run.runId);
+    }
+    this.pumpTimer?.abort(FINISHED);
+    this.pumpTimer = null;
+    this.pumpAt = Number.POSITIVE_INFINITY;
+    return held;
   }
 
   /**
@@ -315,6 +425,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // token, and the store's answer reports the loss (once) if there is one.
     if (!a || a.dropped !== null || a.finishing) return;
     a.dropped = reason;
+    if (!a.started) {
+      // Held, never started: nothing to abort; it is simply no longer ours.
+      this.held = this.held.filter((h) => h !== a);
+      this.active.delete(runId);
+      this.o.logger.warn(
+        { run_id: runId, job_id: a.run.jobId },
+        `${reason} on a run held for a slot; not started`,
+      );
+      this.emit('lease:lost', runId);
+      this.emit('run:dropped', a.run, reason);
+      return;
+    }
     a.controller.abort(new LeaseLostError(`${reason} on run ${runId}`, { run_id: runId }));
     this.o.logger.warn(
       { run_id: runId, job_id: a.run.jobId },
@@ -323,24 +445,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit('lease:lost', runId);
   }
 
-  private execute(run: ClaimedRun): void {
-    const controller = new AbortController();
-    const now = this.o.clock.nowMs();
-    const active: Active = {
-      run,
-      controller,
-      leaseExpiresAt: run.leaseExpiresAt.getTime(),
-      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
-      renewedAt: now,
-      dropped: null,
-      finishing: false,
-      done: Promise.resolve(),
-    };
-    this.active.set(run.runId, active);
-    this.emit('run:started', run);
+  private begin(active: Active): void {
+    active.started = true;
+    this.emit('run:started', active.run);
     active.done = this.runHandler(active).finally(() => {
       if (active.finishing) this.finishingCount -= 1;
-      this.active.delete(run.runId);
+      this.active.delete(active.run.runId);
       if (this.claiming) this.claimLoop.poke();
     });
   }
@@ -391,6 +501,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     timer?.abort(FINISHED);
     a.finishing = true;
     this.finishingCount += 1;
+    // Its slot is free: a held run takes it now, and the claim loop refills what is held.
+    this.pump();
     if (this.claiming) this.claimLoop.poke();
     if (a.dropped !== null) {
       this.emit('run:dropped', run, a.dropped);
@@ -512,6 +624,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await (await this.listening)?.();
     this.listening = Promise.resolve(null);
     await this.claimLoop.stop();
+    // Runs held for a slot never started: give them back at once.
+    const held = this.takeHeld();
+    if (held.length > 0) {
+      try {
+        const { released } = await this.o.store.releaseRuns({
+          leases: held.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+          reason: 'worker shutdown',
+          now: this.o.clock.nowMs(),
+        });
+        this.o.logger.info({ released: released.length }, 'released runs held for a slot');
+      } catch (err) {
+        this.o.logger.error({ err }, 'could not release held runs; their leases will expire');
+      }
+    }
     const deadline = new AbortController();
     const all = Promise.all([...this.active.values()].map((a) => a.done));
     await Promise.race([all, this.o.clock.sleep(graceMs, deadline.signal)]);

@@ -428,3 +428,33 @@ test("HttpLeaseStore puts the server's lease expiries on the worker's own clock,
   const again = await store.heartbeatRuns({ leases: [claimed!] });
   expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
 });
+
+test('ahead_ms claims a run up to that long before it becomes claimable; the lease starts now; out of range is a 400', async () => {
+  const put = await http('PUT', '/v1/jobs/ahead', {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: 'ahead', pool: 'p-ahead' },
+  });
+  expect(put.status, put.text).toBe(200);
+  const t = db.clock.nowMs();
+  const made = await http('POST', '/v1/jobs/ahead/runs', {
+    key: keys.operator,
+    body: { scheduled_for: iso(t + 300) },
+  });
+  expect(made.status, made.text).toBe(201);
+
+  expect((await lease({ worker_id: 'w-1', pool: 'p-ahead', max: 5 })).json.runs).toEqual([]);
+  expect((await lease({ worker_id: 'w-1', pool: 'p-ahead', max: 5, ahead_ms: 299 })).json.runs).toEqual([]);
+  const got = await lease({ worker_id: 'w-1', pool: 'p-ahead', max: 5, ahead_ms: 300 });
+  expect(got.json.runs).toHaveLength(1);
+  expect(got.json.runs[0]).toMatchObject({
+    run_id: made.json.run_id,
+    available_at: iso(t + 300),
+    lease_expires_at: iso(t + LEASE_MS),
+  });
+  expect((await runRow(db.pool, made.json.run_id)).started_at).toEqual(new Date(t));
+
+  for (const bad of [-1, 10_001, 1.5, '100']) {
+    const r = await lease({ worker_id: 'w-1', pool: 'p-ahead', ahead_ms: bad });
+    expectError(r, 400, 'validation_error');
+  }
+});

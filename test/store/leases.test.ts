@@ -449,3 +449,24 @@ describe('attempt record', () => {
     ]);
   });
 });
+
+describe('claiming ahead', () => {
+  test('aheadMs claims runs that become claimable within it, with a lease from now; a bad value changes nothing', async () => {
+    const tenantId = uniqueId('t-ahead');
+    await db.store.upsertJob({ tenantId, job: job({ jobId: 'ahead' }), now: db.clock.nowMs() });
+    const now = db.clock.nowMs();
+    const run = await db.store.triggerRun({ tenantId, jobId: 'ahead', scheduledFor: now + 500, now });
+    const claim = (aheadMs?: number) =>
+      db.store.claimRuns({ workerId: 'w-ahead', pool: 'default', max: 10, now, tenantId, aheadMs });
+    expect(await claim()).toEqual([]);
+    expect(await claim(499)).toEqual([]);
+    for (const bad of [-1, 10_001, 0.5, Number.NaN]) {
+      await expectTockError(claim(bad), 'validation_error');
+    }
+    expect((await runRow(db.pool, run.runId)).state).toBe('pending');
+    const [got] = await claim(500);
+    expect(got).toMatchObject({ runId: run.runId, availableAt: new Date(now + 500) });
+    expect(got!.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
+    expect(await runRow(db.pool, run.runId)).toMatchObject({ state: 'running', started_at: new Date(now) });
+  });
+});

@@ -5,7 +5,7 @@
  * guarded by a timeout.
  */
 import pino from 'pino';
-import { afterEach, beforeEach, expect, test, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { LeaseLostError, PermanentError } from '../../src/core/index.js';
 import { Reaper } from '../../src/scheduler/index.js';
 import type { ClaimedRun, Run } from '../../src/store/index.js';
@@ -102,6 +102,11 @@ async function readyRuns(n: number, handler = 'h', tenantId = 't'): Promise<Run[
 async function attemptRows(runId: string) {
   const { rows } = await db.pool.query(attemptsOfRun, [runId]);
   return rows;
+}
+
+/** Lets pending I/O callbacks and promise reactions run. */
+async function flush(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
 }
 
 async function runState(
@@ -201,12 +206,15 @@ test('runs 7 ready runs with concurrency 3, each once, with the right context', 
 test('a handler that throws fails the attempt: retried after its backoff with attempt 2', async () => {
   const [run] = await readyRuns(1);
   const attempts: number[] = [];
-  const { worker, events } = newWorker({
-    h: ({ attempt }) => {
-      attempts.push(attempt);
-      if (attempt === 1) throw new Error('boom');
+  const { worker, events } = newWorker(
+    {
+      h: ({ attempt }) => {
+        attempts.push(attempt);
+        if (attempt === 1) throw new Error('boom');
+      },
     },
-  });
+    { claimAheadMs: 0 },
+  );
   cleanups.push(() => worker.stop(0));
   const failed = once(worker, 'run:failed');
   worker.start();
@@ -564,4 +572,151 @@ test('a completion still refused when the lease runs out is given up: the run is
   expect(events.succeeded).toEqual([]);
   // The run is still running under its (now expired) lease: the reaper will give it another attempt.
   expect((await db.store.getRun({ tenantId: 't', runId: run!.runId })).state).toBe('running');
+});
+
+describe('held runs: claim ahead and prefetch', () => {
+  /** `n` runs of job `ahead-<i>` becoming claimable at `at` (materialised ahead of their slot). */
+  async function futureRuns(n: number, at: number): Promise<Run[]> {
+    const runs: Run[] = [];
+    for (let i = 0; i < n; i++) {
+      const jobId = `ahead-${i}`;
+      await db.store.upsertJob({
+        tenantId: 't',
+        job: { jobId, schedule: '@every 1h', handler: 'h' },
+        now: T0,
+      });
+      runs.push(await db.store.triggerRun({ tenantId: 't', jobId, scheduledFor: at, now: T0 }));
+    }
+    return runs;
+  }
+
+  test('a run claimed ahead is held under lease and started exactly at its instant, not before', async () => {
+    const at = T0 + 200;
+    const runs = await futureRuns(3, at);
+    const startedAt: number[] = [];
+    const { worker, events } = newWorker({ h: () => void startedAt.push(clock.nowMs()) }, { concurrency: 5 });
+    cleanups.push(() => worker.stop(0));
+    expect(worker.claimAheadMs).toBe(250);
+    // 200 ms before the slot: claimed (the lease is ours), not started.
+    worker.start();
+    await vi.waitFor(() => expect(worker.inFlight).toBe(3));
+    expect(events.started).toEqual([]);
+    for (const r of runs) expect(await runState(r.runId)).toMatchObject({ state: 'running', attempt: 1 });
+    expect(worker.inFlight).toBe(3);
+
+    clock.set(at - 1);
+    await flush();
+    expect(events.started).toEqual([]);
+    const done = Promise.all(runs.map(() => once(worker, 'run:succeeded')));
+    clock.set(at);
+    await done;
+    expect(startedAt).toEqual([at, at, at]);
+    expect(events.started.map((r) => r.runId)).toEqual(runs.map((r) => r.runId));
+  });
+
+  test('with claimAheadMs 0 a run is not claimed before its instant; the claim returns how long to wait', async () => {
+    await futureRuns(1, T0 + 200);
+    const { worker, events } = newWorker({ h: () => {} }, { claimAheadMs: 0 });
+    cleanups.push(() => worker.stop(0));
+    worker.start();
+    expect(await worker.claimOnce()).toBe(200);
+    expect(events.started).toEqual([]);
+    expect(worker.inFlight).toBe(0);
+  });
+
+  test('a claim looks again claimAheadMs before the next run becomes claimable', async () => {
+    await futureRuns(1, T0 + 1_000);
+    const { worker } = newWorker({ h: () => {} }, { claimAheadMs: 300 });
+    cleanups.push(() => worker.stop(0));
+    worker.start();
+    expect(await worker.claimOnce()).toBe(700);
+    expect(worker.inFlight).toBe(0);
+  });
+
+  test('prefetch holds runs beyond concurrency; a freed slot takes the next held run at once', async () => {
+    const runs = await readyRuns(4);
+    const gates = runs.map(() => gate());
+    let calls = 0;
+    const { worker, events } = newWorker(
+      {
+        h: async () => {
+          const g = gates[calls++]!;
+          await g.promise;
+        },
+      },
+      { concurrency: 1, prefetch: 2 },
+    );
+    cleanups.push(() => worker.stop(0));
+    worker.start();
+    await vi.waitFor(() => expect(worker.inFlight).toBe(3));
+    // One running, two held (all three leased), the fourth still pending.
+    expect(events.started.map((r) => r.runId)).toEqual([runs[0]!.runId]);
+    expect(worker.inFlight).toBe(3);
+    expect((await runState(runs[2]!.runId)).state).toBe('running');
+    expect((await runState(runs[3]!.runId)).state).toBe('pending');
+    const second = once(worker, 'run:started');
+    gates[0]!.open();
+    await second;
+    expect(events.started.map((r) => r.runId)).toEqual([runs[0]!.runId, runs[1]!.runId]);
+    // Held leases are renewed with the running ones.
+    clock.advance(11_000);
+    await worker.heartbeatOnce();
+    const { rows } = await db.pool.query(
+      "SELECT count(*)::int AS n FROM runs WHERE state = 'running' AND lease_expires_at > $1",
+      [new Date(clock.nowMs() + 25_000)],
+    );
+    expect(rows[0].n).toBe(worker.inFlight);
+    gates.forEach((g) => g.open());
+  });
+
+  test('a graceful stop gives held runs back at once, without spending an attempt', async () => {
+    const runs = await readyRuns(3);
+    const g = gate();
+    const { worker, events } = newWorker({ h: () => g.promise }, { concurrency: 1, prefetch: 2 });
+    worker.start();
+    await vi.waitFor(() => expect(worker.inFlight).toBe(3));
+    expect(events.started).toHaveLength(1);
+    const stopped = worker.stop(60_000);
+    // The held two are pending again before the running one finishes.
+    await vi.waitFor(async () => expect((await runState(runs[2]!.runId)).state).toBe('pending'));
+    expect(await runState(runs[1]!.runId)).toEqual({ state: 'pending', attempt: 1, lease_expires_at: null });
+    expect((await attemptRows(runs[1]!.runId)).map((a) => [a.outcome, a.error])).toEqual([
+      ['released', 'worker shutdown'],
+    ]);
+    g.open();
+    await stopped;
+    expect((await runState(runs[0]!.runId)).state).toBe('succeeded');
+    expect(events.started.map((r) => r.runId)).toEqual([runs[0]!.runId]);
+  });
+
+  test('a held run whose lease is lost is dropped without being started', async () => {
+    const runs = await futureRuns(1, T0 + 200);
+    const { worker, events } = newWorker({ h: () => {} });
+    cleanups.push(() => worker.stop(0));
+    worker.start();
+    await vi.waitFor(() => expect(worker.inFlight).toBe(1));
+    // Another party takes the run over (its token changes): the next heartbeat says it is lost.
+    await db.pool.query('UPDATE runs SET lease_token = gen_random_uuid() WHERE run_id = $1', [
+      runs[0]!.runId,
+    ]);
+    await worker.heartbeatOnce(true);
+    expect(events.lost).toEqual([runs[0]!.runId]);
+    expect(events.dropped.map(([r]) => r.runId)).toEqual([runs[0]!.runId]);
+    clock.set(T0 + 500);
+    await flush();
+    expect(events.started).toEqual([]);
+    expect(worker.inFlight).toBe(0);
+  });
+
+  test('concurrency, prefetch and claim-ahead out of range are refused', () => {
+    for (const o of [
+      { prefetch: -1 },
+      { prefetch: 1001 },
+      { prefetch: 1.5 },
+      { claimAheadMs: -1 },
+      { claimAheadMs: 10_001 },
+    ]) {
+      expect(() => newWorker({ h: () => {} }, o)).toThrow(RangeError);
+    }
+  });
 });

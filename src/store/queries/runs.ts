@@ -82,14 +82,15 @@ export const runCountByState = `
 SELECT state, count(*)::int AS n FROM runs WHERE ($1::text IS NULL OR tenant_id = $1) GROUP BY state`;
 
 /**
- * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null).
+ * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
+ * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones).
  * The claim. The LIMIT … SKIP LOCKED select sits in a CTE (a subquery in IN (…) may be re-run and
  * claim more than $3) and the UPDATE re-checks the state. The attempt's row is written when it ends.
  */
 export const runClaim = `
 WITH picked AS (
   SELECT run_id FROM runs
-  WHERE state = 'pending' AND pool = $1 AND available_at <= $2
+  WHERE state = 'pending' AND pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
     AND ($6::text[] IS NULL OR handler = ANY($6::text[]))
     AND ($7::text IS NULL OR tenant_id = $7)
   ORDER BY sort_key
