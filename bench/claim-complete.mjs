@@ -28,7 +28,9 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  process.stdout.write('node bench/claim-complete.mjs [--runs 20000] [--batch 100] [--repeat 3] [--embedded] [--smoke]\n  Claim + complete throughput of Tock alone: one claimRuns → completeRuns loop, then the Worker.\n  DATABASE_URL: the server (default the machine’s); --embedded: embedded PostgreSQL instead.\n');
+  process.stdout.write(
+    'node bench/claim-complete.mjs [--runs 20000] [--batch 100] [--repeat 3] [--embedded] [--smoke]\n  Claim + complete throughput of Tock alone: one claimRuns → completeRuns loop, then the Worker.\n  DATABASE_URL: the server (default the machine’s); --embedded: embedded PostgreSQL instead.\n',
+  );
   process.exit(0);
 }
 const RUNS = args.smoke ? 500 : Number(args.runs);

@@ -20,7 +20,9 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  process.stdout.write('node bench/drivers.mjs [--runs 20000] [--repeat 3] [--smoke]\n  The same claim + complete SQL through node-postgres and through postgres.js, median runs/s.\n  DATABASE_URL: the server (default postgres://postgres@127.0.0.1:5432/test).\n');
+  process.stdout.write(
+    'node bench/drivers.mjs [--runs 20000] [--repeat 3] [--smoke]\n  The same claim + complete SQL through node-postgres and through postgres.js, median runs/s.\n  DATABASE_URL: the server (default postgres://postgres@127.0.0.1:5432/test).\n',
+  );
   process.exit(0);
 }
 const RUNS = args.smoke ? 500 : Number(args.runs);

@@ -666,7 +666,7 @@ describe('held runs: claim ahead and prefetch', () => {
       [new Date(clock.nowMs() + 25_000)],
     );
     expect(rows[0].n).toBe(worker.inFlight);
-    gates.forEach((g) => g.open());
+    for (const g of gates) g.open();
   });
 
   test('a graceful stop gives held runs back at once, without spending an attempt', async () => {
