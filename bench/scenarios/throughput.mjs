@@ -85,15 +85,22 @@ async function measure({ n, timeoutMs, start, countDone, stop }) {
 }
 
 /** Tock's `Worker`: `workers` Workers, each on a pool of its own, sharing `concurrency`. */
-function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs }) {
+function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs, prefetch = 0 }) {
   const each = concurrency / workers;
   let url;
   let admin;
   return {
-    name: `tock-${workers}x${each}`,
-    label: `Tock Worker, ${workers} × ${each}`,
+    name: `tock-${workers}x${each}${prefetch ? `-prefetch${prefetch}` : ''}`,
+    label: `Tock Worker, ${workers} × ${each}${prefetch ? `, prefetch ${prefetch}` : ''}`,
     database: 'bench_tock',
-    settings: { workers, concurrencyEach: each, poolMaxEach: poolMax, pollIntervalMs, leaseMs: 30_000 },
+    settings: {
+      workers,
+      concurrencyEach: each,
+      prefetchEach: prefetch,
+      poolMaxEach: poolMax,
+      pollIntervalMs,
+      leaseMs: 30_000,
+    },
     async setup(databaseUrl) {
       url = databaseUrl;
       admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
@@ -121,6 +128,7 @@ function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs }) {
               logger: silent,
               handlers: { noop: () => drain.hit() },
               concurrency: each,
+              prefetch,
               pollIntervalMs,
               workerId: `bench-${i}`,
             });
@@ -368,6 +376,8 @@ export function contestants({ concurrency, only }) {
     tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100 }),
     tockWorkers({ workers: 2, concurrency, poolMax: 10, pollIntervalMs: 100 }),
     tockWorkers({ workers: 4, concurrency, poolMax: 10, pollIntervalMs: 100 }),
+    // graphile-worker's local queue, the Tock way: the next batch claimed while this one runs.
+    tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: concurrency }),
     graphile({
       concurrency,
       localQueueSize: concurrency + 1,
@@ -457,7 +467,8 @@ export default {
       table,
       notes: [
         ...targets,
-        'Tock keeps every run and one attempt row per claim, with its lease (token, expiry); graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving.',
+        'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving.',
+        'Prefetch: a Tock Worker holds up to that many claimed runs beyond its concurrency, leased and waiting for a slot (the counterpart of graphile-worker’s local queue, sized here as its docs suggest).',
         'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
       ],
     };
