@@ -614,6 +614,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
+  /** Gives `runs` back for another worker at shutdown (no attempt spent), logging the outcome. */
+  private async releaseOnStop(runs: Active[], log: { done: string; failed: string }): Promise<void> {
+    if (runs.length === 0) return;
+    try {
+      const { released } = await this.o.store.releaseRuns({
+        leases: runs.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+        reason: 'worker shutdown',
+        now: this.o.clock.nowMs(),
+      });
+      this.o.logger.info({ released: released.length }, log.done);
+    } catch (err) {
+      this.o.logger.error({ err }, log.failed);
+    }
+  }
+
   /**
    * Graceful stop: no new claims; running handlers get `graceMs` to finish; the rest are aborted
    * and their leases released without spending an attempt.
@@ -626,40 +641,24 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.claimLoop.stop();
     // Runs held for a slot never started: give them back at once.
     const held = this.takeHeld();
-    if (held.length > 0) {
-      try {
-        const { released } = await this.o.store.releaseRuns({
-          leases: held.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
-          reason: 'worker shutdown',
-          now: this.o.clock.nowMs(),
-        });
-        this.o.logger.info({ released: released.length }, 'released runs held for a slot');
-      } catch (err) {
-        this.o.logger.error({ err }, 'could not release held runs; their leases will expire');
-      }
-    }
+    await this.releaseOnStop(held, {
+      done: 'released runs held for a slot',
+      failed: 'could not release held runs; their leases will expire',
+    });
     const deadline = new AbortController();
     const all = Promise.all([...this.active.values()].map((a) => a.done));
     await Promise.race([all, this.o.clock.sleep(graceMs, deadline.signal)]);
     deadline.abort();
     const rest = [...this.active.values()].filter((a) => a.dropped === null && !a.finishing);
     const finishing = [...this.active.values()].filter((a) => a.finishing);
-    if (rest.length > 0) {
-      for (const a of rest) {
-        a.dropped = 'worker shutdown';
-        a.controller.abort(new Error('worker shutdown'));
-      }
-      try {
-        const { released } = await this.o.store.releaseRuns({
-          leases: rest.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
-          reason: 'worker shutdown',
-          now: this.o.clock.nowMs(),
-        });
-        this.o.logger.info({ released: released.length }, 'released unfinished runs for another worker');
-      } catch (err) {
-        this.o.logger.error({ err }, 'could not release runs; their leases will expire');
-      }
+    for (const a of rest) {
+      a.dropped = 'worker shutdown';
+      a.controller.abort(new Error('worker shutdown'));
     }
+    await this.releaseOnStop(rest, {
+      done: 'released unfinished runs for another worker',
+      failed: 'could not release runs; their leases will expire',
+    });
     // Results already in hand are recorded, not released: releasing them would run the slot again.
     await Promise.all(finishing.map((a) => a.done));
     await this.heartbeatLoop.stop();
