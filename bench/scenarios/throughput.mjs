@@ -191,6 +191,7 @@ function bareSql({ connections, batch }) {
                 30_000,
                 null,
                 null,
+                0, // claim ahead: only runs already due
               ]);
               if (rows.length === 0) return;
               drain.hit(rows.length);
