@@ -124,7 +124,8 @@ export interface WorkerEvents {
 
 interface Active {
   run: ClaimedRun;
-  controller: AbortController;
+  /** Made when the handler first reads `signal`, or when the run is aborted first (most never are). */
+  controller: AbortController | null;
   leaseExpiresAt: number;
   /** Length of this run's lease, ms, and when it was last renewed. */
   leaseMs: number;
@@ -149,6 +150,12 @@ function outputOf(value: unknown): string | null {
     return (value as { output: string }).output;
   }
   return null;
+}
+
+/** Aborts a run's handler; a handler that has not read its signal yet finds it aborted when it does. */
+function abortRun(a: Active, reason: unknown): void {
+  a.controller ??= new AbortController();
+  a.controller.abort(reason);
 }
 
 function errorText(err: unknown): string {
@@ -321,7 +328,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const now = this.o.clock.nowMs();
     const active: Active = {
       run,
-      controller: new AbortController(),
+      controller: null,
       leaseExpiresAt: run.leaseExpiresAt.getTime(),
       leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
       renewedAt: now,
@@ -437,7 +444,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.emit('run:dropped', a.run, reason);
       return;
     }
-    a.controller.abort(new LeaseLostError(`${reason} on run ${runId}`, { run_id: runId }));
+    abortRun(a, new LeaseLostError(`${reason} on run ${runId}`, { run_id: runId }));
     this.o.logger.warn(
       { run_id: runId, job_id: a.run.jobId },
       `${reason}; handler aborted, result will be dropped`,
@@ -466,6 +473,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private async runHandler(a: Active): Promise<void> {
     const { run } = a;
     const handler = this.o.handlers[run.handler];
+    // `signal` and `logger` are made on first use: most handlers read neither, and at thousands of
+    // runs a second an AbortController and a pino child per run are a measurable share of the CPU.
+    const parent = this.o.logger;
+    let logger: Logger | undefined;
     const ctx: RunContext = {
       runId: run.runId,
       tenantId: run.tenantId,
@@ -473,8 +484,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
       scheduledFor: run.scheduledFor,
       attempt: run.attempt,
       payload: run.payload,
-      signal: a.controller.signal,
-      logger: this.o.logger.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt }),
+      get signal() {
+        a.controller ??= new AbortController();
+        return a.controller.signal;
+      },
+      get logger() {
+        logger ??= parent.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt });
+        return logger;
+      },
       extendLease: () => this.extendLease(a),
     };
     type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -493,7 +510,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         ? null
         : this.o.clock.sleep(timeoutMs, timer!.signal).then(() => {
             const error = new Error(`timed out after ${timeoutMs / 1000}s`);
-            if (!timer!.signal.aborted) a.controller.abort(error);
+            if (!timer!.signal.aborted) abortRun(a, error);
             return { ok: false, error };
           });
     const outcome = await (timedOut ? Promise.race([work, timedOut]) : work);
@@ -653,7 +670,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const finishing = [...this.active.values()].filter((a) => a.finishing);
     for (const a of rest) {
       a.dropped = 'worker shutdown';
-      a.controller.abort(new Error('worker shutdown'));
+      abortRun(a, new Error('worker shutdown'));
     }
     await this.releaseOnStop(rest, {
       done: 'released unfinished runs for another worker',
