@@ -1,6 +1,6 @@
 // Shared by the benchmarks: the backlog they drain, the databases they run on, what the machine
 // is, and how figures are summarised and printed.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import pg from 'pg';
@@ -154,24 +154,48 @@ export async function postgresCpu() {
   } catch {
     return null;
   }
-  const tickMs = 1000 / 100; // USER_HZ is 100 on Linux
   const sample = new Map();
   await Promise.all(
     entries
       .filter((e) => /^\d+$/.test(e))
       .map(async (pid) => {
         try {
-          const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-          const close = stat.lastIndexOf(')');
-          if (!stat.slice(stat.indexOf('(') + 1, close).startsWith('postgres')) return;
-          const fields = stat.slice(close + 2).split(' ');
-          sample.set(pid, (Number(fields[11]) + Number(fields[12])) * tickMs); // utime, stime
+          addPostgresCpu(sample, pid, await readFile(`/proc/${pid}/stat`, 'utf8'));
         } catch {
           // the process ended while we read it
         }
       }),
   );
   return sample;
+}
+
+/** `postgresCpu` without awaiting: for a sample taken inside a handler, at an exact moment. */
+export function postgresCpuSync() {
+  let entries;
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return null;
+  }
+  const sample = new Map();
+  for (const pid of entries) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      addPostgresCpu(sample, pid, readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    } catch {
+      // the process ended while we read it
+    }
+  }
+  return sample;
+}
+
+/** Adds a process's CPU ms (utime + stime) to `sample` if its `/proc/<pid>/stat` says it is postgres. */
+function addPostgresCpu(sample, pid, stat) {
+  const tickMs = 1000 / 100; // USER_HZ is 100 on Linux
+  const close = stat.lastIndexOf(')');
+  if (!stat.slice(stat.indexOf('(') + 1, close).startsWith('postgres')) return;
+  const fields = stat.slice(close + 2).split(' ');
+  sample.set(pid, (Number(fields[11]) + Number(fields[12])) * tickMs);
 }
 
 /**
