@@ -126,6 +126,21 @@ export async function machineBusy(ms = 1000) {
   }
 }
 
+/** Redis for BullMQ: `REDIS_URL`, default the machine's. */
+export const redisUrl = () => process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** BullMQ's connection options for `redisUrl()` (its Workers need `maxRetriesPerRequest: null`). */
+export function redisConnection() {
+  const u = new URL(redisUrl());
+  return {
+    host: u.hostname,
+    port: Number(u.port || 6379),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.pathname.length > 1 ? { db: Number(u.pathname.slice(1)) } : {}),
+    maxRetriesPerRequest: null,
+  };
+}
+
 /** Installed versions of the packages the benchmarks compare, read from node_modules. */
 export function packageVersions(names) {
   const root = new URL('../', import.meta.url);
@@ -160,7 +175,7 @@ export async function postgresCpu() {
       .filter((e) => /^\d+$/.test(e))
       .map(async (pid) => {
         try {
-          addPostgresCpu(sample, pid, await readFile(`/proc/${pid}/stat`, 'utf8'));
+          addServerCpu(sample, pid, await readFile(`/proc/${pid}/stat`, 'utf8'), 'postgres');
         } catch {
           // the process ended while we read it
         }
@@ -169,8 +184,11 @@ export async function postgresCpu() {
   return sample;
 }
 
-/** `postgresCpu` without awaiting: for a sample taken inside a handler, at an exact moment. */
-export function postgresCpuSync() {
+/**
+ * `postgresCpu` without awaiting, for a sample taken inside a handler at an exact moment; `name`
+ * picks the processes (`redis-server` for BullMQ's server).
+ */
+export function serverCpuSync(name = 'postgres') {
   let entries;
   try {
     entries = readdirSync('/proc');
@@ -181,7 +199,7 @@ export function postgresCpuSync() {
   for (const pid of entries) {
     if (!/^\d+$/.test(pid)) continue;
     try {
-      addPostgresCpu(sample, pid, readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      addServerCpu(sample, pid, readFileSync(`/proc/${pid}/stat`, 'utf8'), name);
     } catch {
       // the process ended while we read it
     }
@@ -189,11 +207,11 @@ export function postgresCpuSync() {
   return sample;
 }
 
-/** Adds a process's CPU ms (utime + stime) to `sample` if its `/proc/<pid>/stat` says it is postgres. */
-function addPostgresCpu(sample, pid, stat) {
+/** Adds a process's CPU ms (utime + stime) to `sample` if its `/proc/<pid>/stat` names it `name…`. */
+function addServerCpu(sample, pid, stat, name) {
   const tickMs = 1000 / 100; // USER_HZ is 100 on Linux
   const close = stat.lastIndexOf(')');
-  if (!stat.slice(stat.indexOf('(') + 1, close).startsWith('postgres')) return;
+  if (!stat.slice(stat.indexOf('(') + 1, close).startsWith(name)) return;
   const fields = stat.slice(close + 2).split(' ');
   sample.set(pid, (Number(fields[11]) + Number(fields[12])) * tickMs);
 }

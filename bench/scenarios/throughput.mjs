@@ -3,6 +3,7 @@
 // total worker concurrency; the rate is runs/s from the first handler call (the first claim's
 // answer) until the database says the last run is complete.
 import { createRequire } from 'node:module';
+import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
 import {
   Logger as GraphileLogger,
   makeWorkerUtils,
@@ -19,9 +20,11 @@ import {
   fmt,
   fmtRange,
   markdownTable,
-  postgresCpuSync,
   recreateDatabase,
+  redisConnection,
+  redisUrl,
   seedBacklog,
+  serverCpuSync,
   summarise,
   waitUntil,
 } from '../lib.mjs';
@@ -32,11 +35,13 @@ const silent = pino({ level: 'silent' });
 
 /**
  * Counts handler calls; `all` resolves when `n` runs have been handed to handlers. The first call
- * starts the clock and samples the CPU time of this process and of PostgreSQL.
+ * starts the clock and samples the CPU time of this process and of the database server (`server`:
+ * the name of its processes, `postgres` or `redis-server`).
  */
 class Drain {
-  constructor(n) {
+  constructor(n, server) {
     this.n = n;
+    this.server = server;
     this.count = 0;
     this.first = null;
     this.all = new Promise((resolve) => {
@@ -47,7 +52,7 @@ class Drain {
   hit(k = 1) {
     if (this.first === null) {
       this.first = performance.now();
-      this.cpu = { node: process.cpuUsage(), postgres: postgresCpuSync() };
+      this.cpu = { node: process.cpuUsage(), server: serverCpuSync(this.server) };
     }
     this.count += k;
     if (this.count >= this.n) this.resolve();
@@ -61,8 +66,8 @@ class Drain {
  * process's (the workers', and the polls of `countDone`) and every PostgreSQL process's, over the
  * same span.
  */
-async function measure({ n, timeoutMs, start, countDone, stop }) {
-  const drain = new Drain(n);
+async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgres' }) {
+  const drain = new Drain(n, server);
   const t0 = performance.now();
   let done = 0;
   let t1;
@@ -86,8 +91,11 @@ async function measure({ n, timeoutMs, start, countDone, stop }) {
     );
     t1 = performance.now();
     const node = process.cpuUsage(drain.cpu.node);
-    const pgMs = cpuDelta(drain.cpu.postgres, postgresCpuSync());
-    cpu = { nodeUs: (node.user + node.system) / n, postgresUs: pgMs === null ? null : (pgMs * 1000) / n };
+    const serverMs = cpuDelta(drain.cpu.server, serverCpuSync(server));
+    cpu = {
+      nodeUs: (node.user + node.system) / n,
+      serverUs: serverMs === null ? null : (serverMs * 1000) / n,
+    };
   } finally {
     await stop();
   }
@@ -98,7 +106,7 @@ async function measure({ n, timeoutMs, start, countDone, stop }) {
     startupMs: drain.first - t0,
     handlerCalls: drain.count,
     nodeCpuUsPerRun: cpu.nodeUs,
-    postgresCpuUsPerRun: cpu.postgresUs,
+    serverCpuUsPerRun: cpu.serverUs,
   };
 }
 
@@ -389,6 +397,65 @@ function graphile({ concurrency, localQueueSize, maxPoolSize, completeJobBatchDe
   };
 }
 
+/**
+ * BullMQ on Redis, the issue's third reference: one `Worker` with the same concurrency (each slot
+ * takes its next job as it completes one, in the same Redis call), jobs added with `addBulk`,
+ * 5,000 a call; completed jobs are kept (its default, as Tock keeps its runs). Not PostgreSQL:
+ * its server CPU is redis-server's. Each round starts from an obliterated queue.
+ */
+function bullmq({ concurrency }) {
+  let queue;
+  const queueName = 'tock-bench-throughput';
+  return {
+    name: `bullmq-${concurrency}`,
+    label: `BullMQ on Redis, concurrency ${concurrency}`,
+    database: null,
+    server: 'redis-server',
+    settings: {
+      concurrency,
+      redis: redisUrl(),
+      removeOnComplete: false,
+      addJobs: 'queue.addBulk, 5,000 a call',
+    },
+    async setup() {
+      queue = new BullQueue(queueName, { connection: redisConnection() });
+      await queue.waitUntilReady();
+    },
+    async round(n, timeoutMs) {
+      await queue.obliterate({ force: true });
+      for (let i = 0; i < n; i += 5000) {
+        await queue.addBulk(
+          Array.from({ length: Math.min(5000, n - i) }, () => ({ name: 'noop', data: {} })),
+        );
+      }
+      let worker;
+      const errors = [];
+      const figures = await measure({
+        n,
+        timeoutMs,
+        server: 'redis-server',
+        start: async (drain) => {
+          worker = new BullWorker(queueName, async () => drain.hit(), {
+            connection: redisConnection(),
+            concurrency,
+          });
+          worker.on('error', (err) => errors.push(err));
+        },
+        countDone: () => queue.getCompletedCount(),
+        stop: async () => {
+          await worker?.close();
+        },
+      });
+      if (errors.length > 0) throw errors[0];
+      return figures;
+    },
+    async teardown() {
+      await queue?.obliterate({ force: true }).catch(() => {});
+      await queue?.close();
+    },
+  };
+}
+
 /** Builds the contestants for a concurrency; `only` filters them by name prefix. */
 export function contestants({ concurrency, only }) {
   const all = [
@@ -408,6 +475,7 @@ export function contestants({ concurrency, only }) {
     // Not the same concurrency: shows that pg-boss's rate above is its polling, not its SQL.
     pgBoss({ workers: 4, batchSize: 1000, pollingIntervalSeconds: 0.5, max: 10, concurrency }),
     bareSql({ connections: 8, batch: 100 }),
+    bullmq({ concurrency }),
   ];
   return only ? all.filter((c) => only.some((o) => c.name.startsWith(o))) : all;
 }
@@ -417,10 +485,12 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
   // One fresh database per system kind and server; configurations of one system share it.
   const fresh = new Map();
   for (const s of systems) {
-    const server = s.serverUrl ?? ctx.databaseUrl;
-    const key = `${server} ${s.database}`;
-    if (!fresh.has(key)) fresh.set(key, await recreateDatabase(server, s.database));
-    s.url = fresh.get(key);
+    if (s.database) {
+      const server = s.serverUrl ?? ctx.databaseUrl;
+      const key = `${server} ${s.database}`;
+      if (!fresh.has(key)) fresh.set(key, await recreateDatabase(server, s.database));
+      s.url = fresh.get(key);
+    }
     await s.setup(s.url);
     s.rounds = [];
   }
@@ -447,9 +517,9 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
     rounds: s.rounds,
     runsPerSecond: summarise(s.rounds.map((f) => f.runsPerSecond)),
     nodeCpuUsPerRun: summarise(s.rounds.map((f) => f.nodeCpuUsPerRun)),
-    postgresCpuUsPerRun: s.rounds.some((f) => f.postgresCpuUsPerRun === null)
+    serverCpuUsPerRun: s.rounds.some((f) => f.serverCpuUsPerRun === null)
       ? null
-      : summarise(s.rounds.map((f) => f.postgresCpuUsPerRun)),
+      : summarise(s.rounds.map((f) => f.serverCpuUsPerRun)),
   }));
 }
 
@@ -480,7 +550,7 @@ export default {
         peer ? `${pct(ratio(r))} %` : '',
         perRound ? `${pct(perRound.median)} % (${pct(perRound.min)}–${pct(perRound.max)})` : '',
         fmt(r.nodeCpuUsPerRun.median, 1),
-        r.postgresCpuUsPerRun ? fmt(r.postgresCpuUsPerRun.median, 1) : '–',
+        r.serverCpuUsPerRun ? fmt(r.serverCpuUsPerRun.median, 1) : '–',
       ];
     });
     const table = markdownTable(
@@ -490,7 +560,7 @@ export default {
         'best Tock ÷ this',
         'same, per round: median (min–max)',
         'this process, CPU µs/run',
-        'PostgreSQL, CPU µs/run',
+        'database server, CPU µs/run',
       ],
       rows,
     );
@@ -513,10 +583,10 @@ export default {
       table,
       notes: [
         ...targets,
-        'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving.',
+        'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving; BullMQ keeps completed jobs in Redis (its default), in memory, with no fsync.',
         'Prefetch: a Tock Worker holds up to that many claimed runs beyond its concurrency, leased and waiting for a slot (the counterpart of graphile-worker’s local queue, sized here as its docs suggest).',
         'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
-        'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every PostgreSQL process on the machine (backends, WAL writer, checkpointer). Both systems share the 2 cores, so CPU per run is the cost to compare when the wall-clock rate is noisy.',
+        'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every process of the database server on the machine (PostgreSQL: backends, WAL writer, checkpointer; BullMQ: redis-server). Both systems share the 2 cores, so CPU per run is the cost to compare when the wall-clock rate is noisy.',
       ],
     };
   },

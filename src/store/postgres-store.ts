@@ -175,19 +175,23 @@ function clip(text: string): string {
   return text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text;
 }
 
-function checkLeases(leases: readonly LeaseRef[]): { ids: string[]; tokens: string[]; invalid: string[] } {
+function checkLeases<L extends LeaseRef>(
+  leases: readonly L[],
+): { ids: string[]; tokens: string[]; invalid: string[]; valid: L[] } {
   const ids: string[] = [];
   const tokens: string[] = [];
   const invalid: string[] = [];
+  const valid: L[] = [];
   for (const l of leases) {
     if (UUID.test(l.runId) && UUID.test(l.leaseToken)) {
       ids.push(l.runId);
       tokens.push(l.leaseToken);
+      valid.push(l);
     } else {
       invalid.push(l.runId);
     }
   }
-  return { ids, tokens, invalid };
+  return { ids, tokens, invalid, valid };
 }
 
 /** Most jobs one `upsertJobs` call takes. */
@@ -618,12 +622,12 @@ export class PostgresStore implements Store {
     now: number;
     tenantId?: string;
   }): Promise<{ completed: string[]; lost: string[] }> {
-    const { ids, tokens, invalid } = checkLeases(p.leases);
+    const { ids, tokens, invalid, valid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
     // In the order of `ids`: checkLeases keeps the well-formed leases in order.
-    const outputs = p.leases
-      .filter((l) => UUID.test(l.runId) && UUID.test(l.leaseToken))
-      .map((l) => (l.output === undefined || l.output === null ? null : clip(String(l.output))));
+    const outputs = valid.map((l) =>
+      l.output === undefined || l.output === null ? null : clip(String(l.output)),
+    );
     const { rows } = ids.length
       ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs])
       : { rows: [] };

@@ -105,7 +105,9 @@ WITH picked AS (
   RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at, r.timeout_seconds
 )
-SELECT * FROM claimed ORDER BY sort_key`;
+SELECT run_id, tenant_id, job_id, handler, payload, pool, scheduled_for, attempt, max_attempts, lease_token,
+  lease_expires_at, available_at, timeout_seconds
+FROM claimed ORDER BY sort_key`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 default lease ms, $5 tenant (or null).
