@@ -59,19 +59,26 @@ class Drain {
   }
 }
 
+/** The server's WAL position in bytes (all of its databases), through `query(sql)`. */
+const walPosition = async (query) =>
+  Number((await query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b);
+
 /**
  * One measured drain: `start(drain)` starts the workers, `countDone()` asks the database how many
  * runs are complete, `stop()` stops the workers. The clock runs from the first handler call until
  * the database confirms every run complete (stopping the workers is not timed). CPU per run: this
  * process's (the workers', and the polls of `countDone`) and every PostgreSQL process's, over the
- * same span.
+ * same span. `walBytes()`, where given, reads the server's WAL position: WAL written per run over
+ * the drain (from before the workers start).
  */
-async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgres' }) {
+async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgres', walBytes }) {
   const drain = new Drain(n, server);
+  const wal0 = walBytes ? await walBytes() : null;
   const t0 = performance.now();
   let done = 0;
   let t1;
   let cpu;
+  let walPerRun = null;
   try {
     await start(drain);
     const timeout = new Promise((_, reject) => {
@@ -96,6 +103,7 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
       nodeUs: (node.user + node.system) / n,
       serverUs: serverMs === null ? null : (serverMs * 1000) / n,
     };
+    if (walBytes) walPerRun = ((await walBytes()) - wal0) / n;
   } finally {
     await stop();
   }
@@ -107,6 +115,7 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
     handlerCalls: drain.count,
     nodeCpuUsPerRun: cpu.nodeUs,
     serverCpuUsPerRun: cpu.serverUs,
+    walBytesPerRun: walPerRun,
   };
 }
 
@@ -163,6 +172,7 @@ function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs, prefetch =
           }
           for (const { worker } of running) worker.start();
         },
+        walBytes: () => walPosition((sql) => admin.query(sql)),
         countDone: async () =>
           (await admin.query(`SELECT count(*)::int AS n FROM runs WHERE state = 'succeeded'`)).rows[0].n,
         stop: async () => {
@@ -233,6 +243,7 @@ function bareSql({ connections, batch }) {
           loops = Promise.all(Array.from({ length: connections }, (_, i) => loop(i)));
           loops.catch(() => {});
         },
+        walBytes: () => walPosition((sql) => admin.query(sql)),
         countDone: async () =>
           (await admin.query(`SELECT count(*)::int AS n FROM runs WHERE state = 'succeeded'`)).rows[0].n,
         stop: async () => {
@@ -306,6 +317,7 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max, concurrency }
               });
             }
           },
+          walBytes: () => walPosition((sql) => db.executeSql(sql, [])),
           countDone: async () =>
             (
               await db.executeSql(
@@ -379,6 +391,7 @@ function graphile({ concurrency, localQueueSize, maxPoolSize, completeJobBatchDe
             preset: { worker },
           });
         },
+        walBytes: () => walPosition((sql) => utils.withPgClient((c) => c.query(sql))),
         countDone: async () =>
           n -
           (
@@ -517,6 +530,9 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
     rounds: s.rounds,
     runsPerSecond: summarise(s.rounds.map((f) => f.runsPerSecond)),
     nodeCpuUsPerRun: summarise(s.rounds.map((f) => f.nodeCpuUsPerRun)),
+    walBytesPerRun: s.rounds.some((f) => f.walBytesPerRun === null || f.walBytesPerRun === undefined)
+      ? null
+      : summarise(s.rounds.map((f) => f.walBytesPerRun)),
     serverCpuUsPerRun: s.rounds.some((f) => f.serverCpuUsPerRun === null)
       ? null
       : summarise(s.rounds.map((f) => f.serverCpuUsPerRun)),
@@ -551,6 +567,7 @@ export default {
         perRound ? `${pct(perRound.median)} % (${pct(perRound.min)}–${pct(perRound.max)})` : '',
         fmt(r.nodeCpuUsPerRun.median, 1),
         r.serverCpuUsPerRun ? fmt(r.serverCpuUsPerRun.median, 1) : '–',
+        r.walBytesPerRun ? fmt(r.walBytesPerRun.median) : '–',
       ];
     });
     const table = markdownTable(
@@ -561,6 +578,7 @@ export default {
         'same, per round: median (min–max)',
         'this process, CPU µs/run',
         'database server, CPU µs/run',
+        'WAL bytes/run',
       ],
       rows,
     );
@@ -586,7 +604,7 @@ export default {
         'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving; BullMQ keeps completed jobs in Redis (its default), in memory, with no fsync.',
         'Prefetch: a Tock Worker holds up to that many claimed runs beyond its concurrency, leased and waiting for a slot (the counterpart of graphile-worker’s local queue, sized here as its docs suggest).',
         'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
-        'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every process of the database server on the machine (PostgreSQL: backends, WAL writer, checkpointer; BullMQ: redis-server). Both systems share the 2 cores, so CPU per run is the cost to compare when the wall-clock rate is noisy.',
+        'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every process of the database server on the machine (PostgreSQL: backends, WAL writer, checkpointer; BullMQ: redis-server). Both share the 2 cores. CPU time per run moves with the machine (a busy spell raises every system’s): compare within a round. WAL bytes per run (the server’s WAL position before the workers start and when the last completion is confirmed) do not depend on the machine’s speed.',
       ],
     };
   },

@@ -348,6 +348,37 @@ test('a lost lease aborts the handler and its later result is dropped', async ()
   expect(events.errors).toEqual([]);
 });
 
+test('a handler that first reads its signal after the lease is lost finds it aborted', async () => {
+  const [run] = await readyRuns(1);
+  const release = gate();
+  const seen: { aborted: boolean; reason: unknown }[] = [];
+  const { worker } = newWorker({
+    // Reads neither signal nor logger until the test lets it: the worker makes them on first use.
+    h: async (ctx) => {
+      await release.promise;
+      seen.push({ aborted: ctx.signal.aborted, reason: ctx.signal.reason });
+      ctx.logger.info('still here');
+    },
+  });
+  cleanups.push(() => worker.stop(0));
+  const started = once(worker, 'run:started');
+  worker.start();
+  await started;
+
+  clock.advance(31_000);
+  await new Reaper({ store: db.store, clock, logger }).reapOnce();
+  const lost = once(worker, 'lease:lost');
+  await worker.heartbeatOnce(true);
+  expect(await lost).toEqual([run!.runId]);
+
+  const dropped = once(worker, 'run:dropped');
+  release.open();
+  await dropped;
+  expect(seen).toHaveLength(1);
+  expect(seen[0]!.aborted).toBe(true);
+  expect(seen[0]!.reason).toBeInstanceOf(LeaseLostError);
+});
+
 test('completions finishing together are written in batches', async () => {
   const runs = await readyRuns(5);
   const release = gate();

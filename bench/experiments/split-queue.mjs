@@ -1,0 +1,250 @@
+#!/usr/bin/env node
+// An experiment, not Tock's schema: what the claim + completion loop would cost if the pending
+// queue and the live leases lived in narrow tables of their own and `runs` kept only its primary
+// key and unique (tenant, job, slot) index. Then no index of `runs` reads `state`, so a claim and
+// a completion can be HOT updates of the run row (when its page has room), and the queue and the
+// leases are an insert and a delete in one-index tables. It runs the bare SQL loop of the
+// throughput scenario (8 connections, claim 100 → complete 100) on both schemas, interleaved,
+// and reports runs/s and the CPU per run of PostgreSQL and of this process. Usage:
+//   node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80]
+// A third variant goes further: the claim writes no run row at all (a running run is one with a
+// lease row) and the completion writes it once. DATABASE_URL: the server (default the machine's);
+// databases bench_split_{tock,split,leaseonly} are dropped and recreated.
+import { parseArgs } from 'node:util';
+import { createPool, migrate } from '../../dist/store/index.js';
+import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
+import { cpuDelta, fmt, median, postgresCpu, recreateDatabase, seedBacklog } from '../lib.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '20000' },
+    rounds: { type: 'string', default: '5' },
+    fillfactor: { type: 'string', default: '80' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  console.log('node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80]');
+  console.log('  The bare SQL loop on Tock’s schema and on a split-queue variant (see the header).');
+  process.exit(0);
+}
+const runs = Number(args.runs);
+const rounds = Number(args.rounds);
+const fillfactor = Number(args.fillfactor);
+const server = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const CONNECTIONS = 8;
+const BATCH = 100;
+
+// The split schema: Tock's tables, without the partial indexes on `state`, plus the queue and
+// the leases.
+const SPLIT_DDL = [
+  'DROP INDEX runs_ready',
+  'DROP INDEX runs_next_available',
+  'DROP INDEX runs_running',
+  'DROP INDEX runs_finished',
+  `ALTER TABLE runs SET (fillfactor = ${fillfactor})`,
+  `CREATE TABLE run_queue (run_id uuid PRIMARY KEY, pool text NOT NULL, sort_key timestamptz NOT NULL,
+     available_at timestamptz NOT NULL)`,
+  'CREATE INDEX run_queue_ready ON run_queue (pool, sort_key)',
+  `CREATE TABLE run_leases (run_id uuid PRIMARY KEY, lease_token uuid NOT NULL,
+     lease_expires_at timestamptz NOT NULL)`,
+];
+
+const SPLIT_CLAIM = `
+WITH picked AS (
+  DELETE FROM run_queue q WHERE q.run_id IN (
+    SELECT run_id FROM run_queue WHERE pool = $1 AND available_at <= $2
+    ORDER BY sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
+  RETURNING q.run_id, q.sort_key
+), claimed AS (
+  UPDATE runs r SET state = 'running', lease_owner = $4, lease_token = gen_random_uuid(),
+    lease_expires_at = $2::timestamptz + $5::int * interval '1 millisecond', started_at = $2
+  FROM picked WHERE r.run_id = picked.run_id AND r.state = 'pending'
+  RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
+    r.max_attempts, r.lease_token, r.lease_expires_at, r.available_at, r.timeout_seconds, picked.sort_key
+), leased AS (
+  INSERT INTO run_leases (run_id, lease_token, lease_expires_at)
+  SELECT run_id, lease_token, lease_expires_at FROM claimed
+)
+SELECT run_id, tenant_id, job_id, handler, payload, pool, scheduled_for, attempt, max_attempts, lease_token,
+  lease_expires_at, available_at, timeout_seconds
+FROM claimed ORDER BY sort_key`;
+
+const SPLIT_COMPLETE = `
+WITH done AS (
+  DELETE FROM run_leases l USING unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+  WHERE l.run_id = v.run_id AND l.lease_token = v.lease_token AND l.lease_expires_at > $3
+  RETURNING l.run_id
+)
+UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL
+FROM done WHERE r.run_id = done.run_id
+RETURNING r.run_id`;
+
+// The claim writes only the queue and the leases (the run row is read, not updated: `running` is
+// the presence of a lease row); the completion writes the run row once, with the attempt's
+// worker and start taken from the lease it deletes.
+const LEASE_ONLY_DDL = [
+  ...SPLIT_DDL.slice(0, -1),
+  `CREATE TABLE run_leases (run_id uuid PRIMARY KEY, lease_token uuid NOT NULL,
+     lease_expires_at timestamptz NOT NULL, lease_owner text NOT NULL, started_at timestamptz NOT NULL)`,
+];
+
+const LEASE_ONLY_CLAIM = `
+WITH picked AS (
+  DELETE FROM run_queue q WHERE q.run_id IN (
+    SELECT run_id FROM run_queue WHERE pool = $1 AND available_at <= $2
+    ORDER BY sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
+  RETURNING q.run_id, q.sort_key
+), leased AS (
+  INSERT INTO run_leases (run_id, lease_token, lease_expires_at, lease_owner, started_at)
+  SELECT run_id, gen_random_uuid(), $2::timestamptz + $5::int * interval '1 millisecond', $4, $2 FROM picked
+  RETURNING run_id, lease_token, lease_expires_at
+)
+SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt, r.max_attempts,
+  l.lease_token, l.lease_expires_at, r.available_at, r.timeout_seconds
+FROM leased l JOIN runs r USING (run_id) JOIN picked p USING (run_id)
+ORDER BY p.sort_key`;
+
+const LEASE_ONLY_COMPLETE = `
+WITH done AS (
+  DELETE FROM run_leases l USING unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+  WHERE l.run_id = v.run_id AND l.lease_token = v.lease_token AND l.lease_expires_at > $3
+  RETURNING l.run_id, l.lease_token, l.lease_owner, l.started_at
+)
+UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = done.lease_token,
+  lease_owner = done.lease_owner, started_at = done.started_at, last_error = NULL
+FROM done WHERE r.run_id = done.run_id
+RETURNING r.run_id`;
+
+const schemas = [
+  {
+    name: 'Tock (migrations 0001–0006)',
+    database: 'bench_split_tock',
+    claim: (pool, i) =>
+      pool.query(runClaim, ['default', new Date(), BATCH, `sql-${i}`, 30_000, null, null, 0]),
+    complete: (pool, rows) =>
+      pool.query(runCompleteMany, [
+        rows.map((r) => r.run_id),
+        rows.map((r) => r.lease_token),
+        new Date(),
+        null,
+        rows.map(() => null),
+      ]),
+    seed: async (admin) => seedBacklog(admin, runs),
+  },
+  {
+    name: `split queue and leases (runs fillfactor ${fillfactor})`,
+    database: 'bench_split_split',
+    ddl: SPLIT_DDL,
+    claim: (pool, i) => pool.query(SPLIT_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
+    complete: (pool, rows) =>
+      pool.query(SPLIT_COMPLETE, [rows.map((r) => r.run_id), rows.map((r) => r.lease_token), new Date()]),
+    seed: async (admin) => {
+      await admin.query('TRUNCATE run_queue, run_leases');
+      await seedBacklog(admin, runs);
+      await admin.query(
+        `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
+         SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
+      );
+      await admin.query('VACUUM ANALYZE run_queue, run_leases');
+    },
+  },
+  {
+    name: `split, the claim writes no run row (runs fillfactor ${fillfactor})`,
+    database: 'bench_split_leaseonly',
+    ddl: LEASE_ONLY_DDL,
+    claim: (pool, i) => pool.query(LEASE_ONLY_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
+    complete: (pool, rows) =>
+      pool.query(LEASE_ONLY_COMPLETE, [
+        rows.map((r) => r.run_id),
+        rows.map((r) => r.lease_token),
+        new Date(),
+      ]),
+    seed: async (admin) => {
+      await admin.query('TRUNCATE run_queue, run_leases');
+      await seedBacklog(admin, runs);
+      await admin.query(
+        `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
+         SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
+      );
+      await admin.query('VACUUM ANALYZE run_queue, run_leases');
+    },
+  },
+];
+
+for (const s of schemas) {
+  s.url = await recreateDatabase(server, s.database);
+  s.admin = createPool(s.url, { max: 2, applicationName: 'tock-bench-admin' });
+  await migrate(s.admin);
+  for (const ddl of s.ddl ?? []) await s.admin.query(ddl);
+  s.rounds = [];
+}
+
+try {
+  for (let r = 1; r <= rounds; r++) {
+    for (const s of schemas) {
+      await s.seed(s.admin);
+      await s.admin.query('CHECKPOINT');
+      const pool = createPool(s.url, { max: CONNECTIONS, applicationName: 'tock-bench-split' });
+      await Promise.all(Array.from({ length: CONNECTIONS }, () => pool.query('SELECT 1')));
+      let done = 0;
+      const walAt = async () =>
+        Number(
+          (await s.admin.query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b,
+        );
+      const wal0 = await walAt();
+      const pg0 = await postgresCpu();
+      const node0 = process.cpuUsage();
+      const t0 = performance.now();
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async (_, i) => {
+          for (;;) {
+            const { rows } = await s.claim(pool, i);
+            if (rows.length === 0) return;
+            const { rowCount } = await s.complete(pool, rows);
+            done += rowCount;
+          }
+        }),
+      );
+      const seconds = (performance.now() - t0) / 1000;
+      const pgMs = cpuDelta(pg0, await postgresCpu());
+      const node = process.cpuUsage(node0);
+      const walPerRun = ((await walAt()) - wal0) / runs;
+      await pool.end();
+      if (done !== runs) throw new Error(`${s.name}: completed ${done} of ${runs}`);
+      const { rows: hot } = await s.admin.query(
+        `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'runs'`,
+      );
+      const f = {
+        runsPerSecond: runs / seconds,
+        postgresUsPerRun: pgMs === null ? null : (pgMs * 1000) / runs,
+        nodeUsPerRun: (node.user + node.system) / runs,
+        walBytesPerRun: walPerRun,
+        hotShare: hot[0].n_tup_upd > 0 ? hot[0].n_tup_hot_upd / hot[0].n_tup_upd : null,
+      };
+      s.rounds.push(f);
+      console.log(
+        `round ${r}/${rounds} ${s.name}: ${fmt(f.runsPerSecond)} runs/s, PostgreSQL ${fmt(f.postgresUsPerRun, 1)} µs/run, ` +
+          `this process ${fmt(f.nodeUsPerRun, 1)} µs/run, WAL ${fmt(f.walBytesPerRun)} B/run, HOT ${fmt((f.hotShare ?? 0) * 100)} % of run updates so far`,
+      );
+    }
+  }
+} finally {
+  for (const s of schemas) await s.admin.end();
+}
+
+console.log(`\n${runs} runs, ${CONNECTIONS} connections × claim ${BATCH}, ${rounds} rounds (medians):`);
+for (const s of schemas) {
+  const m = (k) => median(s.rounds.map((f) => f[k]));
+  console.log(
+    `  ${s.name}: ${fmt(m('runsPerSecond'))} runs/s, PostgreSQL ${fmt(m('postgresUsPerRun'), 1)} µs/run, this process ${fmt(m('nodeUsPerRun'), 1)} µs/run, WAL ${fmt(m('walBytesPerRun'))} B/run`,
+  );
+}
+const base = median(schemas[0].rounds.map((f) => f.runsPerSecond));
+for (const s of schemas.slice(1)) {
+  const m = median(s.rounds.map((f) => f.runsPerSecond));
+  const perRound = median(s.rounds.map((f, i) => f.runsPerSecond / schemas[0].rounds[i].runsPerSecond));
+  console.log(
+    `  ${s.name} ÷ Tock: ${fmt((m / base) * 100)} % of the medians, ${fmt(perRound * 100)} % per round`,
+  );
+}
