@@ -7,7 +7,7 @@
 // run in this process, as `tock dev` runs them (defaults of `tock server`/`tock worker`: tick 500 ms,
 // lookahead 1 s, batch 1000, poll 500 ms); due = the run's `available_at` (slot + jitter).
 // Peers: the same due instants, enqueued as delayed jobs (graphile-worker `runAt`, pg-boss
-// `startAfter`) one second ahead, in batches every 100 ms, by a loop in this process; due = the
+// `startAfter`, BullMQ `delay` on Redis) one second ahead, in batches every 100 ms, by a loop in this process; due = the
 // instant asked for. Every system gets the same total worker concurrency and a no-op handler.
 // A window counts the runs due in it; the system kept up when every one of them started by the
 // end of the window plus a drain time.

@@ -67,8 +67,8 @@ const walPosition = async (query) =>
  * One measured drain: `start(drain)` starts the workers, `countDone()` asks the database how many
  * runs are complete, `stop()` stops the workers. The clock runs from the first handler call until
  * the database confirms every run complete (stopping the workers is not timed). CPU per run: this
- * process's (the workers', and the polls of `countDone`) and every PostgreSQL process's, over the
- * same span. `walBytes()`, where given, reads the server's WAL position: WAL written per run over
+ * process's (the workers', and the polls of `countDone`) and the database server's (every process
+ * named `server`), over the same span. `walBytes()`, where given, reads the server's WAL position: WAL written per run over
  * the drain (from before the workers start).
  */
 async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgres', walBytes }) {
