@@ -3,6 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
+import { Queue as BullQueue } from 'bullmq';
 import pg from 'pg';
 
 /** The median of a list of numbers (the upper one of the middle two for an even count). */
@@ -126,6 +127,10 @@ export async function machineBusy(ms = 1000) {
   }
 }
 
+/** The server's WAL position in bytes (all of its databases), read through `query(sql)`. */
+export const walPosition = async (query) =>
+  Number((await query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b);
+
 /** Redis for BullMQ: `REDIS_URL`, default the machine's. */
 export const redisUrl = () => process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -139,6 +144,19 @@ export function redisConnection() {
     ...(u.pathname.length > 1 ? { db: Number(u.pathname.slice(1)) } : {}),
     maxRetriesPerRequest: null,
   };
+}
+
+/** BullMQ queue `name` on `redisUrl()`, connected. */
+export async function openBullQueue(name) {
+  const queue = new BullQueue(name, { connection: redisConnection() });
+  await queue.waitUntilReady();
+  return queue;
+}
+
+/** Empties BullMQ queue `queue` (if it was opened) and closes its connection. */
+export async function closeBullQueue(queue) {
+  await queue?.obliterate({ force: true }).catch(() => {});
+  await queue?.close();
 }
 
 /** Installed versions of the packages the benchmarks compare, read from node_modules. */

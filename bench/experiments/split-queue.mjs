@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { createPool, migrate } from '../../dist/store/index.js';
 import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
-import { cpuDelta, fmt, median, postgresCpu, recreateDatabase, seedBacklog } from '../lib.mjs';
+import { cpuDelta, fmt, median, postgresCpu, recreateDatabase, seedBacklog, walPosition } from '../lib.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -116,6 +116,20 @@ UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = done.leas
 FROM done WHERE r.run_id = done.run_id
 RETURNING r.run_id`;
 
+/** Both split variants: the backlog, also listed in the queue table, and no leases. */
+async function seedQueue(admin) {
+  await admin.query('TRUNCATE run_queue, run_leases');
+  await seedBacklog(admin, runs);
+  await admin.query(
+    `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
+     SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
+  );
+  await admin.query('VACUUM ANALYZE run_queue, run_leases');
+}
+
+/** The split completions' parameters: run ids, their tokens, now. */
+const leaseParams = (rows) => [rows.map((r) => r.run_id), rows.map((r) => r.lease_token), new Date()];
+
 const schemas = [
   {
     name: 'Tock (migrations 0001–0006)',
@@ -137,38 +151,16 @@ const schemas = [
     database: 'bench_split_split',
     ddl: SPLIT_DDL,
     claim: (pool, i) => pool.query(SPLIT_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
-    complete: (pool, rows) =>
-      pool.query(SPLIT_COMPLETE, [rows.map((r) => r.run_id), rows.map((r) => r.lease_token), new Date()]),
-    seed: async (admin) => {
-      await admin.query('TRUNCATE run_queue, run_leases');
-      await seedBacklog(admin, runs);
-      await admin.query(
-        `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
-         SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
-      );
-      await admin.query('VACUUM ANALYZE run_queue, run_leases');
-    },
+    complete: (pool, rows) => pool.query(SPLIT_COMPLETE, leaseParams(rows)),
+    seed: seedQueue,
   },
   {
     name: `split, the claim writes no run row (runs fillfactor ${fillfactor})`,
     database: 'bench_split_leaseonly',
     ddl: LEASE_ONLY_DDL,
     claim: (pool, i) => pool.query(LEASE_ONLY_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
-    complete: (pool, rows) =>
-      pool.query(LEASE_ONLY_COMPLETE, [
-        rows.map((r) => r.run_id),
-        rows.map((r) => r.lease_token),
-        new Date(),
-      ]),
-    seed: async (admin) => {
-      await admin.query('TRUNCATE run_queue, run_leases');
-      await seedBacklog(admin, runs);
-      await admin.query(
-        `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
-         SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
-      );
-      await admin.query('VACUUM ANALYZE run_queue, run_leases');
-    },
+    complete: (pool, rows) => pool.query(LEASE_ONLY_COMPLETE, leaseParams(rows)),
+    seed: seedQueue,
   },
 ];
 
@@ -188,10 +180,7 @@ try {
       const pool = createPool(s.url, { max: CONNECTIONS, applicationName: 'tock-bench-split' });
       await Promise.all(Array.from({ length: CONNECTIONS }, () => pool.query('SELECT 1')));
       let done = 0;
-      const walAt = async () =>
-        Number(
-          (await s.admin.query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b,
-        );
+      const walAt = () => walPosition((sql) => s.admin.query(sql));
       const wal0 = await walAt();
       const pg0 = await postgresCpu();
       const node0 = process.cpuUsage();

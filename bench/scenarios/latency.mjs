@@ -12,7 +12,7 @@
 // A window counts the runs due in it; the system kept up when every one of them started by the
 // end of the window plus a drain time.
 import { createRequire } from 'node:module';
-import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { Worker as BullWorker } from 'bullmq';
 import {
   Logger as GraphileLogger,
   makeWorkerUtils,
@@ -21,7 +21,16 @@ import {
 } from 'graphile-worker';
 import { jitterOffsetMs } from '../../dist/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
-import { fmt, fmtRange, markdownTable, recreateDatabase, redisConnection, redisUrl } from '../lib.mjs';
+import {
+  closeBullQueue,
+  fmt,
+  fmtRange,
+  markdownTable,
+  openBullQueue,
+  recreateDatabase,
+  redisConnection,
+  redisUrl,
+} from '../lib.mjs';
 import {
   Delays,
   databaseTime,
@@ -263,8 +272,7 @@ function bullmq({ concurrency }) {
       enqueue: 'queue.addBulk with delay',
     },
     async setup() {
-      queue = new BullQueue(queueName, { connection: redisConnection() });
-      await queue.waitUntilReady();
+      queue = await openBullQueue(queueName);
     },
     async window({ time, record }) {
       await queue.obliterate({ force: true });
@@ -294,8 +302,7 @@ function bullmq({ concurrency }) {
       };
     },
     async teardown() {
-      await queue?.obliterate({ force: true }).catch(() => {});
-      await queue?.close();
+      await closeBullQueue(queue);
     },
   };
 }

@@ -3,7 +3,7 @@
 // total worker concurrency; the rate is runs/s from the first handler call (the first claim's
 // answer) until the database says the last run is complete.
 import { createRequire } from 'node:module';
-import { Queue as BullQueue, Worker as BullWorker } from 'bullmq';
+import { Worker as BullWorker } from 'bullmq';
 import {
   Logger as GraphileLogger,
   makeWorkerUtils,
@@ -16,10 +16,12 @@ import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
 import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
 import { Worker } from '../../dist/worker/index.js';
 import {
+  closeBullQueue,
   cpuDelta,
   fmt,
   fmtRange,
   markdownTable,
+  openBullQueue,
   recreateDatabase,
   redisConnection,
   redisUrl,
@@ -27,6 +29,7 @@ import {
   serverCpuSync,
   summarise,
   waitUntil,
+  walPosition,
 } from '../lib.mjs';
 
 const PgBoss = createRequire(import.meta.url)('pg-boss');
@@ -58,10 +61,6 @@ class Drain {
     if (this.count >= this.n) this.resolve();
   }
 }
-
-/** The server's WAL position in bytes (all of its databases), through `query(sql)`. */
-const walPosition = async (query) =>
-  Number((await query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b);
 
 /**
  * One measured drain: `start(drain)` starts the workers, `countDone()` asks the database how many
@@ -431,8 +430,7 @@ function bullmq({ concurrency }) {
       addJobs: 'queue.addBulk, 5,000 a call',
     },
     async setup() {
-      queue = new BullQueue(queueName, { connection: redisConnection() });
-      await queue.waitUntilReady();
+      queue = await openBullQueue(queueName);
     },
     async round(n, timeoutMs) {
       await queue.obliterate({ force: true });
@@ -463,8 +461,7 @@ function bullmq({ concurrency }) {
       return figures;
     },
     async teardown() {
-      await queue?.obliterate({ force: true }).catch(() => {});
-      await queue?.close();
+      await closeBullQueue(queue);
     },
   };
 }
