@@ -20,12 +20,16 @@ const { values: args } = parseArgs({
     runs: { type: 'string', default: '20000' },
     rounds: { type: 'string', default: '5' },
     fillfactor: { type: 'string', default: '80' },
+    only: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (args.help) {
-  console.log('node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80]');
-  console.log('  The bare SQL loop on Tock’s schema and on a split-queue variant (see the header).');
+  console.log(
+    'node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80] [--only a,b]',
+  );
+  console.log('  The bare SQL loop on Tock’s schema and on variants of it (see the header).');
+  console.log('  --only: variants to run besides Tock’s (split, leaseonly, batchlease, bykey, delete).');
   process.exit(0);
 }
 const runs = Number(args.runs);
@@ -116,26 +120,99 @@ UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = done.leas
 FROM done WHERE r.run_id = done.run_id
 RETURNING r.run_id`;
 
+// Tock's schema, the completion without `state = 'running'`: the live lease (token and an expiry in
+// the future; every write that ends a lease clears the expiry) says the run is running, and the
+// planner, with nothing to match runs_running's predicate, finds each run by its primary key
+// whatever its statistics say.
+const BY_KEY_COMPLETE = `
+UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL,
+  output = v.output
+FROM unnest($1::uuid[], $2::uuid[], $4::text[]) AS v(run_id, lease_token, output)
+WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.lease_expires_at > $3
+RETURNING r.run_id`;
+
+// The lower bound of keeping no history: Tock's claim, and a completion that deletes the run, as
+// graphile-worker's does.
+const DELETE_COMPLETE = `
+DELETE FROM runs r USING unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
+RETURNING r.run_id`;
+
+// One lease per claim, not per run: the claim deletes its runs from the queue and writes one row
+// (token, worker, expiry, the run ids) for the batch; the run row is written once, by the
+// completion, as a HOT update (the attempt's token, worker and start come from the claim row,
+// which the completion locks FOR KEY SHARE so that a reaper deleting it waits), and the claim row
+// counts its finished runs and goes when all are done. A heartbeat would renew one row per claim.
+const BATCH_LEASE_DDL = [
+  ...SPLIT_DDL.slice(0, -1),
+  `CREATE TABLE run_claims (lease_token uuid PRIMARY KEY, worker text NOT NULL, started_at timestamptz NOT NULL,
+     lease_expires_at timestamptz NOT NULL, run_ids uuid[] NOT NULL, finished int NOT NULL DEFAULT 0)`,
+];
+
+const BATCH_LEASE_CLAIM = `
+WITH picked AS (
+  DELETE FROM run_queue q WHERE q.run_id IN (
+    SELECT run_id FROM run_queue WHERE pool = $1 AND available_at <= $2
+    ORDER BY sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
+  RETURNING q.run_id, q.sort_key
+), leased AS (
+  INSERT INTO run_claims (lease_token, worker, started_at, lease_expires_at, run_ids)
+  SELECT gen_random_uuid(), $4, $2, $2::timestamptz + $5::int * interval '1 millisecond', array_agg(run_id)
+  FROM picked HAVING count(*) > 0
+  RETURNING lease_token, lease_expires_at
+)
+SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt, r.max_attempts,
+  l.lease_token, l.lease_expires_at, r.available_at, r.timeout_seconds
+FROM picked p JOIN runs r USING (run_id) CROSS JOIN leased l
+ORDER BY p.sort_key`;
+
+const BATCH_LEASE_COMPLETE = `
+WITH v AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+), live AS (
+  SELECT c.lease_token, c.worker, c.started_at, c.run_ids FROM run_claims c
+  WHERE c.lease_token IN (SELECT DISTINCT lease_token FROM v) AND c.lease_expires_at > $3
+  FOR KEY SHARE
+), done AS (
+  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = live.lease_token,
+    lease_owner = live.worker, started_at = live.started_at, last_error = NULL
+  FROM v JOIN live ON live.lease_token = v.lease_token AND v.run_id = ANY(live.run_ids)
+  WHERE r.run_id = v.run_id AND r.state = 'pending'
+  RETURNING r.run_id, live.lease_token
+), counted AS (
+  UPDATE run_claims c SET finished = c.finished + n.k
+  FROM (SELECT lease_token, count(*)::int AS k FROM done GROUP BY lease_token) n
+  WHERE c.lease_token = n.lease_token AND c.finished + n.k < cardinality(c.run_ids)
+), gone AS (
+  DELETE FROM run_claims c
+  USING (SELECT lease_token, count(*)::int AS k FROM done GROUP BY lease_token) n
+  WHERE c.lease_token = n.lease_token AND c.finished + n.k >= cardinality(c.run_ids)
+)
+SELECT run_id FROM done`;
+
 /** Both split variants: the backlog, also listed in the queue table, and no leases. */
-async function seedQueue(admin) {
-  await admin.query('TRUNCATE run_queue, run_leases');
+async function seedQueue(admin, leases = 'run_leases') {
+  await admin.query(`TRUNCATE run_queue, ${leases}`);
   await seedBacklog(admin, runs);
   await admin.query(
     `INSERT INTO run_queue (run_id, pool, sort_key, available_at)
      SELECT run_id, pool, sort_key, available_at FROM runs WHERE state = 'pending'`,
   );
-  await admin.query('VACUUM ANALYZE run_queue, run_leases');
+  await admin.query(`VACUUM ANALYZE run_queue, ${leases}`);
 }
 
 /** The split completions' parameters: run ids, their tokens, now. */
 const leaseParams = (rows) => [rows.map((r) => r.run_id), rows.map((r) => r.lease_token), new Date()];
 
-const schemas = [
+const tockClaim = (pool, i) =>
+  pool.query(runClaim, ['default', new Date(), BATCH, `sql-${i}`, 30_000, null, null, 0]);
+
+const variants = [
   {
+    key: 'tock',
     name: 'Tock (migrations 0001–0006)',
     database: 'bench_split_tock',
-    claim: (pool, i) =>
-      pool.query(runClaim, ['default', new Date(), BATCH, `sql-${i}`, 30_000, null, null, 0]),
+    claim: tockClaim,
     complete: (pool, rows) =>
       pool.query(runCompleteMany, [
         rows.map((r) => r.run_id),
@@ -147,6 +224,7 @@ const schemas = [
     seed: async (admin) => seedBacklog(admin, runs),
   },
   {
+    key: 'split',
     name: `split queue and leases (runs fillfactor ${fillfactor})`,
     database: 'bench_split_split',
     ddl: SPLIT_DDL,
@@ -155,6 +233,7 @@ const schemas = [
     seed: seedQueue,
   },
   {
+    key: 'leaseonly',
     name: `split, the claim writes no run row (runs fillfactor ${fillfactor})`,
     database: 'bench_split_leaseonly',
     ddl: LEASE_ONLY_DDL,
@@ -162,7 +241,39 @@ const schemas = [
     complete: (pool, rows) => pool.query(LEASE_ONLY_COMPLETE, leaseParams(rows)),
     seed: seedQueue,
   },
+  {
+    key: 'batchlease',
+    name: `split, one lease row per claim, the run row written once (runs fillfactor ${fillfactor})`,
+    database: 'bench_split_batchlease',
+    ddl: BATCH_LEASE_DDL,
+    claim: (pool, i) => pool.query(BATCH_LEASE_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
+    complete: (pool, rows) => pool.query(BATCH_LEASE_COMPLETE, leaseParams(rows)),
+    seed: (admin) => seedQueue(admin, 'run_claims'),
+  },
+  {
+    key: 'bykey',
+    name: 'Tock, the completion finds runs by primary key (no state predicate)',
+    database: 'bench_split_bykey',
+    claim: tockClaim,
+    complete: (pool, rows) => pool.query(BY_KEY_COMPLETE, [...leaseParams(rows), rows.map(() => null)]),
+    seed: async (admin) => seedBacklog(admin, runs),
+  },
+  {
+    key: 'delete',
+    name: 'Tock, the completion deletes the run (no history)',
+    database: 'bench_split_delete',
+    claim: tockClaim,
+    complete: (pool, rows) => pool.query(DELETE_COMPLETE, leaseParams(rows)),
+    seed: async (admin) => seedBacklog(admin, runs),
+  },
 ];
+const only = args.only?.split(',') ?? ['split', 'leaseonly'];
+const unknown = only.filter((k) => !variants.some((v) => v.key === k));
+if (unknown.length > 0) {
+  console.error(`unknown variant ${unknown.join(', ')}; known: ${variants.map((v) => v.key).join(', ')}`);
+  process.exit(2);
+}
+const schemas = variants.filter((v) => v.key === 'tock' || only.includes(v.key));
 
 for (const s of schemas) {
   s.url = await recreateDatabase(server, s.database);
