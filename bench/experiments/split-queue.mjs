@@ -1,15 +1,22 @@
 #!/usr/bin/env node
-// An experiment, not Tock's schema: what the claim + completion loop would cost if the pending
-// queue and the live leases lived in narrow tables of their own and `runs` kept only its primary
-// key and unique (tenant, job, slot) index. Then no index of `runs` reads `state`, so a claim and
-// a completion can be HOT updates of the run row (when its page has room), and the queue and the
-// leases are an insert and a delete in one-index tables. It runs the bare SQL loop of the
-// throughput scenario (8 connections, claim 100 → complete 100) on both schemas, interleaved,
-// and reports runs/s and the CPU per run of PostgreSQL and of this process. Usage:
-//   node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80]
-// A third variant goes further: the claim writes no run row at all (a running run is one with a
-// lease row) and the completion writes it once. DATABASE_URL: the server (default the machine's);
-// databases bench_split_{tock,split,leaseonly} are dropped and recreated.
+// An experiment, not Tock's schema: the bare SQL loop of the throughput scenario (8 connections,
+// claim 100 → complete those 100) on Tock's schema and on variants of it, interleaved round by
+// round, reporting runs/s, the CPU per run of PostgreSQL and of this process, WAL bytes per run and
+// the share of run-row updates that were HOT. Usage:
+//   node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80] [--only a,b]
+// Variants (--only; default split,leaseonly), each beside Tock's own schema:
+// - split: the pending queue (`run_queue`) and the live leases (`run_leases`) in narrow tables of
+//   their own; `runs` keeps only its primary key and unique (tenant, job, slot) index, so no index
+//   reads `state` and the claim and the completion can be HOT updates of the run row.
+// - leaseonly: as split, but the claim writes no run row (a running run is one with a lease row);
+//   the completion writes it once.
+// - batchlease: one lease row per claim (token, worker, expiry, the run ids), not per run; the
+//   completion writes the run row once and counts the claim's finished runs.
+// - batchhot: as batchlease, but the claim also rewrites the run row, so `runs.state` stays true.
+// - bykey: Tock's schema, the completion without `state = 'running'` (found by primary key).
+// - delete: Tock's schema, the completion deletes the run (no history kept; the lower bound).
+// --fillfactor applies to `runs` in the split variants. DATABASE_URL: the server (default the
+// machine's); databases bench_split_<variant> are dropped and recreated.
 import { parseArgs } from 'node:util';
 import { createPool, migrate } from '../../dist/store/index.js';
 import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
@@ -29,12 +36,23 @@ if (args.help) {
     'node bench/experiments/split-queue.mjs [--runs 20000] [--rounds 5] [--fillfactor 80] [--only a,b]',
   );
   console.log('  The bare SQL loop on Tock’s schema and on variants of it (see the header).');
-  console.log('  --only: variants to run besides Tock’s (split, leaseonly, batchlease, bykey, delete).');
+  console.log(
+    '  --only: variants to run besides Tock’s (split, leaseonly, batchlease, batchhot, bykey, delete).',
+  );
   process.exit(0);
 }
-const runs = Number(args.runs);
-const rounds = Number(args.rounds);
-const fillfactor = Number(args.fillfactor);
+/** `--name`'s value as an integer from `min` to `max`; exits with a message otherwise. */
+function integer(name, min, max) {
+  const n = Number(args[name]);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    console.error(`--${name} must be an integer from ${min} to ${max} (got ${args[name]})`);
+    process.exit(2);
+  }
+  return n;
+}
+const runs = integer('runs', 100, 10_000_000);
+const rounds = integer('rounds', 1, 100);
+const fillfactor = integer('fillfactor', 10, 100);
 const server = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONNECTIONS = 8;
 const BATCH = 100;
@@ -190,6 +208,45 @@ WITH v AS (
 )
 SELECT run_id FROM done`;
 
+// As batchlease, but `runs.state` stays the truth: the claim also rewrites the run row (state,
+// token, worker, start) as a HOT update, the completion checks the token on the run row and the
+// claim row's expiry (locking it FOR KEY SHARE), and a claim row is left for the reaper to remove
+// once it expires (no count of finished runs).
+const BATCH_HOT_CLAIM = `
+WITH picked AS (
+  DELETE FROM run_queue q WHERE q.run_id IN (
+    SELECT run_id FROM run_queue WHERE pool = $1 AND available_at <= $2
+    ORDER BY sort_key LIMIT $3 FOR UPDATE SKIP LOCKED)
+  RETURNING q.run_id, q.sort_key
+), leased AS (
+  INSERT INTO run_claims (lease_token, worker, started_at, lease_expires_at, run_ids)
+  SELECT gen_random_uuid(), $4, $2, $2::timestamptz + $5::int * interval '1 millisecond', array_agg(run_id)
+  FROM picked HAVING count(*) > 0
+  RETURNING lease_token, lease_expires_at
+), claimed AS (
+  UPDATE runs r SET state = 'running', lease_owner = $4, lease_token = l.lease_token, started_at = $2
+  FROM picked p CROSS JOIN leased l
+  WHERE r.run_id = p.run_id AND r.state = 'pending'
+  RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
+    r.max_attempts, r.lease_token, l.lease_expires_at, r.available_at, r.timeout_seconds, p.sort_key
+)
+SELECT run_id, tenant_id, job_id, handler, payload, pool, scheduled_for, attempt, max_attempts, lease_token,
+  lease_expires_at, available_at, timeout_seconds
+FROM claimed ORDER BY sort_key`;
+
+const BATCH_HOT_COMPLETE = `
+WITH v AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+), live AS (
+  SELECT c.lease_token FROM run_claims c
+  WHERE c.lease_token IN (SELECT DISTINCT lease_token FROM v) AND c.lease_expires_at > $3
+  FOR KEY SHARE
+)
+UPDATE runs r SET state = 'succeeded', finished_at = $3, last_error = NULL
+FROM v JOIN live USING (lease_token)
+WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running'
+RETURNING r.run_id`;
+
 /** Both split variants: the backlog, also listed in the queue table, and no leases. */
 async function seedQueue(admin, leases = 'run_leases') {
   await admin.query(`TRUNCATE run_queue, ${leases}`);
@@ -248,6 +305,15 @@ const variants = [
     ddl: BATCH_LEASE_DDL,
     claim: (pool, i) => pool.query(BATCH_LEASE_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
     complete: (pool, rows) => pool.query(BATCH_LEASE_COMPLETE, leaseParams(rows)),
+    seed: (admin) => seedQueue(admin, 'run_claims'),
+  },
+  {
+    key: 'batchhot',
+    name: `split, one lease row per claim, the run row's state kept (two HOT updates, runs fillfactor ${fillfactor})`,
+    database: 'bench_split_batchhot',
+    ddl: BATCH_LEASE_DDL,
+    claim: (pool, i) => pool.query(BATCH_HOT_CLAIM, ['default', new Date(), BATCH, `sql-${i}`, 30_000]),
+    complete: (pool, rows) => pool.query(BATCH_HOT_COMPLETE, leaseParams(rows)),
     seed: (admin) => seedQueue(admin, 'run_claims'),
   },
   {
