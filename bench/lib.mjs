@@ -14,7 +14,7 @@ export const summarise = (xs) => ({ median: median(xs), min: Math.min(...xs), ma
 
 /** Empties runs and attempts, then inserts `n` ready runs of job `bench/noop` at distinct past slots. */
 export async function seedBacklog(pool, n) {
-  await pool.query('TRUNCATE runs, attempts');
+  await pool.query('TRUNCATE runs, attempts, run_queue, run_claims');
   await pool.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
        backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
@@ -22,7 +22,11 @@ export async function seedBacklog(pool, n) {
      FROM generate_series(1, $1::int) AS i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 ms' AS t) s`,
     [n],
   );
-  await pool.query('VACUUM ANALYZE runs');
+  await pool.query(
+    `INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key)
+     SELECT run_id, tenant_id, pool, handler, priority, available_at, sort_key FROM runs`,
+  );
+  await pool.query('VACUUM ANALYZE runs, run_queue, run_claims');
 }
 
 /** `url` with its database name replaced. */

@@ -607,7 +607,7 @@ export class PostgresStore implements Store {
     const { ids, tokens, invalid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
     const { rows } = ids.length
-      ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, this.leaseMs, p.tenantId ?? null])
+      ? await this.pool.query(R.runHeartbeatMany, [ids, tokens, now, p.tenantId ?? null])
       : { rows: [] };
     const renewed = rows.map((r: Row) => ({
       runId: r.run_id as string,
@@ -803,10 +803,15 @@ export class PostgresStore implements Store {
       slot = checkInstant(ms, 'cursor');
       runId = id;
     }
+    // Dead and cancelled runs have an index of their own; the other states are read on the way
+    // through the tenant's (or the job's) runs, newest first.
+    const parked = p.state === 'dead' || p.state === 'cancelled';
     const { rows } =
-      p.jobId === undefined
-        ? await this.pool.query(R.runList, [p.tenantId, p.state ?? null, slot, runId, limit + 1])
-        : await this.pool.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, slot, limit + 1]);
+      p.jobId !== undefined
+        ? await this.pool.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, slot, limit + 1])
+        : parked
+          ? await this.pool.query(R.runListParked, [p.tenantId, p.state, slot, runId, limit + 1])
+          : await this.pool.query(R.runList, [p.tenantId, p.state ?? null, slot, runId, limit + 1]);
     const items = rows.slice(0, limit).map(toRun);
     const last = items[items.length - 1];
     return {

@@ -263,7 +263,7 @@ export interface Store {
     now: number;
     tenantId?: string;
   }): Promise<{ released: string[] }>;
-  /** Requeues (or dead-letters) runs whose lease expired before `now`. */
+  /** Requeues (or dead-letters) the runs of up to `batchSize` claims whose lease expired before `now`. */
   reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
 
   /** Requeues a dead run with fresh attempts; any other state is a `ConflictError`. */

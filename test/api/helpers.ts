@@ -83,7 +83,15 @@ export function expectError(a: Answer, status: number, code: string): void {
 }
 
 /** The tables every API write touches. */
-export const TABLES = ['jobs', 'runs', 'attempts', 'api_keys', 'idempotency_keys'] as const;
+export const TABLES = [
+  'jobs',
+  'runs',
+  'run_queue',
+  'run_claims',
+  'attempts',
+  'api_keys',
+  'idempotency_keys',
+] as const;
 
 /** One digest per table of every row's text: equal digests mean nothing was written. */
 export async function snapshot(pool: pg.Pool): Promise<Record<string, string>> {

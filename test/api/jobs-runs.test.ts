@@ -222,7 +222,7 @@ describe('runs', () => {
       started_at: null,
       finished_at: null,
     });
-    expect(await countRows(db.pool, 'runs', "tenant_id = 'acme' AND job_id = 'triggered'")).toBe(1);
+    expect(await countRows(db.pool, 'run_states', "tenant_id = 'acme' AND job_id = 'triggered'")).toBe(1);
 
     // Later (a fresh trigger would take a new slot), the same key and body: the same answer.
     db.clock.advance(5_000);
@@ -240,7 +240,7 @@ describe('runs', () => {
     });
     expectError(mismatch, 422, 'idempotency_mismatch');
     expect(await snapshot(db.pool)).toEqual(before);
-    expect(await countRows(db.pool, 'runs', "tenant_id = 'acme' AND job_id = 'triggered'")).toBe(1);
+    expect(await countRows(db.pool, 'run_states', "tenant_id = 'acme' AND job_id = 'triggered'")).toBe(1);
 
     // Another key is another request: a new run for the new now.
     const other = await http('POST', '/v1/jobs/triggered/runs', {

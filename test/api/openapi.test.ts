@@ -288,7 +288,7 @@ describe('GET /metrics', () => {
 
     // Runs by state, sampled from the database at scrape time (every tenant of this schema).
     expect(text).toContain('# TYPE tock_runs gauge');
-    const { rows } = await db.pool.query('SELECT state, count(*)::int AS n FROM runs GROUP BY state');
+    const { rows } = await db.pool.query('SELECT state, count(*)::int AS n FROM run_states GROUP BY state');
     const counts = Object.fromEntries(rows.map((r) => [r.state as string, r.n as number]));
     expect(counts.running).toBeGreaterThanOrEqual(2);
     for (const state of ['pending', 'running', 'succeeded', 'dead', 'cancelled']) {

@@ -212,11 +212,13 @@ test('a heartbeat renews one lease: 200 with the new expiry', async () => {
 
 test('a batched heartbeat renews the live leases and names the lost ones', async () => {
   const ids = await jobWithRuns('batch', 'p-batch', 3);
-  const claimed = (await lease({ worker_id: 'w-b', pool: 'p-batch', max: 3 })).json.runs as {
-    run_id: string;
-    lease_token: string;
-  }[];
+  // Three claims of one run each: three leases, three tokens (the runs of one claim share its token).
+  const claimed: { run_id: string; lease_token: string }[] = [];
+  for (let i = 0; i < 3; i++) {
+    claimed.push(...(await lease({ worker_id: 'w-b', pool: 'p-batch', max: 1 })).json.runs);
+  }
   expect(claimed.map((r) => r.run_id)).toEqual(ids);
+  expect(new Set(claimed.map((r) => r.lease_token)).size).toBe(3);
   // The third run is finished, so its lease is no longer live.
   const done = await http('POST', `/v1/runs/${ids[2]}/complete`, {
     key: keys.worker,

@@ -96,7 +96,7 @@ describe('tock dev', () => {
       const pool = createPool(url, { schema, max: 1 });
       try {
         const { rows } = await pool.query(
-          `SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS n, count(*) FILTER (WHERE state = 'running')::int AS running FROM runs WHERE job_id = 'tictoc'`,
+          `SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS n, count(*) FILTER (WHERE state = 'running')::int AS running FROM run_states WHERE job_id = 'tictoc'`,
         );
         expect(rows[0].n).toBeGreaterThanOrEqual(1);
         expect(rows[0].running).toBe(0);

@@ -47,7 +47,7 @@ async function addJobs(n: number, prefix = 'job'): Promise<string[]> {
 
 async function runRows(): Promise<{ job_id: string; scheduled_for: Date; state: string; attempt: number }[]> {
   const { rows } = await db.pool.query(
-    'SELECT job_id, scheduled_for, state, attempt FROM runs ORDER BY job_id, scheduled_for',
+    'SELECT job_id, scheduled_for, state, attempt FROM run_states ORDER BY job_id, scheduled_for',
   );
   return rows;
 }

@@ -291,7 +291,7 @@ describe('TickLoop with a fence', () => {
       await slept;
     }
     expect(calls).toEqual([]);
-    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM runs');
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM run_states');
     expect(rows[0].n).toBe(0);
   });
 

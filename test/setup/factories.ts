@@ -47,7 +47,7 @@ export async function countRows(
 
 /** Every column of one run, straight from the table (for "nothing changed" checks). */
 export async function runRow(pool: pg.Pool, runId: string): Promise<Record<string, unknown>> {
-  const { rows } = await pool.query('SELECT * FROM runs WHERE run_id = $1', [runId]);
+  const { rows } = await pool.query('SELECT * FROM run_states WHERE run_id = $1', [runId]);
   expect(rows).toHaveLength(1);
   return rows[0];
 }

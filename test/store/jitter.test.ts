@@ -29,7 +29,7 @@ test('1,000 jobs on 0 0 * * * with a 5-minute jitter: one slot, availability spr
   }
   expect(created).toBe(1000);
   const { rows } = await pool.query(
-    `SELECT job_id, scheduled_for, available_at FROM runs WHERE tenant_id = 'herd' ORDER BY job_id`,
+    `SELECT job_id, scheduled_for, available_at FROM run_states WHERE tenant_id = 'herd' ORDER BY job_id`,
   );
   expect(rows).toHaveLength(1000);
   const minute = [0, 0, 0, 0, 0];

@@ -28,7 +28,7 @@ async function jobRow(tenantId: string, jobId: string) {
 
 async function snapshot() {
   const jobs = await db.pool.query('SELECT * FROM jobs ORDER BY tenant_id, job_id');
-  const runs = await db.pool.query('SELECT * FROM runs ORDER BY run_id');
+  const runs = await db.pool.query('SELECT * FROM run_states ORDER BY run_id');
   return { jobs: jobs.rows, runs: runs.rows };
 }
 
@@ -253,7 +253,7 @@ describe('pause and resume', () => {
 
     const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 60_000, batchSize: 1000 });
     expect(tick.created.filter((r) => r.tenantId === tenantId)).toEqual([]);
-    expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(0);
+    expect(await countRows(db.pool, 'run_states', 'tenant_id = $1', [tenantId])).toBe(0);
     const row = await jobRow(tenantId, def.jobId);
     expect(row[0].enabled).toBe(false);
     expect(row[0].next_run_at).toEqual(created.nextRunAt); // the tick did not touch it
@@ -286,7 +286,7 @@ describe('pause and resume', () => {
     const onTime = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 1000 });
     const mine = onTime.created.filter((r) => r.tenantId === tenantId);
     expect(mine.map((r) => r.scheduledFor)).toEqual([new Date(alignUp(resumedAt, TEN_S))]);
-    expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(1);
+    expect(await countRows(db.pool, 'run_states', 'tenant_id = $1', [tenantId])).toBe(1);
   });
 
   test('resume exactly on a slot starts at that slot; resuming an enabled job changes nothing', async () => {
@@ -331,7 +331,7 @@ describe('delete', () => {
     await expectTockError(db.store.getJob({ tenantId, jobId: def.jobId }), 'not_found');
 
     const { rows } = await db.pool.query(
-      'SELECT run_id, state, finished_at FROM runs WHERE tenant_id = $1 ORDER BY scheduled_for',
+      'SELECT run_id, state, finished_at FROM run_states WHERE tenant_id = $1 ORDER BY scheduled_for',
       [tenantId],
     );
     expect(rows.map((r) => [r.run_id, r.state])).toEqual([

@@ -43,7 +43,7 @@ const claim = (
   });
 
 describe('concurrent claimers', () => {
-  test('eight claimers over 300 pending runs: each run claimed exactly once, each with its own token', async () => {
+  test('eight claimers over 300 pending runs: each run claimed exactly once, each claim with its own token', async () => {
     const tenantId = uniqueId('t-claimers');
     const now = db.clock.nowMs();
     const { runIds } = await runsOf(
@@ -73,9 +73,19 @@ describe('concurrent claimers', () => {
     const all = received.flat();
     expect(all).toHaveLength(300);
     expect(new Set(all.map((c) => c.runId))).toEqual(new Set(runIds));
+    // One lease per claim: the runs of one claim share its token, and no two claims share one.
     const tokens = all.map((c) => c.leaseToken);
-    expect(new Set(tokens).size).toBe(300);
     for (const t of tokens) expect(t).toMatch(UUID);
+    const claimsOfToken = new Map<string, Set<string>>();
+    received.forEach((got, i) => {
+      for (const c of got) {
+        const claimers = claimsOfToken.get(c.leaseToken) ?? new Set<string>();
+        claimers.add(`claimer-${i}`);
+        claimsOfToken.set(c.leaseToken, claimers);
+      }
+    });
+    for (const claimers of claimsOfToken.values()) expect(claimers.size).toBe(1);
+    expect(claimsOfToken.size).toBeGreaterThanOrEqual(60);
     for (const c of all) {
       expect(c.attempt).toBe(1);
       expect(c.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
@@ -83,7 +93,7 @@ describe('concurrent claimers', () => {
 
     // The database agrees: every run running once, under the worker and token that received it.
     const { rows } = await db.pool.query(
-      'SELECT run_id, state, lease_owner, lease_token FROM runs WHERE tenant_id = $1',
+      'SELECT run_id, state, lease_owner, lease_token FROM run_states WHERE tenant_id = $1',
       [tenantId],
     );
     expect(rows).toHaveLength(300);
@@ -155,13 +165,15 @@ describe('filters', () => {
     const sms = await runsOf(tenantId, [now - 3_000, now - 1_000], { handler: 'sms' });
 
     expect(await claim(tenantId, { handlers: ['push'] })).toEqual([]);
-    expect(await countRows(db.pool, 'runs', "tenant_id = $1 AND state = 'pending'", [tenantId])).toBe(4);
+    expect(await countRows(db.pool, 'run_states', "tenant_id = $1 AND state = 'pending'", [tenantId])).toBe(
+      4,
+    );
 
     const got = await claim(tenantId, { handlers: ['sms'] });
     expect(new Set(got.map((c) => c.runId))).toEqual(new Set(sms.runIds));
     for (const c of got) expect(c.handler).toBe('sms');
     const pendingEmail = await db.pool.query(
-      "SELECT run_id FROM runs WHERE tenant_id = $1 AND state = 'pending' ORDER BY scheduled_for",
+      "SELECT run_id FROM run_states WHERE tenant_id = $1 AND state = 'pending' ORDER BY scheduled_for",
       [tenantId],
     );
     expect(pendingEmail.rows.map((r) => r.run_id)).toEqual(email.runIds);
@@ -382,12 +394,17 @@ describe('heartbeats', () => {
     for (const r of hb.renewed) expect(r.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
 
     const { rows } = await db.pool.query(
-      "SELECT count(*)::int AS n FROM runs WHERE tenant_id = $1 AND state = 'running' AND lease_expires_at = $2",
+      "SELECT count(*)::int AS n FROM run_states WHERE tenant_id = $1 AND state = 'running' AND lease_expires_at = $2",
       [tenantId, new Date(now + LEASE_MS)],
     );
-    expect(rows[0].n).toBe(47);
-    // The forged heartbeat did not renew the real lease.
-    expect((await runRow(db.pool, forged.runId)).lease_expires_at).toEqual(new Date(start + LEASE_MS));
+    // One lease per claim: renewing the claim renewed every run it still lists, the forged run's
+    // too (its own heartbeat, whose token is not its claim's, was reported lost above).
+    expect(rows[0].n).toBe(48);
+    // A forged token alone renews nothing.
+    db.clock.advance(1_000);
+    const alone = await db.store.heartbeatRuns({ leases: [leases[42]!], now: db.clock.nowMs() });
+    expect(alone).toEqual({ renewed: [], lost: [forged.runId] });
+    expect((await runRow(db.pool, forged.runId)).lease_expires_at).toEqual(new Date(now + LEASE_MS));
   });
 });
 

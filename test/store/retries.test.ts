@@ -229,11 +229,7 @@ describe('the reaper', () => {
   /** A reaper whose candidate read is followed, before its write, by `between`. */
   const reaperPausedAfterRead = (between: () => Promise<void>) =>
     new PostgresStore(
-      pauseAfter(
-        db.newPool(),
-        (sql) => sql.includes("WHERE state = 'running' AND lease_expires_at < $1"),
-        between,
-      ),
+      pauseAfter(db.newPool(), (sql) => sql.includes('FROM run_claims WHERE lease_expires_at < $1'), between),
       { random: () => 0 },
     );
 
@@ -326,7 +322,7 @@ describe('the reaper', () => {
     expect([...a.dead, ...b.dead].filter((r) => r.tenantId === tenantId)).toEqual([]);
 
     const { rows } = await db.pool.query(
-      'SELECT state, attempt, available_at, count(*)::int AS n FROM runs WHERE tenant_id = $1 GROUP BY 1, 2, 3',
+      'SELECT state, attempt, available_at, count(*)::int AS n FROM run_states WHERE tenant_id = $1 GROUP BY 1, 2, 3',
       [tenantId],
     );
     expect(rows).toEqual([{ state: 'pending', attempt: 2, available_at: new Date(now + 2_000), n: 30 }]);

@@ -32,7 +32,7 @@ beforeAll(async () => {
 afterAll(() => db.teardown());
 
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE jobs, runs, attempts');
+  await db.pool.query('TRUNCATE jobs, runs, attempts, run_queue, run_claims');
   await db.pool.query('DELETE FROM nodes');
   await db.pool.query('UPDATE shards SET owner = NULL, lease_expires_at = NULL, epoch = 0');
 });
@@ -113,7 +113,7 @@ async function addJobs(n: number, t: number, extra: Parameters<typeof job>[0] = 
 /** Every row of `jobs` and `runs` as text: equal snapshots mean nothing was written. */
 async function snapshot(): Promise<{ jobs: string[]; runs: string[] }> {
   const jobs = await db.pool.query('SELECT j::text AS row FROM jobs j ORDER BY tenant_id, job_id');
-  const runs = await db.pool.query('SELECT r::text AS row FROM runs r ORDER BY run_id');
+  const runs = await db.pool.query('SELECT r::text AS row FROM run_states r ORDER BY run_id');
   return { jobs: jobs.rows.map((r) => r.row), runs: runs.rows.map((r) => r.row) };
 }
 
@@ -127,7 +127,7 @@ async function jobText(jobIds: readonly string[]): Promise<string[]> {
 
 async function runCount(jobIds: readonly string[]): Promise<number> {
   const { rows } = await db.pool.query(
-    'SELECT count(*)::int AS n FROM runs WHERE tenant_id = $1 AND job_id = ANY($2)',
+    'SELECT count(*)::int AS n FROM run_states WHERE tenant_id = $1 AND job_id = ANY($2)',
     [TENANT, jobIds],
   );
   return rows[0].n;
@@ -531,7 +531,7 @@ describe('fencing the tick', () => {
     const { rows } = await db.pool.query(
       `SELECT job_id, count(*)::int AS n, count(DISTINCT scheduled_for)::int AS d,
               min(scheduled_for) AS first, max(scheduled_for) AS last
-       FROM runs GROUP BY job_id ORDER BY job_id`,
+       FROM run_states GROUP BY job_id ORDER BY job_id`,
     );
     const slots = (end - T0) / TEN_S + 1;
     expect(rows).toEqual(

@@ -21,21 +21,21 @@ const TEN_S = 10_000;
 let t0: number;
 
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE jobs, runs, attempts');
+  await db.pool.query('TRUNCATE jobs, runs, attempts, run_queue, run_claims');
   db.clock.set(alignUp(db.clock.nowMs() + 1, TEN_S));
   t0 = db.clock.nowMs();
 });
 
 async function runCounts(): Promise<{ total: number; distinct: number }> {
   const { rows } = await db.pool.query(
-    'SELECT count(*)::int AS total, count(DISTINCT (tenant_id, job_id, scheduled_for))::int AS distinct FROM runs',
+    'SELECT count(*)::int AS total, count(DISTINCT (tenant_id, job_id, scheduled_for))::int AS distinct FROM run_states',
   );
   return rows[0];
 }
 
 async function slotsOf(tenantId: string, jobId: string): Promise<number[]> {
   const { rows } = await db.pool.query(
-    'SELECT scheduled_for FROM runs WHERE tenant_id = $1 AND job_id = $2 ORDER BY scheduled_for',
+    'SELECT scheduled_for FROM run_states WHERE tenant_id = $1 AND job_id = $2 ORDER BY scheduled_for',
     [tenantId, jobId],
   );
   return rows.map((r) => (r.scheduled_for as Date).getTime());
@@ -326,13 +326,13 @@ describe('triggerRun', () => {
     });
     expect(run.runId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
-    const before = await db.pool.query('SELECT * FROM runs ORDER BY run_id');
+    const before = await db.pool.query('SELECT * FROM run_states ORDER BY run_id');
     const err = await expectTockError(
       db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: slot, now: now + 5 }),
       'conflict',
     );
     expect(err.details.run_id).toBe(run.runId);
-    expect((await db.pool.query('SELECT * FROM runs ORDER BY run_id')).rows).toEqual(before.rows);
+    expect((await db.pool.query('SELECT * FROM run_states ORDER BY run_id')).rows).toEqual(before.rows);
 
     // Default slot: now. A slot the tick already materialised is a conflict naming the tick's run.
     const adhoc = await db.store.triggerRun({ tenantId, jobId: def.jobId, now });
@@ -346,7 +346,7 @@ describe('triggerRun', () => {
     );
     expect(dup.details.run_id).toBe(ticked.runId);
 
-    const count = await countRows(db.pool, 'runs');
+    const count = await countRows(db.pool, 'run_states');
     await expectTockError(db.store.triggerRun({ tenantId, jobId: 'no-such-job', now }), 'not_found');
     await expectTockError(
       db.store.triggerRun({ tenantId: uniqueId('t-nobody'), jobId: def.jobId, now }),
@@ -356,7 +356,7 @@ describe('triggerRun', () => {
       db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: Number.NaN, now }),
       'validation_error',
     );
-    expect(await countRows(db.pool, 'runs')).toBe(count);
+    expect(await countRows(db.pool, 'run_states')).toBe(count);
   });
 });
 

@@ -113,7 +113,7 @@ async function runState(
   runId: string,
 ): Promise<{ state: string; attempt: number; lease_expires_at: Date | null }> {
   const { rows } = await db.pool.query(
-    'SELECT state, attempt, lease_expires_at FROM runs WHERE run_id = $1',
+    'SELECT state, attempt, lease_expires_at FROM run_states WHERE run_id = $1',
     [runId],
   );
   expect(rows).toHaveLength(1);
@@ -397,7 +397,7 @@ test('completions finishing together are written in batches', async () => {
   expect(complete.mock.calls.map(([p]) => p.leases.length)).toEqual([5]);
   const ids = runs.map((r) => r.runId).sort();
   expect(complete.mock.calls.flatMap(([p]) => p.leases.map((l) => l.runId)).sort()).toEqual(ids);
-  const { rows } = await db.pool.query('SELECT state, finished_at FROM runs ORDER BY run_id');
+  const { rows } = await db.pool.query('SELECT state, finished_at FROM run_states ORDER BY run_id');
   expect(rows).toEqual(Array.from({ length: 5 }, () => ({ state: 'succeeded', finished_at: new Date(T0) })));
   for (const r of runs) {
     expect((await attemptRows(r.runId)).map((a) => [a.outcome, a.finished_at])).toEqual([
@@ -693,7 +693,7 @@ describe('held runs: claim ahead and prefetch', () => {
     clock.advance(11_000);
     await worker.heartbeatOnce();
     const { rows } = await db.pool.query(
-      "SELECT count(*)::int AS n FROM runs WHERE state = 'running' AND lease_expires_at > $1",
+      "SELECT count(*)::int AS n FROM run_states WHERE state = 'running' AND lease_expires_at > $1",
       [new Date(clock.nowMs() + 25_000)],
     );
     expect(rows[0].n).toBe(worker.inFlight);
@@ -726,8 +726,8 @@ describe('held runs: claim ahead and prefetch', () => {
     cleanups.push(() => worker.stop(0));
     worker.start();
     await vi.waitFor(() => expect(worker.inFlight).toBe(1));
-    // Another party takes the run over (its token changes): the next heartbeat says it is lost.
-    await db.pool.query('UPDATE runs SET lease_token = gen_random_uuid() WHERE run_id = $1', [
+    // Another party takes the run over (its claim's token changes): the next heartbeat says it is lost.
+    await db.pool.query('UPDATE run_claims SET lease_token = gen_random_uuid() WHERE $1 = ANY(run_ids)', [
       runs[0]!.runId,
     ]);
     await worker.heartbeatOnce(true);

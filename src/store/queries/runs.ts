@@ -1,44 +1,39 @@
-/** Every statement on `runs` and `attempts`. Parameters are positional; each constant's comment lists them. */
+/**
+ * Every statement on `runs`, `run_queue`, `run_claims` and `attempts`. Parameters are positional;
+ * each constant's comment lists them.
+ *
+ * Since migration 0007 a claim does not write the run row: the run leaves `run_queue` and one
+ * `run_claims` row (per claim and lease length) lists it. The attempt's end writes the run row
+ * once, with the claim's token, worker and start, and takes the run off its claim. Reads go
+ * through the `run_states` view, which shows a pending run that a claim lists as running.
+ */
 
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
   payload, pool, priority, available_at, lease_owner, lease_expires_at, last_error, created_at,
   started_at, finished_at`;
 
-/**
- * $1 tenants, $2 jobs, $3 slots, $4 sort keys, $5 now, $6 available_at (slot + jitter).
- * Materialises slots from their (locked) jobs; a slot that already has a run is skipped silently.
- */
-export const runInsertSlots = `
-INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
-SELECT j.tenant_id, j.job_id, v.slot, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
-  j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, v.available_at, v.sort_key, $5
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $6::timestamptz[])
-  AS v(tenant_id, job_id, slot, sort_key, available_at)
-JOIN jobs j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
-ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
-RETURNING run_id, tenant_id, job_id, scheduled_for`;
+/** RUN_COLUMNS of a row written to `runs` (no claim holds it: no expiry). */
+const WRITTEN_COLUMNS = RUN_COLUMNS.replace('lease_expires_at', 'NULL::timestamptz AS lease_expires_at');
 
-/** $1 tenant, $2 job, $3 slot */
-export const runBySlot = `SELECT run_id FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for = $3`;
-
-/** $1 tenant, $2 run */
-export const runGet = `SELECT ${RUN_COLUMNS} FROM runs WHERE tenant_id = $1 AND run_id = $2`;
+/** Queues the runs a CTE named `src` returned (run_id, tenant_id, pool, handler, priority, available_at, sort_key). */
+const enqueue = (src: string, where = 'true') => `
+  INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key)
+  SELECT run_id, tenant_id, pool, handler, priority, available_at, sort_key FROM ${src} WHERE ${where}`;
 
 /**
- * $1 run. The attempts that ended in failure, release or expiry have rows; the running or
- * succeeded attempt is read from the run row. (A row an earlier version wrote at claim, outcome
- * still null, is the run row's attempt again, so it is not shown.)
+ * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
+ * earlier CTE locked: a claim left with no run goes.
  */
-export const attemptsOfRun = `
-SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
-FROM attempts WHERE run_id = $1 AND outcome IS NOT NULL
-UNION ALL
-SELECT r.attempt, r.lease_owner, r.started_at,
-  CASE WHEN r.state = 'succeeded' THEN r.finished_at END,
-  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, r.output
-FROM runs r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
-ORDER BY started_at, attempt`;
+const unclaim = `
+  unclaimed AS (
+    UPDATE run_claims c SET run_ids = ARRAY(SELECT x FROM unnest(c.run_ids) AS x WHERE x <> ALL (e.ids))
+    FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
+    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) > cardinality(e.ids)
+  ), emptied AS (
+    DELETE FROM run_claims c
+    USING (SELECT lease_token, count(*) AS n FROM ended GROUP BY lease_token) e
+    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) <= e.n
+  )`;
 
 /**
  * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
@@ -48,8 +43,49 @@ ORDER BY started_at, attempt`;
 const recordEnded = (finishedAt: string) => `
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
   SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, ${finishedAt}, outcome, error, output FROM ended
-  ON CONFLICT (lease_token) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
+  ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
     error = EXCLUDED.error, output = EXCLUDED.output`;
+
+/**
+ * $1 tenants, $2 jobs, $3 slots, $4 sort keys, $5 now, $6 available_at (slot + jitter).
+ * Materialises slots from their (locked) jobs and queues them; a slot that already has a run is
+ * skipped silently.
+ */
+export const runInsertSlots = `
+WITH inserted AS (
+  INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
+  SELECT j.tenant_id, j.job_id, v.slot, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
+    j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, v.available_at, v.sort_key, $5
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $6::timestamptz[])
+    AS v(tenant_id, job_id, slot, sort_key, available_at)
+  JOIN jobs j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
+  ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
+  RETURNING run_id, tenant_id, job_id, scheduled_for, pool, handler, priority, available_at, sort_key
+), queued AS (${enqueue('inserted')}
+)
+SELECT run_id, tenant_id, job_id, scheduled_for FROM inserted`;
+
+/** $1 tenant, $2 job, $3 slot */
+export const runBySlot = `SELECT run_id FROM runs WHERE tenant_id = $1 AND job_id = $2 AND scheduled_for = $3`;
+
+/** $1 tenant, $2 run */
+export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
+
+/**
+ * $1 run. The attempts that ended in failure, release or expiry have rows; the running attempt is
+ * its claim, the succeeded one its run row. (A row an earlier version wrote at claim, outcome still
+ * null, is one of those again, so it is not shown.)
+ */
+export const attemptsOfRun = `
+SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
+FROM attempts WHERE run_id = $1 AND outcome IS NOT NULL
+UNION ALL
+SELECT r.attempt, r.lease_owner, r.started_at,
+  CASE WHEN r.state = 'succeeded' THEN r.finished_at END,
+  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, r.output
+FROM run_states r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
+ORDER BY started_at, attempt`;
 
 /**
  * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
@@ -57,7 +93,7 @@ const recordEnded = (finishedAt: string) => `
  * is unique within a job, so it alone orders the page and continues strictly after the cursor.
  */
 export const runListOfJob = `
-SELECT ${RUN_COLUMNS} FROM runs
+SELECT ${RUN_COLUMNS} FROM run_states
 WHERE tenant_id = $1 AND job_id = $2
   AND ($3::text IS NULL OR state = $3)
   AND ($4::timestamptz IS NULL OR scheduled_for < $4::timestamptz)
@@ -66,59 +102,92 @@ LIMIT $5`;
 
 /**
  * $1 tenant, $2 state (or null), $3 cursor slot (or null), $4 cursor run id, $5 limit.
- * A tenant's runs newest first; the row comparison continues strictly after the cursor. A finished
- * state reads runs_finished; pending and running runs are few (their partial indexes hold them).
+ * A tenant's runs newest first, on runs_by_tenant; the row comparison continues strictly after the
+ * cursor. Pending and running runs are filtered on the way (they are few, and mostly the newest);
+ * dead and cancelled runs have runListParked.
  */
 export const runList = `
-SELECT ${RUN_COLUMNS} FROM runs
+SELECT ${RUN_COLUMNS} FROM run_states
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR state = $2)
   AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
 ORDER BY scheduled_for DESC, run_id DESC
 LIMIT $5`;
 
-/** $1 tenant (or null) */
+/** $1 tenant, $2 state ('dead' | 'cancelled'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
+export const runListParked = `
+SELECT ${WRITTEN_COLUMNS} FROM runs
+WHERE tenant_id = $1 AND parked = $2
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+ORDER BY scheduled_for DESC, run_id DESC
+LIMIT $5`;
+
+/**
+ * $1 tenant (or null). Runs per state: the claims' runs are running, and are among the pending
+ * runs of `runs`.
+ */
 export const runCountByState = `
-SELECT state, count(*)::int AS n FROM runs WHERE ($1::text IS NULL OR tenant_id = $1) GROUP BY state`;
+WITH stored AS (
+  SELECT state, count(*)::int AS n FROM runs WHERE ($1::text IS NULL OR tenant_id = $1) GROUP BY state
+), claimed AS (
+  SELECT count(*)::int AS n FROM run_claims c, unnest(c.run_ids) AS x(run_id)
+  WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id AND r.tenant_id = $1)
+)
+SELECT state, n - CASE WHEN state = 'pending' THEN (SELECT n FROM claimed) ELSE 0 END AS n FROM stored
+UNION ALL
+SELECT 'running', n FROM claimed`;
 
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
  * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones).
- * The claim. The LIMIT … SKIP LOCKED select sits in a CTE (a subquery in IN (…) may be re-run and
- * claim more than $3) and the UPDATE re-checks the state. The attempt's row is written when it ends.
+ * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
+ * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
+ * length.
  */
 export const runClaim = `
 WITH picked AS (
-  SELECT run_id FROM runs
-  WHERE state = 'pending' AND pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
+  SELECT run_id FROM run_queue
+  WHERE pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
     AND ($6::text[] IS NULL OR handler = ANY($6::text[]))
     AND ($7::text IS NULL OR tenant_id = $7)
   ORDER BY sort_key
   LIMIT $3
   FOR UPDATE SKIP LOCKED
-), claimed AS (
-  UPDATE runs r SET state = 'running', lease_owner = $4, lease_token = gen_random_uuid(),
-    lease_expires_at = $2::timestamptz + COALESCE(r.lease_seconds * 1000, $5) * interval '1 millisecond',
-    started_at = $2
-  FROM picked
-  WHERE r.run_id = picked.run_id AND r.state = 'pending'
-  RETURNING r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
-    r.max_attempts, r.lease_token, r.lease_expires_at, r.sort_key, r.available_at, r.timeout_seconds
+), taken AS (
+  -- By primary key: as a join with \`picked\`, the planner may hash-join a scan of the whole queue.
+  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM picked))
+  RETURNING q.run_id, q.sort_key
+), held AS (
+  SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
+    r.max_attempts, r.available_at, r.timeout_seconds, t.sort_key, COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
+  FROM taken t JOIN runs r ON r.run_id = t.run_id
+), claims AS (
+  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids)
+  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id)
+  FROM held GROUP BY lease_ms
+  RETURNING lease_token, lease_ms, lease_expires_at
 )
-SELECT run_id, tenant_id, job_id, handler, payload, pool, scheduled_for, attempt, max_attempts, lease_token,
-  lease_expires_at, available_at, timeout_seconds
-FROM claimed ORDER BY sort_key`;
+SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt, h.max_attempts,
+  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds
+FROM held h JOIN claims c ON c.lease_ms = h.lease_ms
+ORDER BY h.sort_key`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 default lease ms, $5 tenant (or null).
- * Renews every live lease; the rest are lost.
+ * $1 run ids, $2 tokens, $3 now, $4 tenant (or null).
+ * Renews the live claims the leases belong to (each by its own lease length), and returns each
+ * given run its claim still lists; the rest are lost.
  */
 export const runHeartbeatMany = `
-UPDATE runs r SET lease_expires_at = $3::timestamptz + COALESCE(r.lease_seconds * 1000, $4) * interval '1 millisecond'
-FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
-WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
-  AND ($5::text IS NULL OR r.tenant_id = $5)
-RETURNING r.run_id, r.lease_expires_at`;
+WITH given AS (
+  SELECT v.run_id, v.lease_token FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+  WHERE $4::text IS NULL OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id = v.run_id AND r.tenant_id = $4)
+), renewed AS (
+  UPDATE run_claims c SET lease_expires_at = $3::timestamptz + c.lease_ms * interval '1 millisecond'
+  WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+  RETURNING c.lease_token, c.lease_expires_at, c.run_ids
+)
+SELECT g.run_id, r.lease_expires_at FROM given g
+JOIN renewed r ON r.lease_token = g.lease_token AND g.run_id = ANY(r.run_ids)`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
@@ -126,104 +195,167 @@ RETURNING r.run_id, r.lease_expires_at`;
  * output): no attempt row is written.
  */
 export const runCompleteMany = `
-UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_expires_at = NULL, last_error = NULL,
-  output = v.output
-FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
-WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
-  AND ($4::text IS NULL OR r.tenant_id = $4)
-RETURNING r.run_id`;
+WITH given AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
+), live AS (
+  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+  WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+  FOR NO KEY UPDATE
+), ended AS (
+  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = l.lease_token, lease_owner = l.worker_id,
+    started_at = l.claimed_at, last_error = NULL, output = g.output
+  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
+  WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
+  RETURNING r.run_id, l.lease_token
+), ${unclaim}
+SELECT run_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
-SELECT attempt, max_attempts, priority, backoff_base_seconds, backoff_cap_seconds
-FROM runs WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3
-  AND ($4::text IS NULL OR tenant_id = $4)`;
+SELECT r.attempt, r.max_attempts, r.priority, r.backoff_base_seconds, r.backoff_cap_seconds
+FROM runs r JOIN run_claims c ON c.lease_token = $2 AND r.run_id = ANY(c.run_ids) AND c.lease_expires_at > $3
+WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)`;
 
 /**
  * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error,
  * $8 output tail (or null).
- * A failed attempt under a live lease: retry (next attempt) or dead letter.
+ * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter.
  */
 export const runFail = `
-WITH ended AS (
-  UPDATE runs SET state = $4,
-    attempt = attempt + CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END,
-    available_at = COALESCE($5, available_at), sort_key = COALESCE($6, sort_key),
-    last_error = $7, lease_expires_at = NULL,
-    finished_at = CASE WHEN $4 = 'dead' THEN $3::timestamptz END
-  WHERE run_id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > $3
-  RETURNING run_id, lease_token, attempt, available_at,
-    attempt - CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END AS ended_attempt, lease_owner, started_at,
+WITH live AS (
+  SELECT lease_token, worker_id, claimed_at FROM run_claims
+  WHERE lease_token = $2 AND $1 = ANY(run_ids) AND lease_expires_at > $3
+  FOR NO KEY UPDATE
+), ended AS (
+  UPDATE runs r SET state = $4,
+    attempt = r.attempt + CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END,
+    available_at = COALESCE($5, r.available_at), sort_key = COALESCE($6, r.sort_key),
+    last_error = $7, lease_token = l.lease_token, lease_owner = l.worker_id, started_at = l.claimed_at,
+    finished_at = CASE WHEN $4 = 'dead' THEN $3::timestamptz END,
+    parked = CASE WHEN $4 = 'dead' THEN 'dead' END
+  FROM live l
+  WHERE r.run_id = $1 AND r.state = 'pending'
+  RETURNING r.run_id, r.lease_token, r.attempt, r.available_at, r.tenant_id, r.pool, r.handler, r.priority,
+    r.sort_key, r.state,
+    r.attempt - CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
     'failed'::text AS outcome, $7::text AS error, $8::text AS output
-), recorded AS (${recordEnded('$3::timestamptz')}
+), queued AS (${enqueue('ended', "state = 'pending'")}
+), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
 )
 SELECT attempt, available_at FROM ended`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null). Back to pending, same attempt, same place in the queue;
- * only under a live lease (an expired one is the reaper's, and counts as an attempt).
+ * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null). Back to the queue, same attempt,
+ * same place; only under a live lease (an expired one is the reaper's, and counts as an attempt).
+ * The run row is not written: the released attempt's row in attempts says who held it.
  */
 export const runReleaseMany = `
-WITH ended AS (
-  UPDATE runs r SET state = 'pending', lease_expires_at = NULL
-  FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
-  WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at > $3
-    AND ($5::text IS NULL OR r.tenant_id = $5)
-  RETURNING r.run_id, r.lease_token, r.attempt AS ended_attempt, r.lease_owner, r.started_at,
+WITH given AS (
+  SELECT v.run_id, v.lease_token FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+), live AS (
+  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+  WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+  FOR NO KEY UPDATE
+), ended AS (
+  SELECT r.run_id, l.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
+    r.attempt AS ended_attempt, l.worker_id AS lease_owner, l.claimed_at AS started_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS output
-), recorded AS (${recordEnded('$3::timestamptz')}
+  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
+  JOIN runs r ON r.run_id = g.run_id
+  WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
+), queued AS (${enqueue('ended')}
+), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
 )
 SELECT run_id FROM ended`;
 
-/** $1 now, $2 batch. Runs whose lease expired, oldest expiry first. */
+/**
+ * $1 now, $2 claims. The runs of the claims whose lease expired, oldest expiry first: every run of
+ * each claim, so that the reap can end the claim.
+ */
 export const runReapCandidates = `
-SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, attempt, max_attempts, priority,
-  backoff_base_seconds, backoff_cap_seconds
-FROM runs WHERE state = 'running' AND lease_expires_at < $1
-ORDER BY lease_expires_at LIMIT $2`;
+WITH expired AS (
+  SELECT lease_token, run_ids FROM run_claims WHERE lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2
+)
+SELECT r.run_id, e.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.attempt, r.max_attempts, r.priority,
+  r.backoff_base_seconds, r.backoff_cap_seconds
+FROM expired e CROSS JOIN unnest(e.run_ids) AS x(run_id) JOIN runs r ON r.run_id = x.run_id`;
 
 /**
  * $1 run ids, $2 tokens, $3 new states, $4 available_at, $5 sort keys, $6 now.
- * Guarded by the token read and the expiry, so a run completed or re-claimed since stays as it is.
+ * Ends the claims read (only those still expired: one renewed since stays) and each of their runs
+ * still listed (a run that ended since is not). A run of such a claim that the reaper did not read
+ * goes back to the queue as it was, so no run is left without a queue row or a claim.
  */
 export const runReap = `
-WITH ended AS (
-  UPDATE runs r SET state = v.state,
-    attempt = r.attempt + CASE WHEN v.state = 'pending' THEN 1 ELSE 0 END,
-    available_at = COALESCE(v.available_at, r.available_at), sort_key = COALESCE(v.sort_key, r.sort_key),
-    last_error = 'lease expired', lease_expires_at = NULL,
-    finished_at = CASE WHEN v.state = 'dead' THEN $6::timestamptz END
-  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+WITH given AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
     AS v(run_id, lease_token, state, available_at, sort_key)
-  WHERE r.run_id = v.run_id AND r.lease_token = v.lease_token AND r.state = 'running' AND r.lease_expires_at < $6
-  RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt,
-    r.attempt - CASE WHEN v.state = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
+), expired AS (
+  DELETE FROM run_claims c WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at < $6
+  RETURNING c.lease_token, c.worker_id, c.claimed_at, c.run_ids
+), held AS (
+  SELECT x.run_id, e.lease_token, e.worker_id, e.claimed_at, g.state, g.available_at, g.sort_key
+  FROM expired e CROSS JOIN unnest(e.run_ids) AS x(run_id)
+  LEFT JOIN given g ON g.run_id = x.run_id AND g.lease_token = e.lease_token
+), ended AS (
+  UPDATE runs r SET state = COALESCE(h.state, 'pending'),
+    attempt = r.attempt + CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END,
+    available_at = COALESCE(h.available_at, r.available_at), sort_key = COALESCE(h.sort_key, r.sort_key),
+    last_error = CASE WHEN h.state IS NULL THEN r.last_error ELSE 'lease expired' END,
+    lease_token = h.lease_token, lease_owner = h.worker_id, started_at = h.claimed_at,
+    finished_at = CASE WHEN h.state = 'dead' THEN $6::timestamptz END,
+    parked = CASE WHEN h.state = 'dead' THEN 'dead' END
+  FROM held h
+  WHERE r.run_id = h.run_id AND r.state = 'pending'
+  RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt, r.pool, r.handler,
+    r.priority, r.available_at, r.sort_key, h.state IS NOT NULL AS reaped,
+    r.attempt - CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
     'lease_expired'::text AS outcome, 'lease expired'::text AS error, NULL::text AS output
-), recorded AS (${recordEnded('$6::timestamptz')}
+), queued AS (${enqueue('ended', "state = 'pending'")}
+), recorded AS (
+  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
+  SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, $6::timestamptz, outcome, error, output
+  FROM ended WHERE reaped
+  ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
+    error = EXCLUDED.error, output = EXCLUDED.output
 )
-SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended`;
+SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
-/** $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to pending with fresh attempts. */
+/** $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to the queue with fresh attempts. */
 export const runReplay = `
-UPDATE runs SET state = 'pending', attempt = 1, available_at = $3, sort_key = $4, finished_at = NULL,
-  lease_expires_at = NULL
-WHERE tenant_id = $1 AND run_id = $2 AND state = 'dead'
-RETURNING ${RUN_COLUMNS}`;
+WITH replayed AS (
+  UPDATE runs SET state = 'pending', attempt = 1, available_at = $3, sort_key = $4, finished_at = NULL,
+    parked = NULL
+  WHERE tenant_id = $1 AND run_id = $2 AND state = 'dead'
+  RETURNING ${WRITTEN_COLUMNS}, sort_key
+), queued AS (${enqueue('replayed')}
+)
+SELECT ${RUN_COLUMNS} FROM replayed`;
 
-/** $1 tenant, $2 job, $3 now. Pending runs of a deleted job never run. */
+/** $1 tenant, $2 job, $3 now. Queued runs of a deleted job never run (claimed ones finish). */
 export const runCancelPendingOfJob = `
-UPDATE runs SET state = 'cancelled', finished_at = $3
-WHERE tenant_id = $1 AND job_id = $2 AND state = 'pending'`;
+WITH dequeued AS (
+  DELETE FROM run_queue q
+  USING runs r
+  WHERE r.tenant_id = $1 AND r.job_id = $2 AND r.state = 'pending' AND q.run_id = r.run_id
+  RETURNING q.run_id
+)
+UPDATE runs SET state = 'cancelled', finished_at = $3, parked = 'cancelled'
+FROM dequeued WHERE runs.run_id = dequeued.run_id`;
 
-/** $1 tenant, $2 job, $3 slot, $4 sort key, $5 now. One ad-hoc run from the job's definition. */
+/** $1 tenant, $2 job, $3 slot, $4 sort key, $5 now. One ad-hoc run from the job's definition, queued. */
 export const runInsertOne = `
-INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
-SELECT tenant_id, job_id, $3, max_attempts, handler, payload, pool, priority,
-  backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, $3, $4, $5
-FROM jobs WHERE tenant_id = $1 AND job_id = $2
-ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
-RETURNING ${RUN_COLUMNS}`;
+WITH inserted AS (
+  INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
+  SELECT tenant_id, job_id, $3, max_attempts, handler, payload, pool, priority,
+    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, $3, $4, $5
+  FROM jobs WHERE tenant_id = $1 AND job_id = $2
+  ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
+  RETURNING ${WRITTEN_COLUMNS}, sort_key
+), queued AS (${enqueue('inserted')}
+)
+SELECT ${RUN_COLUMNS} FROM inserted`;
 
 /**
  * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
@@ -235,11 +367,11 @@ export const runNotify = `SELECT pg_notify('${RUNS_CHANNEL}', '')`;
 /** Reads the database's own clock (epoch ms) for the offset clock. */
 export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
 
-/** $1 now. Claimable pending runs by priority: the ready queue's depth per class. */
+/** $1 now. Claimable queued runs by priority: the ready queue's depth per class. */
 export const runReadyByPriority = `
-SELECT priority, count(*)::int AS n FROM runs WHERE state = 'pending' AND available_at <= $1 GROUP BY priority`;
+SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
-/** $1 pool, $2 now, $3 tenant (or null). The earliest future available_at of the pool's pending runs. */
+/** $1 pool, $2 now, $3 tenant (or null). The earliest future available_at of the pool's queued runs. */
 export const runNextAvailable = `
-SELECT min(available_at) AS at FROM runs
-WHERE state = 'pending' AND pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)`;
+SELECT min(available_at) AS at FROM run_queue
+WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)`;
