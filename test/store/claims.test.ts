@@ -1,0 +1,294 @@
+/**
+ * Claims (migration 0007): a claim takes its runs off the queue and holds them in one claim row
+ * per lease length; the runs' ends take them off it; the reaper ends whole expired claims; and a
+ * database migrated from 0006 with live leases carries them over.
+ */
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { FakeClock, seededRandom } from '../../src/core/index.js';
+import { createPool, migrate, PostgresStore } from '../../src/store/index.js';
+import { MIGRATIONS_DIR } from '../../src/store/migrate.js';
+import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+import { job, runRow, uniqueId } from '../setup/factories.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await setupDatabase();
+});
+afterAll(() => db.teardown());
+
+const LEASE_MS = 30_000;
+
+/** Registers a job in `tenantId` and triggers one run per slot; returns the run ids in slot order. */
+async function runsOf(tenantId: string, slots: number[], overrides: Parameters<typeof job>[0] = {}) {
+  const def = job(overrides);
+  await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  const now = db.clock.nowMs();
+  const runs = [];
+  for (const scheduledFor of slots) {
+    runs.push(await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor, now }));
+  }
+  return runs.map((r) => r.runId);
+}
+
+const claim = (tenantId: string, max: number, now = db.clock.nowMs()) =>
+  db.store.claimRuns({ workerId: 'w-claims', pool: 'default', max, now, tenantId });
+
+/**
+ * Pending runs of `tenantId` that are not in exactly one place (the queue, or one claim), and
+ * claims that list no run: both must always be empty.
+ */
+async function misplaced(tenantId: string) {
+  const { rows } = await db.pool.query(
+    `SELECT r.run_id,
+       (SELECT count(*) FROM run_queue q WHERE q.run_id = r.run_id)::int AS queued,
+       (SELECT count(*) FROM run_claims c WHERE r.run_id = ANY(c.run_ids))::int AS claimed
+     FROM runs r WHERE r.tenant_id = $1 AND r.state = 'pending'`,
+    [tenantId],
+  );
+  const empty = await db.pool.query('SELECT lease_token FROM run_claims WHERE cardinality(run_ids) = 0');
+  return {
+    runs: rows.filter((r) => r.queued + r.claimed !== 1),
+    emptyClaims: empty.rows,
+  };
+}
+
+const claimRows = async (tenantId: string) =>
+  (
+    await db.pool.query(
+      `SELECT lease_token, lease_ms, lease_expires_at, run_ids FROM run_claims c
+       WHERE EXISTS (SELECT 1 FROM runs r WHERE r.run_id = ANY(c.run_ids) AND r.tenant_id = $1)
+       ORDER BY lease_ms`,
+      [tenantId],
+    )
+  ).rows;
+
+describe('claim rows', () => {
+  test('one claim takes runs of two lease lengths: one token per length, each run expiring by its own', async () => {
+    const tenantId = uniqueId('t-lengths');
+    const now = db.clock.nowMs();
+    const short = await runsOf(tenantId, [now - 3_000, now - 2_000], { leaseSeconds: 5 });
+    const long = await runsOf(tenantId, [now - 2_500, now - 1_500]);
+    const got = await claim(tenantId, 10);
+    expect(got.map((c) => c.runId).sort()).toEqual([...short, ...long].sort());
+    const tokenOf = (ids: string[]) =>
+      new Set(got.filter((c) => ids.includes(c.runId)).map((c) => c.leaseToken));
+    expect(tokenOf(short).size).toBe(1);
+    expect(tokenOf(long).size).toBe(1);
+    expect([...tokenOf(short)][0]).not.toBe([...tokenOf(long)][0]);
+    for (const c of got) {
+      expect(c.leaseExpiresAt).toEqual(new Date(now + (short.includes(c.runId) ? 5_000 : LEASE_MS)));
+    }
+    const rows = await claimRows(tenantId);
+    expect(rows.map((r) => [r.lease_ms, [...r.run_ids].sort()])).toEqual([
+      [5_000, [...short].sort()],
+      [LEASE_MS, [...long].sort()],
+    ]);
+    // Claimed runs are off the queue and show as running, with the claim's lease.
+    const queued = await db.pool.query('SELECT count(*)::int AS n FROM run_queue WHERE tenant_id = $1', [
+      tenantId,
+    ]);
+    expect(queued.rows[0].n).toBe(0);
+    expect(await runRow(db.pool, short[0]!)).toMatchObject({
+      state: 'running',
+      lease_owner: 'w-claims',
+      lease_expires_at: new Date(now + 5_000),
+    });
+    expect(await misplaced(tenantId)).toEqual({ runs: [], emptyClaims: [] });
+  });
+
+  test('a claim shrinks as its runs end and goes with the last; renewing it renews only what it still holds', async () => {
+    const tenantId = uniqueId('t-shrink');
+    const now = db.clock.nowMs();
+    const ids = await runsOf(tenantId, [now - 4_000, now - 3_000, now - 2_000, now - 1_000], {
+      maxAttempts: 3,
+    });
+    const got = await claim(tenantId, 4);
+    expect(new Set(got.map((c) => c.leaseToken)).size).toBe(1);
+    const [a, b, c, d] = got;
+
+    expect((await db.store.completeRuns({ leases: [a!], now })).completed).toEqual([a!.runId]);
+    expect((await claimRows(tenantId))[0].run_ids.sort()).toEqual([b!.runId, c!.runId, d!.runId].sort());
+    await db.store.failRun({ runId: b!.runId, leaseToken: b!.leaseToken, error: 'boom', now });
+    expect((await db.store.releaseRuns({ leases: [c!], reason: 'shutdown', now })).released).toEqual([
+      c!.runId,
+    ]);
+    expect((await claimRows(tenantId))[0].run_ids).toEqual([d!.runId]);
+    expect(await misplaced(tenantId)).toEqual({ runs: [], emptyClaims: [] });
+
+    // A heartbeat naming every run renews the claim for the one it still holds; the others are lost.
+    const hb = await db.store.heartbeatRuns({ leases: got, now: now + 10_000 });
+    expect(hb.renewed).toEqual([{ runId: d!.runId, leaseExpiresAt: new Date(now + 10_000 + LEASE_MS) }]);
+    expect(hb.lost.sort()).toEqual([a!.runId, b!.runId, c!.runId].sort());
+
+    expect((await db.store.completeRuns({ leases: [d!], now: now + 10_000 })).completed).toEqual([d!.runId]);
+    expect(await claimRows(tenantId)).toEqual([]);
+    expect(ids.length).toBe(4);
+    const counts = await db.store.countRuns({ tenantId });
+    expect(counts).toMatchObject({ succeeded: 2, pending: 2, running: 0 });
+    expect(await misplaced(tenantId)).toEqual({ runs: [], emptyClaims: [] });
+  });
+
+  test('countRuns counts a claim’s runs as running, not pending', async () => {
+    const tenantId = uniqueId('t-count');
+    const now = db.clock.nowMs();
+    await runsOf(tenantId, [now - 3_000, now - 2_000, now - 1_000]);
+    await claim(tenantId, 2);
+    expect(await db.store.countRuns({ tenantId })).toMatchObject({ pending: 1, running: 2, succeeded: 0 });
+  });
+});
+
+describe('the reaper ends whole claims', () => {
+  test('batch size counts claims: one claim of 5 expired runs is reaped in one pass, and goes', async () => {
+    // A database of its own: the reaper takes the oldest expired claims of all tenants.
+    const own = await setupDatabase();
+    try {
+      const tenantId = 't-reap-claim';
+      const def = job({ maxAttempts: 5 });
+      await own.store.upsertJob({ tenantId, job: def, now: own.clock.nowMs() });
+      const start = own.clock.nowMs();
+      const ids: string[] = [];
+      for (let i = 1; i <= 5; i++) {
+        const run = await own.store.triggerRun({
+          tenantId,
+          jobId: def.jobId,
+          scheduledFor: start - 10_000 + i,
+          now: start,
+        });
+        ids.push(run.runId);
+      }
+      const got = await own.store.claimRuns({
+        workerId: 'w-claims',
+        pool: 'default',
+        max: 5,
+        now: start,
+        tenantId,
+      });
+      expect(got).toHaveLength(5);
+      // One run ends before the lease does; the reaper takes the other four, in one pass of batch 1.
+      await own.store.completeRuns({ leases: [got[0]!], now: start + 1 });
+      const reaped = await own.newStore({ random: seededRandom(3) }).reapExpired({
+        now: start + LEASE_MS + 1,
+        batchSize: 1,
+      });
+      const rest = got.slice(1).map((c) => c.runId);
+      expect(reaped.requeued.map((r) => r.runId).sort()).toEqual([...rest].sort());
+      for (const r of reaped.requeued) expect(r.attempt).toBe(2);
+      expect((await own.pool.query('SELECT count(*)::int AS n FROM run_claims')).rows[0].n).toBe(0);
+      const queued = await own.pool.query('SELECT run_id FROM run_queue ORDER BY run_id');
+      expect(queued.rows.map((r) => r.run_id)).toEqual([...rest].sort());
+      const attempts = await own.pool.query(
+        `SELECT count(*)::int AS n FROM attempts WHERE run_id = ANY($1) AND outcome = 'lease_expired'
+           AND lease_token = $2 AND worker_id = 'w-claims'`,
+        [rest, got[0]!.leaseToken],
+      );
+      expect(attempts.rows[0].n).toBe(4);
+      expect(ids).toHaveLength(5);
+    } finally {
+      await own.teardown();
+    }
+  });
+});
+
+describe('upgrading from migration 0006 with live leases', () => {
+  test('pending runs are queued, a running run keeps its lease (token, worker, expiry), finished runs are listed', async () => {
+    const url = inject('databaseUrl');
+    const schema = `t_upgrade_${Math.random().toString(16).slice(2, 10)}`;
+    const admin = createPool(url, { max: 1 });
+    await admin.query(`CREATE SCHEMA ${schema}`);
+    const pool = createPool(url, { schema, max: 4 });
+    const dir = mkdtempSync(join(tmpdir(), 'tock-migrations-'));
+    try {
+      for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => /^000[1-6]_.*\.sql$/.test(f))) {
+        cpSync(join(MIGRATIONS_DIR, f), join(dir, f));
+      }
+      expect(await migrate(pool, dir)).toEqual([1, 2, 3, 4, 5, 6]);
+      const t = new Date(T0);
+      const lease = (ms: number) => new Date(T0 + ms);
+      const insert = `INSERT INTO runs (run_id, tenant_id, job_id, scheduled_for, state, max_attempts, handler, payload,
+          pool, priority, backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at,
+          lease_owner, lease_token, lease_expires_at, started_at, finished_at)
+        VALUES ($1, 'up', 'j', $2, $3, 3, 'h', '{}', 'default', 0, 2, 3600, $2, $2, $2, $4, $5, $6, $7, $8)`;
+      const id = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
+      const token = (n: number) => `11111111-0000-4000-8000-00000000000${n}`;
+      await pool.query(insert, [id(1), lease(-4_000), 'pending', null, null, null, null, null]);
+      await pool.query(insert, [
+        id(2),
+        lease(-3_000),
+        'running',
+        'w-old',
+        token(2),
+        lease(20_000),
+        lease(-10_000),
+        null,
+      ]);
+      await pool.query(insert, [
+        id(3),
+        lease(-2_000),
+        'running',
+        'w-old',
+        token(3),
+        lease(-1),
+        lease(-40_000),
+        null,
+      ]);
+      await pool.query(insert, [id(4), lease(-1_000), 'dead', 'w-old', token(4), null, lease(-9_000), t]);
+      await pool.query(insert, [id(5), lease(-500), 'succeeded', 'w-old', token(5), null, lease(-9_000), t]);
+
+      expect(await migrate(pool)).toEqual([7]);
+      const clock = new FakeClock(T0);
+      const store = new PostgresStore(pool, { random: seededRandom(5) });
+      const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });
+
+      expect(await get(2)).toMatchObject({
+        state: 'running',
+        leaseOwner: 'w-old',
+        leaseExpiresAt: lease(20_000),
+      });
+      expect((await get(2)).attempts.map((a) => [a.workerId, a.startedAt, a.outcome])).toEqual([
+        ['w-old', lease(-10_000), null],
+      ]);
+      expect(await get(4)).toMatchObject({ state: 'dead' });
+      expect(await get(5)).toMatchObject({ state: 'succeeded' });
+      expect(
+        (await store.listRuns({ tenantId: 'up', state: 'dead', limit: 10 })).items.map((r) => r.runId),
+      ).toEqual([id(4)]);
+      expect(await store.countRuns({ tenantId: 'up' })).toMatchObject({
+        pending: 1,
+        running: 2,
+        succeeded: 1,
+        dead: 1,
+      });
+
+      // The old lease still fences: its token completes the run; the expired one is the reaper's.
+      const done = await store.completeRuns({
+        leases: [{ runId: id(2), leaseToken: token(2) }],
+        now: clock.nowMs(),
+      });
+      expect(done).toEqual({ completed: [id(2)], lost: [] });
+      expect(await get(2)).toMatchObject({
+        state: 'succeeded',
+        leaseOwner: 'w-old',
+        startedAt: lease(-10_000),
+      });
+      const reaped = await store.reapExpired({ now: clock.nowMs(), batchSize: 10 });
+      expect(reaped.requeued.map((r) => [r.runId, r.attempt])).toEqual([[id(3), 2]]);
+
+      // The pending run, and the reaped one once its backoff ends, are claimable.
+      const claimed = await store.claimRuns({
+        workerId: 'w-new',
+        pool: 'default',
+        max: 10,
+        now: clock.nowMs() + 3_600_000,
+      });
+      expect(claimed.map((c) => c.runId).sort()).toEqual([id(1), id(3)]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await pool.end();
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.end();
+    }
+  });
+});
