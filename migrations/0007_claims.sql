@@ -95,11 +95,10 @@ SELECT r.run_id, r.tenant_id, r.job_id, r.scheduled_for,
   CASE WHEN c.lease_token IS NULL THEN r.started_at ELSE c.claimed_at END AS started_at,
   r.finished_at, r.output, r.parked
 FROM runs r
-LEFT JOIN LATERAL (
-  SELECT lease_token, worker_id, claimed_at, lease_expires_at FROM run_claims
-  WHERE r.state = 'pending' AND r.run_id = ANY(run_ids)
-  LIMIT 1
-) c ON true;
+LEFT JOIN (
+  SELECT x.run_id, c.lease_token, c.worker_id, c.claimed_at, c.lease_expires_at
+  FROM run_claims c CROSS JOIN unnest(c.run_ids) AS x(run_id)
+) c ON c.run_id = r.run_id AND r.state = 'pending';
 COMMENT ON VIEW run_states IS
   'Runs with the state a user sees: a pending run listed by a claim (run_claims) is running.';
 COMMENT ON TABLE attempts IS

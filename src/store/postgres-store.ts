@@ -803,15 +803,25 @@ export class PostgresStore implements Store {
       slot = checkInstant(ms, 'cursor');
       runId = id;
     }
-    // Dead and cancelled runs have an index of their own; the other states are read on the way
-    // through the tenant's (or the job's) runs, newest first.
-    const parked = p.state === 'dead' || p.state === 'cancelled';
+    // A job's runs are read through its history. A tenant's: queued and claimed runs from the queue
+    // and the claims (few), dead and cancelled ones through their own index, the rest newest first.
+    const byState: Record<RunState, string> = {
+      pending: R.runListQueued,
+      running: R.runListClaimed,
+      dead: R.runListParked,
+      cancelled: R.runListParked,
+      succeeded: R.runList,
+    };
     const { rows } =
       p.jobId !== undefined
         ? await this.pool.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, slot, limit + 1])
-        : parked
-          ? await this.pool.query(R.runListParked, [p.tenantId, p.state, slot, runId, limit + 1])
-          : await this.pool.query(R.runList, [p.tenantId, p.state ?? null, slot, runId, limit + 1]);
+        : await this.pool.query(p.state ? byState[p.state] : R.runList, [
+            p.tenantId,
+            p.state ?? null,
+            slot,
+            runId,
+            limit + 1,
+          ]);
     const items = rows.slice(0, limit).map(toRun);
     const last = items[items.length - 1];
     return {

@@ -140,6 +140,44 @@ describe('claim rows', () => {
   });
 });
 
+describe('listing a tenant’s runs by state', () => {
+  test('queued, claimed, succeeded and dead runs each list under their state, newest first, page by page', async () => {
+    const tenantId = uniqueId('t-list');
+    const now = db.clock.nowMs();
+    const ids = await runsOf(
+      tenantId,
+      [6, 5, 4, 3, 2, 1].map((i) => now - i * 1_000),
+      { maxAttempts: 1 },
+    );
+    // Claimed in slot order: the two oldest end (one succeeds, one dies), two stay running.
+    const got = await claim(tenantId, 4);
+    await db.store.completeRuns({ leases: [got[0]!], now });
+    await db.store.failRun({ runId: got[1]!.runId, leaseToken: got[1]!.leaseToken, error: 'x', now });
+    const expected: Record<string, string[]> = {
+      succeeded: [ids[0]!],
+      dead: [ids[1]!],
+      running: [ids[3]!, ids[2]!],
+      pending: [ids[5]!, ids[4]!],
+    };
+    for (const [state, want] of Object.entries(expected)) {
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      for (let page = 0; page < 5; page++) {
+        const r = await db.store.listRuns({ tenantId, state: state as 'pending', limit: 1, cursor });
+        for (const run of r.items) {
+          expect(run.state).toBe(state);
+          seen.push(run.runId);
+        }
+        cursor = r.nextCursor;
+        if (!cursor) break;
+      }
+      expect(seen).toEqual(want);
+    }
+    const all = await db.store.listRuns({ tenantId, limit: 10 });
+    expect(all.items.map((r) => r.runId)).toEqual([...ids].reverse());
+  });
+});
+
 describe('the reaper ends whole claims', () => {
   test('batch size counts claims: one claim of 5 expired runs is reaped in one pass, and goes', async () => {
     // A database of its own: the reaper takes the oldest expired claims of all tenants.

@@ -26,7 +26,7 @@ const enqueue = (src: string, where = 'true') => `
  */
 const unclaim = `
   unclaimed AS (
-    UPDATE run_claims c SET run_ids = ARRAY(SELECT x FROM unnest(c.run_ids) AS x WHERE x <> ALL (e.ids))
+    UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(e.ids))
     FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
     WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) > cardinality(e.ids)
   ), emptied AS (
@@ -101,10 +101,9 @@ ORDER BY scheduled_for DESC
 LIMIT $5`;
 
 /**
- * $1 tenant, $2 state (or null), $3 cursor slot (or null), $4 cursor run id, $5 limit.
+ * $1 tenant, $2 state (null, or 'succeeded'), $3 cursor slot (or null), $4 cursor run id, $5 limit.
  * A tenant's runs newest first, on runs_by_tenant; the row comparison continues strictly after the
- * cursor. Pending and running runs are filtered on the way (they are few, and mostly the newest);
- * dead and cancelled runs have runListParked.
+ * cursor. Pending, running, dead and cancelled runs have statements of their own.
  */
 export const runList = `
 SELECT ${RUN_COLUMNS} FROM run_states
@@ -113,6 +112,26 @@ WHERE tenant_id = $1
   AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
 ORDER BY scheduled_for DESC, run_id DESC
 LIMIT $5`;
+
+/** A tenant's runs whose ids `ids` (a subquery) returns, newest first, after the cursor: $1 tenant, $3 slot, $4 run id, $5 limit. */
+const listAmong = (ids: string, state: string) => `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE run_id IN (${ids}) AND tenant_id = $1 AND state = '${state}'
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+ORDER BY scheduled_for DESC, run_id DESC
+LIMIT $5`;
+
+/** $1 tenant, $2 unused ('pending'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's queued runs. */
+export const runListQueued = listAmong(
+  'SELECT run_id FROM run_queue WHERE tenant_id = $1 AND $2::text IS NOT NULL',
+  'pending',
+);
+
+/** $1 tenant, $2 unused ('running'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's claimed runs. */
+export const runListClaimed = listAmong(
+  'SELECT unnest(run_ids) FROM run_claims WHERE $2::text IS NOT NULL',
+  'running',
+);
 
 /** $1 tenant, $2 state ('dead' | 'cancelled'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
 export const runListParked = `
@@ -186,8 +205,9 @@ WITH given AS (
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
 )
-SELECT g.run_id, r.lease_expires_at FROM given g
-JOIN renewed r ON r.lease_token = g.lease_token AND g.run_id = ANY(r.run_ids)`;
+SELECT g.run_id, r.lease_expires_at
+FROM renewed r CROSS JOIN unnest(r.run_ids) AS x(run_id)
+JOIN given g ON g.run_id = x.run_id AND g.lease_token = r.lease_token`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
@@ -204,7 +224,8 @@ WITH given AS (
 ), ended AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = l.lease_token, lease_owner = l.worker_id,
     started_at = l.claimed_at, last_error = NULL, output = g.output
-  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
+  FROM live l CROSS JOIN unnest(l.run_ids) AS x(run_id)
+  JOIN given g ON g.run_id = x.run_id AND g.lease_token = l.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
   RETURNING r.run_id, l.lease_token
 ), ${unclaim}
@@ -260,7 +281,8 @@ WITH given AS (
   SELECT r.run_id, l.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
     r.attempt AS ended_attempt, l.worker_id AS lease_owner, l.claimed_at AS started_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS output
-  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
+  FROM live l CROSS JOIN unnest(l.run_ids) AS x(run_id)
+  JOIN given g ON g.run_id = x.run_id AND g.lease_token = l.lease_token
   JOIN runs r ON r.run_id = g.run_id
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
 ), queued AS (${enqueue('ended')}
