@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { FakeClock, seededRandom } from '../../src/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../src/store/index.js';
 import { MIGRATIONS_DIR } from '../../src/store/migrate.js';
+import * as R from '../../src/store/queries/runs.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { job, runRow, uniqueId } from '../setup/factories.js';
 
@@ -137,6 +138,48 @@ describe('claim rows', () => {
     await runsOf(tenantId, [now - 3_000, now - 2_000, now - 1_000]);
     await claim(tenantId, 2);
     expect(await db.store.countRuns({ tenantId })).toMatchObject({ pending: 1, running: 2, succeeded: 0 });
+  });
+});
+
+describe('plans', () => {
+  /** Every plan node of `plan` that unnests an array, with how many times it ran. */
+  function unnests(node: Record<string, unknown>, out: number[] = []): number[] {
+    if (node['Function Name'] === 'unnest') out.push(node['Actual Loops'] as number);
+    for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) unnests(child, out);
+    return out;
+  }
+
+  test('completing, renewing and releasing 300 runs of one claim unnests each array once, not once per run', async () => {
+    const tenantId = uniqueId('t-plans');
+    const now = db.clock.nowMs();
+    await runsOf(
+      tenantId,
+      Array.from({ length: 300 }, (_, i) => now - 10_000 + i),
+    );
+    const got = await claim(tenantId, 300);
+    expect(new Set(got.map((c) => c.leaseToken)).size).toBe(1);
+    const ids = got.map((c) => c.runId);
+    const tokens = got.map((c) => c.leaseToken);
+    const statements: [string, string, unknown[]][] = [
+      ['complete', R.runCompleteMany, [ids, tokens, new Date(now), null, ids.map(() => null)]],
+      ['heartbeat', R.runHeartbeatMany, [ids, tokens, new Date(now), null]],
+      ['release', R.runReleaseMany, [ids, tokens, new Date(now), 'test', null]],
+    ];
+    for (const [name, sql, params] of statements) {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+        const plan = rows[0]['QUERY PLAN'][0].Plan;
+        expect(plan['Actual Rows'], name).toBe(300);
+        const loops = unnests(plan);
+        expect(loops.length, name).toBeGreaterThan(0);
+        expect(Math.max(...loops), name).toBe(1);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    }
   });
 });
 

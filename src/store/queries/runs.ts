@@ -36,6 +36,15 @@ const unclaim = `
   )`;
 
 /**
+ * One row per run of the claims a CTE named `claims` returned (lease_token, run_ids, and `columns`),
+ * materialised: a join with it hashes the runs (the planner, which guesses 10 elements per array,
+ * would otherwise unnest every claim once per given run).
+ */
+const MEMBERS = (claims: string, columns: string) => `
+  SELECT x.run_id, c.lease_token, ${columns.split(', ').map((col) => `c.${col}`).join(', ')}
+  FROM ${claims} c CROSS JOIN unnest(c.run_ids) AS x(run_id)`;
+
+/**
  * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
  * "ended" returned: lease_token, run_id, ended_attempt (the attempt that ended), lease_owner,
  * started_at, outcome, error, output. Completes in place a row an earlier version wrote at claim.
@@ -204,10 +213,10 @@ WITH given AS (
   UPDATE run_claims c SET lease_expires_at = $3::timestamptz + c.lease_ms * interval '1 millisecond'
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
+), members AS MATERIALIZED (${MEMBERS('renewed', 'lease_expires_at')}
 )
-SELECT g.run_id, r.lease_expires_at
-FROM renewed r CROSS JOIN unnest(r.run_ids) AS x(run_id)
-JOIN given g ON g.run_id = x.run_id AND g.lease_token = r.lease_token`;
+SELECT g.run_id, m.lease_expires_at FROM given g
+JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
@@ -221,13 +230,13 @@ WITH given AS (
   SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
   FOR NO KEY UPDATE
+), members AS MATERIALIZED (${MEMBERS('live', 'worker_id, claimed_at')}
 ), ended AS (
-  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = l.lease_token, lease_owner = l.worker_id,
-    started_at = l.claimed_at, last_error = NULL, output = g.output
-  FROM live l CROSS JOIN unnest(l.run_ids) AS x(run_id)
-  JOIN given g ON g.run_id = x.run_id AND g.lease_token = l.lease_token
+  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = m.lease_token, lease_owner = m.worker_id,
+    started_at = m.claimed_at, last_error = NULL, output = g.output
+  FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, l.lease_token
+  RETURNING r.run_id, m.lease_token
 ), ${unclaim}
 SELECT run_id FROM ended`;
 
@@ -277,12 +286,12 @@ WITH given AS (
   SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
   FOR NO KEY UPDATE
+), members AS MATERIALIZED (${MEMBERS('live', 'worker_id, claimed_at')}
 ), ended AS (
-  SELECT r.run_id, l.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
-    r.attempt AS ended_attempt, l.worker_id AS lease_owner, l.claimed_at AS started_at,
+  SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
+    r.attempt AS ended_attempt, m.worker_id AS lease_owner, m.claimed_at AS started_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS output
-  FROM live l CROSS JOIN unnest(l.run_ids) AS x(run_id)
-  JOIN given g ON g.run_id = x.run_id AND g.lease_token = l.lease_token
+  FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   JOIN runs r ON r.run_id = g.run_id
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
 ), queued AS (${enqueue('ended')}
@@ -315,10 +324,10 @@ WITH given AS (
 ), expired AS (
   DELETE FROM run_claims c WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at < $6
   RETURNING c.lease_token, c.worker_id, c.claimed_at, c.run_ids
+), members AS MATERIALIZED (${MEMBERS('expired', 'worker_id, claimed_at')}
 ), held AS (
-  SELECT x.run_id, e.lease_token, e.worker_id, e.claimed_at, g.state, g.available_at, g.sort_key
-  FROM expired e CROSS JOIN unnest(e.run_ids) AS x(run_id)
-  LEFT JOIN given g ON g.run_id = x.run_id AND g.lease_token = e.lease_token
+  SELECT m.run_id, m.lease_token, m.worker_id, m.claimed_at, g.state, g.available_at, g.sort_key
+  FROM members m LEFT JOIN given g ON g.run_id = m.run_id AND g.lease_token = m.lease_token
 ), ended AS (
   UPDATE runs r SET state = COALESCE(h.state, 'pending'),
     attempt = r.attempt + CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END,
