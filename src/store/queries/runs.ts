@@ -41,7 +41,10 @@ const unclaim = `
  * would otherwise unnest every claim once per given run).
  */
 const MEMBERS = (claims: string, columns: string) => `
-  SELECT x.run_id, c.lease_token, ${columns.split(', ').map((col) => `c.${col}`).join(', ')}
+  SELECT x.run_id, c.lease_token, ${columns
+    .split(', ')
+    .map((col) => `c.${col}`)
+    .join(', ')}
   FROM ${claims} c CROSS JOIN unnest(c.run_ids) AS x(run_id)`;
 
 /**
