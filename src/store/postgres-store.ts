@@ -103,6 +103,18 @@ function toJob(r: Row): Job {
   };
 }
 
+/**
+ * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead
+ * and cancelled ones through their own index, succeeded ones newest first through the tenant's.
+ */
+const LIST_BY_STATE: Record<RunState, string> = {
+  pending: R.runListQueued,
+  running: R.runListClaimed,
+  dead: R.runListParked,
+  cancelled: R.runListParked,
+  succeeded: R.runList,
+};
+
 function toRun(r: Row): Run {
   return {
     runId: r.run_id,
@@ -803,19 +815,11 @@ export class PostgresStore implements Store {
       slot = checkInstant(ms, 'cursor');
       runId = id;
     }
-    // A job's runs are read through its history. A tenant's: queued and claimed runs from the queue
-    // and the claims (few), dead and cancelled ones through their own index, the rest newest first.
-    const byState: Record<RunState, string> = {
-      pending: R.runListQueued,
-      running: R.runListClaimed,
-      dead: R.runListParked,
-      cancelled: R.runListParked,
-      succeeded: R.runList,
-    };
+    // A job's runs are read through its history; a tenant's by LIST_BY_STATE.
     const { rows } =
       p.jobId !== undefined
         ? await this.pool.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, slot, limit + 1])
-        : await this.pool.query(p.state ? byState[p.state] : R.runList, [
+        : await this.pool.query(p.state ? LIST_BY_STATE[p.state] : R.runList, [
             p.tenantId,
             p.state ?? null,
             slot,
