@@ -12,7 +12,7 @@ export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 /** Median, min and max of a list of numbers. */
 export const summarise = (xs) => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
 
-/** Empties runs and attempts, then inserts `n` ready runs of job `bench/noop` at distinct past slots. */
+/** Empties runs, attempts, the queue and the claims, then inserts `n` ready runs of job `bench/noop` at distinct past slots, queued. */
 export async function seedBacklog(pool, n) {
   await pool.query('TRUNCATE runs, attempts, run_queue, run_claims');
   await pool.query(
