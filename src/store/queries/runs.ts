@@ -40,12 +40,23 @@ const unclaim = `
  * materialised: a join with it hashes the runs (the planner, which guesses 10 elements per array,
  * would otherwise unnest every claim once per given run).
  */
-const MEMBERS = (claims: string, columns: string) => `
-  SELECT x.run_id, c.lease_token, ${columns
-    .split(', ')
-    .map((col) => `c.${col}`)
-    .join(', ')}
+const MEMBERS = (claims: string, ...columns: string[]) => `
+  SELECT x.run_id, c.lease_token, ${columns.map((col) => `c.${col}`).join(', ')}
   FROM ${claims} c CROSS JOIN unnest(c.run_ids) AS x(run_id)`;
+
+/**
+ * For a CTE named `given` (run_id, lease_token, …) and $3 now: `live`, the claims its tokens name
+ * that are still live, locked FOR NO KEY UPDATE (two writers of one claim take turns; a reaper
+ * deleting it waits), and `members`, one row per run those claims hold, with the claim's worker and
+ * start.
+ */
+const LIVE_MEMBERS = `
+  live AS (
+    SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+    WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+    FOR NO KEY UPDATE
+  ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
+  )`;
 
 /**
  * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
@@ -229,12 +240,7 @@ JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token`;
 export const runCompleteMany = `
 WITH given AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
-), live AS (
-  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
-  WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
-  FOR NO KEY UPDATE
-), members AS MATERIALIZED (${MEMBERS('live', 'worker_id, claimed_at')}
-), ended AS (
+), ${LIVE_MEMBERS}, ended AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = m.lease_token, lease_owner = m.worker_id,
     started_at = m.claimed_at, last_error = NULL, output = g.output
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
@@ -285,12 +291,7 @@ SELECT attempt, available_at FROM ended`;
 export const runReleaseMany = `
 WITH given AS (
   SELECT v.run_id, v.lease_token FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
-), live AS (
-  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
-  WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
-  FOR NO KEY UPDATE
-), members AS MATERIALIZED (${MEMBERS('live', 'worker_id, claimed_at')}
-), ended AS (
+), ${LIVE_MEMBERS}, ended AS (
   SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
     r.attempt AS ended_attempt, m.worker_id AS lease_owner, m.claimed_at AS started_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS output
@@ -327,7 +328,7 @@ WITH given AS (
 ), expired AS (
   DELETE FROM run_claims c WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at < $6
   RETURNING c.lease_token, c.worker_id, c.claimed_at, c.run_ids
-), members AS MATERIALIZED (${MEMBERS('expired', 'worker_id, claimed_at')}
+), members AS MATERIALIZED (${MEMBERS('expired', 'worker_id', 'claimed_at')}
 ), held AS (
   SELECT m.run_id, m.lease_token, m.worker_id, m.claimed_at, g.state, g.available_at, g.sort_key
   FROM members m LEFT JOIN given g ON g.run_id = m.run_id AND g.lease_token = m.lease_token
