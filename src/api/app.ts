@@ -19,7 +19,7 @@ import { allows, type Clock, type Permission, type Role, TockError } from '../co
 import type { Store } from '../store/index.js';
 import type { Metrics } from './metrics.js';
 import { TenantQuota } from './quota.js';
-import { registerRoutes } from './routes.js';
+import { registerRoutes } from './routes/index.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -1,0 +1,66 @@
+/** The keys routes: create, list and revoke a tenant's API keys (admin only). */
+import type { App, AppOptions } from '../app.js';
+import { keyJson } from '../present.js';
+import * as S from '../schemas.js';
+import { errors } from './shared.js';
+
+export function registerKeyRoutes(app: App, o: AppOptions): void {
+  const { store, clock } = o;
+  const now = () => clock.nowMs();
+  app.post(
+    '/v1/keys',
+    {
+      config: { permission: 'admin' },
+      schema: {
+        summary: "Create a key for the caller's tenant; the secret is shown once",
+        tags: ['keys'],
+        body: S.KeyBody,
+        response: { 201: S.CreatedKey, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const b = request.body as { role: 'admin' | 'operator' | 'worker' | 'reader'; name?: string };
+      const { key, secret } = await store.createApiKey({
+        tenantId: request.principal.tenantId,
+        role: b.role,
+        name: b.name,
+        now: now(),
+      });
+      return reply.code(201).send({ ...keyJson(key), key: secret });
+    },
+  );
+
+  app.get(
+    '/v1/keys',
+    {
+      config: { permission: 'admin' },
+      schema: {
+        summary: "The tenant's keys (never their secrets)",
+        tags: ['keys'],
+        response: { 200: S.KeyList, ...errors },
+      },
+    },
+    async (request) => ({
+      keys: (await store.listApiKeys({ tenantId: request.principal.tenantId })).map(keyJson),
+    }),
+  );
+
+  app.delete(
+    '/v1/keys/:key_id',
+    {
+      config: { permission: 'admin' },
+      schema: {
+        summary: 'Revoke a key',
+        tags: ['keys'],
+        params: S.KeyParams,
+        response: { 200: S.ApiKey, ...errors },
+      },
+    },
+    async (request) => {
+      const { key_id } = request.params as { key_id: string };
+      return keyJson(
+        await store.revokeApiKey({ tenantId: request.principal.tenantId, keyId: key_id, now: now() }),
+      );
+    },
+  );
+}

@@ -1,0 +1,69 @@
+/** The runs routes an operator uses: list by state, read one with its attempts, replay a dead run. */
+import type { App, AppOptions } from '../app.js';
+import { runJson, runWithAttemptsJson } from '../present.js';
+import * as S from '../schemas.js';
+import { errors, limitOf } from './shared.js';
+
+export function registerRunRoutes(app: App, o: AppOptions): void {
+  const { store, clock } = o;
+  const now = () => clock.nowMs();
+  app.get(
+    '/v1/runs',
+    {
+      config: { permission: 'read' },
+      schema: {
+        summary: 'Runs by state (state=dead: the dead-letter view), newest first',
+        tags: ['runs'],
+        querystring: S.RunListQuery,
+        response: { 200: S.RunList, ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query as { limit?: string; cursor?: string; state?: 'dead'; job_id?: string };
+      const page = await store.listRuns({
+        tenantId: request.principal.tenantId,
+        jobId: q.job_id,
+        state: q.state,
+        limit: limitOf(q),
+        cursor: q.cursor ?? null,
+      });
+      return { runs: page.items.map(runJson), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.get(
+    '/v1/runs/:run_id',
+    {
+      config: { permission: 'read' },
+      schema: {
+        summary: 'A run with its attempts',
+        tags: ['runs'],
+        params: S.RunParams,
+        response: { 200: S.RunWithAttempts, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      return runWithAttemptsJson(await store.getRun({ tenantId: request.principal.tenantId, runId: run_id }));
+    },
+  );
+
+  app.post(
+    '/v1/runs/:run_id/replay',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: 'Requeue a dead run; 409 for any other state',
+        tags: ['runs'],
+        params: S.RunParams,
+        response: { 200: S.Run, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      return runJson(
+        await store.replayRun({ tenantId: request.principal.tenantId, runId: run_id, now: now() }),
+      );
+    },
+  );
+}

@@ -1,0 +1,231 @@
+/** The routes a remote worker uses: claim (long-poll), heartbeat, complete or fail, release. */
+import { TockError } from '../../core/index.js';
+import type { App, AppOptions } from '../app.js';
+import { leasedRunJson } from '../present.js';
+import * as S from '../schemas.js';
+import { errors } from './shared.js';
+
+export function registerWorkerRoutes(app: App, o: AppOptions): void {
+  const { store, clock } = o;
+  const now = () => clock.nowMs();
+  /** Remote workers appear in `nodes` (and `tock status`) through their claims and heartbeats. */
+  const workerSeen = new Map<string, number>();
+  const touchWorker = (workerId: string, tenantId: string, pool?: string): void => {
+    const t = now();
+    if (t - (workerSeen.get(workerId) ?? Number.NEGATIVE_INFINITY) < 5000) return;
+    workerSeen.set(workerId, t);
+    if (workerSeen.size > 10_000) workerSeen.clear();
+    const info: Record<string, unknown> = { via: 'http', tenant_id: tenantId, live_ms: 60_000 };
+    if (pool !== undefined) info.pool = pool;
+    store
+      .touchNode({ nodeId: workerId, role: 'worker', now: t, info })
+      .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
+  };
+  /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
+  const leaseLost = async (tenantId: string, runId: string): Promise<TockError> => {
+    await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
+    return new TockError('lease_lost', `the lease on run ${runId} is not live`);
+  };
+
+  app.post(
+    '/v1/leases',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Claim runs under leases; long-polls up to wait_ms',
+        tags: ['workers'],
+        body: S.LeaseRequest,
+        response: { 200: S.LeaseAnswer, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const b = request.body as {
+        worker_id: string;
+        pool?: string;
+        handlers?: string[];
+        max?: number;
+        wait_ms?: number;
+        ahead_ms?: number;
+      };
+      const deadline = now() + (b.wait_ms ?? 0);
+      const closed = new AbortController();
+      // The response's 'close' (before it is sent) means the client went away. Not the request's:
+      // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
+      // its first sleep.
+      reply.raw.once('close', () => closed.abort());
+      touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default');
+      for (;;) {
+        // A client that went away while we slept gets no runs: a claim now would only strand them
+        // under a lease nobody renews until the reaper takes them back.
+        if (closed.signal.aborted) return { runs: [], server_time: new Date(now()).toISOString() };
+        const runs = await store.claimRuns({
+          workerId: b.worker_id,
+          pool: b.pool ?? 'default',
+          max: b.max ?? 1,
+          now: now(),
+          handlers: b.handlers,
+          tenantId: request.principal.tenantId,
+          aheadMs: b.ahead_ms,
+        });
+        const remaining = deadline - now();
+        if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
+          const start = now();
+          for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
+          return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
+        }
+        // Until the next poll, or sooner when a materialised run becomes claimable before it.
+        const next = await store.nextAvailableAt({
+          pool: b.pool ?? 'default',
+          now: now(),
+          tenantId: request.principal.tenantId,
+        });
+        const until =
+          next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - (b.ahead_ms ?? 0) - now());
+        await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining, until), closed.signal);
+      }
+    },
+  );
+
+  app.post(
+    '/v1/runs/:run_id/heartbeat',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: "Renew one run's lease; 409 when lost",
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.LeaseTokenBody,
+        response: { 200: S.HeartbeatAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      const { lease_token } = request.body as { lease_token: string };
+      const tenantId = request.principal.tenantId;
+      const { renewed } = await store.heartbeatRuns({
+        leases: [{ runId: run_id, leaseToken: lease_token }],
+        now: now(),
+        tenantId,
+      });
+      if (!renewed[0]) throw await leaseLost(tenantId, run_id);
+      return {
+        lease_expires_at: renewed[0].leaseExpiresAt.toISOString(),
+        server_time: new Date(now()).toISOString(),
+      };
+    },
+  );
+
+  app.post(
+    '/v1/workers/:worker_id/heartbeat',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Renew many leases in one statement',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        body: S.WorkerHeartbeatBody,
+        response: { 200: S.WorkerHeartbeatAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      touchWorker((request.params as { worker_id: string }).worker_id, request.principal.tenantId);
+      const { leases } = request.body as { leases: { run_id: string; lease_token: string }[] };
+      const result = await store.heartbeatRuns({
+        leases: leases.map((l) => ({ runId: l.run_id, leaseToken: l.lease_token })),
+        now: now(),
+        tenantId: request.principal.tenantId,
+      });
+      return {
+        renewed: result.renewed.map((r) => ({
+          run_id: r.runId,
+          lease_expires_at: r.leaseExpiresAt.toISOString(),
+        })),
+        lost: result.lost,
+        server_time: new Date(now()).toISOString(),
+      };
+    },
+  );
+
+  app.post(
+    '/v1/runs/:run_id/complete',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Report the result under the lease; 409 when lost',
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.CompleteBody,
+        response: { 200: S.StateAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      const b = request.body as {
+        lease_token: string;
+        status: 'succeeded' | 'failed';
+        error?: string;
+        retryable?: boolean;
+        retry_after_ms?: number;
+        output?: string;
+      };
+      const tenantId = request.principal.tenantId;
+      if (b.status === 'succeeded') {
+        const { completed } = await store.completeRuns({
+          leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output }],
+          now: now(),
+          tenantId,
+        });
+        if (completed.length === 0) throw await leaseLost(tenantId, run_id);
+        return { state: 'succeeded' };
+      }
+      try {
+        const result = await store.failRun({
+          runId: run_id,
+          leaseToken: b.lease_token,
+          error: b.error ?? 'failed',
+          permanent: b.retryable === false,
+          retryAfterMs: b.retry_after_ms,
+          output: b.output,
+          now: now(),
+          tenantId,
+        });
+        (result.state === 'dead' ? o.metrics.deadLetters : o.metrics.retries).inc();
+        return {
+          state: result.state,
+          attempt: result.attempt,
+          available_at: result.availableAt ? result.availableAt.toISOString() : null,
+        };
+      } catch (err) {
+        if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(tenantId, run_id);
+        throw err;
+      }
+    },
+  );
+
+  app.post(
+    '/v1/runs/:run_id/release',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Give a run back without spending an attempt (worker shutdown); 409 when the lease is lost',
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.ReleaseBody,
+        response: { 200: S.StateAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params as { run_id: string };
+      const b = request.body as { lease_token: string; reason?: string };
+      const tenantId = request.principal.tenantId;
+      const { released } = await store.releaseRuns({
+        leases: [{ runId: run_id, leaseToken: b.lease_token }],
+        reason: b.reason ?? 'worker shutdown',
+        now: now(),
+        tenantId,
+      });
+      if (released.length === 0) throw await leaseLost(tenantId, run_id);
+      return { state: 'pending' };
+    },
+  );
+}
