@@ -6,8 +6,10 @@
  */
 import type pg from 'pg';
 import {
+  badTextAt,
   ConflictError,
   definitionHash,
+  describeBadText,
   firstSlotFrom,
   hashSecret,
   isRunState,
@@ -26,6 +28,7 @@ import {
   type RunState,
   retryDelayMs,
   type Schedule,
+  sanitiseText,
   shardOf,
   sortKey,
   ValidationError,
@@ -183,8 +186,14 @@ function checkInstant(ms: number, what: string): Date {
   return d;
 }
 
+/**
+ * Output, error and release-reason text as it is stored: its last 64 KiB, with U+0000 and unpaired
+ * surrogates (a cut may leave one at the start) replaced by U+FFFD. The last line of defence: no
+ * text a handler or an API caller sends can make these writes fail with SQLSTATE 22021 (a data
+ * error the whole completion batch would share).
+ */
 function clip(text: string): string {
-  return text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text;
+  return sanitiseText(text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text);
 }
 
 function checkLeases<L extends LeaseRef>(
@@ -858,6 +867,8 @@ export class PostgresStore implements Store {
     const name = p.name ?? '';
     if (typeof name !== 'string' || name.length > 200)
       throw new ValidationError('name must be at most 200 characters', { field: 'name' });
+    const bad = badTextAt(name, 'name');
+    if (bad) throw new ValidationError(describeBadText(bad), { field: 'name' });
     const { keyId, secret } = newApiKey();
     const { rows } = await this.pool.query(A.apiKeyInsert, [
       keyId,
