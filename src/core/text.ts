@@ -117,3 +117,16 @@ export function describeBadText(bad: BadText): string {
       return `${where} is not a finite number (JSON has no Infinity or NaN; send a number within ±1.7976931348623157e308)`;
   }
 }
+
+/** The most characters of output, error or release-reason text kept on an attempt: its last 64 KiB. */
+export const RESULT_TEXT_MAX_CHARS = 64 * 1024;
+
+/**
+ * Result text as it is stored: its last `RESULT_TEXT_MAX_CHARS` characters, sanitised (after the
+ * cut, which may leave half a surrogate pair at the start).
+ */
+export function resultText(text: string): string {
+  return sanitiseText(
+    text.length > RESULT_TEXT_MAX_CHARS ? text.slice(text.length - RESULT_TEXT_MAX_CHARS) : text,
+  );
+}

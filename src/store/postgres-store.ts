@@ -26,9 +26,9 @@ import {
   type Role,
   RUN_STATES,
   type RunState,
+  resultText,
   retryDelayMs,
   type Schedule,
-  sanitiseText,
   shardOf,
   sortKey,
   ValidationError,
@@ -77,7 +77,6 @@ export interface PostgresStoreOptions {
 type Row = Record<string, any>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const MAX_ERROR_CHARS = 64 * 1024;
 
 function toJob(r: Row): Job {
   return {
@@ -187,14 +186,12 @@ function checkInstant(ms: number, what: string): Date {
 }
 
 /**
- * Output, error and release-reason text as it is stored: its last 64 KiB, with U+0000 and unpaired
- * surrogates (a cut may leave one at the start) replaced by U+FFFD. The last line of defence: no
- * text a handler or an API caller sends can make these writes fail with SQLSTATE 22021 (a data
- * error the whole completion batch would share).
+ * Output, error and release-reason text as it is stored (`resultText`: the last 64 KiB, U+0000 and
+ * unpaired surrogates replaced by U+FFFD). The last line of defence: no text a handler or an API
+ * caller sends can make these writes fail with SQLSTATE 22021 (a data error the whole completion
+ * batch would share).
  */
-function clip(text: string): string {
-  return sanitiseText(text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text);
-}
+const clip = resultText;
 
 function checkLeases<L extends LeaseRef>(
   leases: readonly L[],
