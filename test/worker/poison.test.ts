@@ -8,10 +8,12 @@
  */
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test, vi } from 'vitest';
-import type { JobInput } from '../../src/core/index.js';
+import { type JobInput, PermanentError } from '../../src/core/index.js';
 import type { ClaimedRun, Completion, Run } from '../../src/store/index.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
-import { type Handler, Worker, type WorkerOptions } from '../../src/worker/index.js';
+import { type Handler, HttpLeaseStore, Worker, type WorkerOptions } from '../../src/worker/index.js';
+import { keysFor } from '../api/helpers.js';
+import { startApi } from '../setup/api.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { WatchedClock } from '../setup/events.js';
 
@@ -260,4 +262,33 @@ test('stop gives up a result the store cannot take after the grace period, inste
     [run!.runId, 'worker shutdown before the result was recorded'],
   ]);
   expect(clock.nowMs() - T0).toBeLessThan(60_000);
+});
+
+test('a remote worker (HttpLeaseStore) records NUL output and a NUL error sanitised, beside the others', async () => {
+  const runs = await readyRuns(['poison', 'throws', 'ok', 'ok']);
+  const api = await startApi(db);
+  cleanups.push(() => api.close());
+  const keys = await keysFor(db, 't');
+  const store = new HttpLeaseStore({ url: api.base, key: keys.worker, clock, waitMs: 0 });
+  const { worker, ended, untilEnded } = newWorker(
+    {
+      poison: () => ({ output: 'binary\u0000output' }),
+      throws: () => {
+        throw new PermanentError('bad \u0000 byte');
+      },
+      ok: () => 'fine',
+    },
+    { store },
+  );
+  worker.start();
+  await untilEnded(4);
+  expect(ended.dropped).toEqual([]);
+  expect(ended.succeeded).toHaveLength(3);
+  expect(ended.failed.map(([r, f]) => [r.runId, f.state])).toEqual([[runs[1]!.runId, 'dead']]);
+  expect(await states()).toEqual({ succeeded: 3, dead: 1 });
+  expect(await attempts(runs[0]!.runId)).toMatchObject([
+    { outcome: 'succeeded', output: 'binary\uFFFDoutput' },
+  ]);
+  const [failed] = await attempts(runs[1]!.runId);
+  expect(failed.error).toMatch(/^PermanentError: bad \uFFFD byte\n/);
 });
