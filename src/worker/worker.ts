@@ -229,6 +229,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (!Number.isInteger(this.claimAheadMs) || this.claimAheadMs < 0 || this.claimAheadMs > 10_000) {
       throw new RangeError('worker claim-ahead must be an integer from 0 to 10000 ms');
     }
+    if (o.resultRetryMs !== undefined && !(Number.isFinite(o.resultRetryMs) && o.resultRetryMs >= 0)) {
+      throw new RangeError('worker result retry must be a non-negative number of ms');
+    }
     this.completer = new Completer({
       store: o.store,
       clock: o.clock,
