@@ -20,6 +20,7 @@ import type { Store } from '../store/index.js';
 import type { Metrics } from './metrics.js';
 import { TenantQuota } from './quota.js';
 import { registerRoutes } from './routes/index.js';
+import { refuseUnstorableText } from './text-guard.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -144,6 +145,8 @@ export async function buildApp(o: AppOptions): Promise<App> {
         .send(envelope('rate_limited', 'the tenant request quota is spent; retry later'));
     }
   });
+
+  app.addHook('preValidation', refuseUnstorableText);
 
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unknown';

@@ -12,3 +12,4 @@ export * from './priority.js';
 export * from './run-state.js';
 export * from './schedule/schedule.js';
 export { instantsOf, offsetAt, transitionsBetween, wallOf } from './schedule/timezone.js';
+export * from './text.js';

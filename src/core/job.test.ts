@@ -136,6 +136,27 @@ describe('validateJob', () => {
     expect(validateJob({ ...BASE, jobId }).spec.jobId).toBe(jobId);
   });
 
+  it('refuses what jsonb cannot store and numbers JSON cannot carry, naming the path', () => {
+    const cases: [unknown, string, RegExp][] = [
+      [{ output: 'binary\u0000output' }, 'payload.output', /U\+0000/],
+      [{ list: ['ok', { deep: 'a\uD800' }] }, 'payload.list[1].deep', /surrogate/],
+      [{ 'k\u0000': 1 }, 'payload["k\\u0000"]', /a key/],
+      [{ big: JSON.parse('1e309') }, 'payload.big', /not a finite number/],
+      [[Number.NEGATIVE_INFINITY], 'payload[0]', /not a finite number/],
+      ['\u0000', 'payload', /U\+0000/],
+    ];
+    for (const [payload, field, message] of cases) {
+      const err = jobError({ ...BASE, payload });
+      expect(err.details).toEqual({ field });
+      expect(err.message).toMatch(message);
+      expect(err.message.startsWith(field)).toBe(true);
+    }
+    // A well-formed pair is text like any other; a 30-digit integer is a double (documented).
+    expect(validateJob({ ...BASE, payload: { e: '\uD83D\uDE00' } }).spec.payload).toEqual({
+      e: '\uD83D\uDE00',
+    });
+  });
+
   it('limits the payload to 64 KiB of serialised UTF-8', () => {
     expect(MAX_PAYLOAD_BYTES).toBe(65_536);
     // A JSON string of n characters serialises to n + 2 bytes.

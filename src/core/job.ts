@@ -8,6 +8,7 @@ import { ValidationError } from './errors.js';
 import { MAX_CATCH_UP_LIMIT, type MisfirePolicy, parseMisfirePolicy } from './misfire.js';
 import { MAX_PRIORITY, MIN_PRIORITY } from './priority.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
+import { badTextAt, describeBadText } from './text.js';
 
 const ID = /^[A-Za-z0-9._:-]{1,200}$/;
 
@@ -28,7 +29,11 @@ export interface JobInput {
   timezone?: string;
   /** Name of the handler a worker runs for this job. */
   handler: string;
-  /** JSON given to the handler. Default `{}`. At most 64 KiB once serialised. */
+  /**
+   * JSON given to the handler. Default `{}`. At most 64 KiB once serialised. Refused
+   * (`ValidationError` naming the path) when a string or key holds U+0000 or an unpaired surrogate
+   * or a number is not finite. Numbers are IEEE-754 doubles: integers are exact up to 2^53 − 1.
+   */
   payload?: unknown;
   /** 0–100, higher first. Default 0. */
   priority?: number;
@@ -145,6 +150,10 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     serialised = undefined;
   }
   if (serialised === undefined) throw new ValidationError('payload must be JSON', { field: 'payload' });
+  // Refused, not changed: `\u0000` and lone surrogates are what jsonb cannot store, and a
+  // non-finite number would silently become `null` (nothing in a payload is coerced).
+  const bad = badTextAt(payload, 'payload');
+  if (bad) throw new ValidationError(describeBadText(bad), { field: bad.path });
   if (Buffer.byteLength(serialised) > MAX_PAYLOAD_BYTES) {
     throw new ValidationError(`payload is larger than ${MAX_PAYLOAD_BYTES} bytes`, { field: 'payload' });
   }

@@ -6,8 +6,10 @@
  */
 import type pg from 'pg';
 import {
+  badTextAt,
   ConflictError,
   definitionHash,
+  describeBadText,
   firstSlotFrom,
   hashSecret,
   isRunState,
@@ -24,6 +26,7 @@ import {
   type Role,
   RUN_STATES,
   type RunState,
+  resultText,
   retryDelayMs,
   type Schedule,
   shardOf,
@@ -74,7 +77,6 @@ export interface PostgresStoreOptions {
 type Row = Record<string, any>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const MAX_ERROR_CHARS = 64 * 1024;
 
 function toJob(r: Row): Job {
   return {
@@ -183,9 +185,13 @@ function checkInstant(ms: number, what: string): Date {
   return d;
 }
 
-function clip(text: string): string {
-  return text.length > MAX_ERROR_CHARS ? text.slice(text.length - MAX_ERROR_CHARS) : text;
-}
+/**
+ * Output, error and release-reason text as it is stored (`resultText`: the last 64 KiB, U+0000 and
+ * unpaired surrogates replaced by U+FFFD). The last line of defence: no text a handler or an API
+ * caller sends can make these writes fail with SQLSTATE 22021 (a data error the whole completion
+ * batch would share).
+ */
+const clip = resultText;
 
 function checkLeases<L extends LeaseRef>(
   leases: readonly L[],
@@ -858,6 +864,8 @@ export class PostgresStore implements Store {
     const name = p.name ?? '';
     if (typeof name !== 'string' || name.length > 200)
       throw new ValidationError('name must be at most 200 characters', { field: 'name' });
+    const bad = badTextAt(name, 'name');
+    if (bad) throw new ValidationError(describeBadText(bad), { field: 'name' });
     const { keyId, secret } = newApiKey();
     const { rows } = await this.pool.query(A.apiKeyInsert, [
       keyId,

@@ -10,8 +10,16 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import { type Clock, LeaseLostError, Periodic, RetryLaterError, validateId } from '../core/index.js';
-import type { ClaimedRun, Completion, Store } from '../store/index.js';
+import {
+  type Clock,
+  LeaseLostError,
+  Periodic,
+  RetryLaterError,
+  resultText,
+  validateId,
+} from '../core/index.js';
+import type { ClaimedRun, Store } from '../store/index.js';
+import { Completer, type ResultOutcome } from './completer.js';
 
 /** What a worker needs of a store: the lease operations. `PostgresStore` and `HttpLeaseStore` both are one. */
 export type LeaseStore = Pick<
@@ -63,6 +71,10 @@ export interface RunContext {
  * attempt. Throw `PermanentError` to dead-letter at once, `RetryLaterError` to retry no sooner than
  * its delay; any other error retries after the job's backoff. An error's `output` property, if it
  * is a string, is kept on the attempt too.
+ *
+ * Output and error text are sanitised, not refused: U+0000 and unpaired UTF-16 surrogates, which
+ * PostgreSQL cannot store, are kept as U+FFFD, so a result is never lost over its bytes. Return
+ * binary data encoded (base64) if it must survive exactly.
  */
 
 export type Handler = (ctx: RunContext) => unknown | Promise<unknown>;
@@ -104,10 +116,20 @@ export interface WorkerOptions {
   claimAheadMs?: number;
   /** This worker's clock offset from the database's, reported to `tock status`. */
   clockState?: () => { offsetMs: number; uncertaintyMs: number };
+  /**
+   * How long a result the store could not be reached to record is retried, ms, counted from its
+   * first failed write. Default: the length of the lease the run was claimed with. After it the
+   * result is given up and the run retries once its lease lapses. A result the store refuses as
+   * data is never retried: the run is failed instead (docs/architecture.md).
+   */
+  resultRetryMs?: number;
 }
 
 /** The abort reason of a timeout timer whose run finished first. */
 const FINISHED = Symbol('finished');
+
+/** The least time a stopping worker gives the results in hand to be recorded, ms (beyond the grace period's end). */
+const STOP_FLUSH_MS = 5000;
 
 /** How often a worker tells the database it is alive (where the store can record it), ms. */
 const NODE_TOUCH_MS = 5000;
@@ -158,12 +180,13 @@ function abortRun(a: Active, reason: unknown): void {
   a.controller.abort(reason);
 }
 
+/** A thrown value as the attempt's error: the stack (or JSON), its last 64 KiB, sanitised. */
 function errorText(err: unknown): string {
-  if (err instanceof Error) return err.stack ?? `${err.name}: ${err.message}`;
+  if (err instanceof Error) return resultText(err.stack ?? `${err.name}: ${err.message}`);
   try {
-    return typeof err === 'string' ? err : JSON.stringify(err);
+    return resultText(typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err)));
   } catch {
-    return String(err);
+    return resultText(String(err));
   }
 }
 
@@ -187,8 +210,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
-  private pendingCompletions: { active: Active; lease: Completion; resolve: () => void }[] = [];
-  private flushing: Promise<void> | null = null;
+  /** Writes results: completions batched, failures one by one, retries bounded in time. */
+  private readonly completer: Completer;
 
   constructor(private readonly o: WorkerOptions) {
     super();
@@ -206,6 +229,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (!Number.isInteger(this.claimAheadMs) || this.claimAheadMs < 0 || this.claimAheadMs > 10_000) {
       throw new RangeError('worker claim-ahead must be an integer from 0 to 10000 ms');
     }
+    if (o.resultRetryMs !== undefined && !(Number.isFinite(o.resultRetryMs) && o.resultRetryMs >= 0)) {
+      throw new RangeError('worker result retry must be a non-negative number of ms');
+    }
+    this.completer = new Completer({
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      onError: (err) => {
+        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+      },
+    });
     this.handlerNames = Object.keys(o.handlers);
     if (this.handlerNames.length === 0) throw new RangeError('a worker needs at least one handler');
     this.claimLoop = new Periodic({
@@ -529,109 +563,48 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.emit('run:dropped', run, a.dropped);
       return;
     }
-    try {
-      if (outcome.ok) {
-        await this.complete(a, outputOf(outcome.value));
-        return;
-      }
-      const failure = outcome.error;
-      const code =
-        typeof failure === 'object' && failure !== null ? (failure as { code?: unknown }).code : undefined;
-      const error = errorText(failure);
-      const result = await this.o.store.failRun({
-        runId: run.runId,
-        leaseToken: run.leaseToken,
-        error,
+    const budgetMs = this.o.resultRetryMs ?? a.leaseMs;
+    if (outcome.ok) {
+      const output = outputOf(outcome.value);
+      this.report(
+        run,
+        await this.completer.complete(run, output === null ? null : resultText(output), budgetMs),
+      );
+      return;
+    }
+    const failure = outcome.error;
+    const code =
+      typeof failure === 'object' && failure !== null ? (failure as { code?: unknown }).code : undefined;
+    const output = outputOf(failure);
+    const result = await this.completer.fail(
+      run,
+      {
+        error: errorText(failure),
         permanent: code === 'permanent_failure',
         retryAfterMs: failure instanceof RetryLaterError ? failure.retryAfterMs : undefined,
-        output: outputOf(failure),
-        now: this.o.clock.nowMs(),
-      });
-      this.emit('run:failed', run, { state: result.state, error });
-    } catch (err) {
-      if (err instanceof LeaseLostError) {
+        output: output === null ? null : resultText(output),
+      },
+      budgetMs,
+    );
+    this.report(run, result);
+  }
+
+  /** Emits how a run's result ended up. */
+  private report(run: ClaimedRun, outcome: ResultOutcome): void {
+    switch (outcome.kind) {
+      case 'succeeded':
+        this.emit('run:succeeded', run);
+        return;
+      case 'failed':
+        this.emit('run:failed', run, { state: outcome.state, error: outcome.error });
+        return;
+      case 'lost':
         this.emit('lease:lost', run.runId);
         this.emit('run:dropped', run, 'lease lost before the result was recorded');
         return;
-      }
-      // The database is unreachable: the lease will expire and the reaper retries the run.
-      this.o.logger.error({ err, run_id: run.runId }, 'could not record the result; the lease will expire');
-      if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
-    }
-  }
-
-  /**
-   * Completions are batched: those that arrive while one batch is in flight go in the next. Each
-   * resolves once its own result is recorded, or dropped.
-   */
-  private complete(a: Active, output: string | null): Promise<void> {
-    return new Promise((resolve) => {
-      this.pendingCompletions.push({
-        active: a,
-        lease: { runId: a.run.runId, leaseToken: a.run.leaseToken, output },
-        resolve,
-      });
-      if (!this.flushing) this.flushing = this.flushCompletions();
-    });
-  }
-
-  /** Writes the queued completions until none is left; the only writer while it runs. */
-  private async flushCompletions(): Promise<void> {
-    try {
-      // Let the handlers that finish in this turn of the event loop join the first batch: a
-      // claim of 100 no-op runs then completes in one statement, not in one of 1 and one of 99.
-      await new Promise<void>((r) => setImmediate(r));
-      let failures = 0;
-      while (this.pendingCompletions.length > 0) {
-        const batch = this.pendingCompletions;
-        this.pendingCompletions = [];
-        try {
-          const { lost } = await this.o.store.completeRuns({
-            leases: batch.map((b) => b.lease),
-            now: this.o.clock.nowMs(),
-          });
-          const lostSet = new Set(lost);
-          for (const b of batch) {
-            if (lostSet.has(b.lease.runId)) {
-              this.emit('lease:lost', b.lease.runId);
-              this.emit('run:dropped', b.active.run, 'lease lost before completion');
-            } else {
-              this.emit('run:succeeded', b.active.run);
-            }
-            b.resolve();
-          }
-          failures = 0;
-        } catch (err) {
-          // The database is unreachable. A result is worth keeping while its lease lasts (after
-          // it, the run is the reaper's and will run again): retry, backing off, until then.
-          failures += 1;
-          const now = this.o.clock.nowMs();
-          const retry = batch.filter((b) => b.active.leaseExpiresAt > now);
-          this.o.logger.error(
-            { err, runs: batch.length, retrying: retry.length },
-            retry.length > 0
-              ? 'could not record completions; retrying while their leases last'
-              : 'could not record completions; the leases will expire',
-          );
-          if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
-          for (const b of batch) {
-            if (retry.includes(b)) continue;
-            this.emit('run:dropped', b.active.run, 'lease expired before the result was recorded');
-            b.resolve();
-          }
-          if (retry.length > 0) {
-            this.pendingCompletions = [...retry, ...this.pendingCompletions];
-            const untilFirstExpiry = Math.min(...retry.map((b) => b.active.leaseExpiresAt)) - now;
-            await this.o.clock.sleep(
-              Math.max(1, Math.min(untilFirstExpiry, 100 * 2 ** Math.min(failures, 5))),
-            );
-          }
-        }
-      }
-    } finally {
-      // In the same synchronous step as the loop's last look at the queue: a completion queued
-      // from here on starts a flush of its own instead of joining one that has ended.
-      this.flushing = null;
+      case 'dropped':
+        this.emit('run:dropped', run, outcome.reason);
+        return;
     }
   }
 
@@ -666,6 +639,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       done: 'released runs held for a slot',
       failed: 'could not release held runs; their leases will expire',
     });
+    const graceEnd = this.o.clock.nowMs() + graceMs;
     const deadline = new AbortController();
     const all = Promise.all([...this.active.values()].map((a) => a.done));
     await Promise.race([all, this.o.clock.sleep(graceMs, deadline.signal)]);
@@ -681,9 +655,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       failed: 'could not release runs; their leases will expire',
     });
     // Results already in hand are recorded, not released: releasing them would run the slot again.
+    // But not at any cost: what the store has not taken by the end of the grace period (and at
+    // least STOP_FLUSH_MS) is given up, so a stop always ends.
+    await this.completer.settle(Math.max(STOP_FLUSH_MS, graceEnd - this.o.clock.nowMs()));
     await Promise.all(finishing.map((a) => a.done));
     await this.heartbeatLoop.stop();
-    await this.flushing;
     this.touchedAt = Number.NEGATIVE_INFINITY;
     await this.o.store.leaveNode?.({ nodeId: this.workerId }).catch((err: unknown) => {
       this.o.logger.warn({ err }, 'could not remove this worker from the node list');

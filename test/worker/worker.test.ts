@@ -557,7 +557,7 @@ test('an idle worker on a direct connection is woken by NOTIFY when a run is tri
   cleanups.push(() => worker.stop(0));
 });
 
-test('a completion the database refuses is retried while the lease lasts, then recorded once', async () => {
+test('a completion the database cannot take is retried with backoff, then recorded once', async () => {
   const [run] = await readyRuns(1);
   // The database is unreachable for the first two completions.
   let refusals = 2;
@@ -588,7 +588,7 @@ test('a completion the database refuses is retried while the lease lasts, then r
   expect(await attemptRows(run!.runId)).toMatchObject([{ attempt: 1, outcome: 'succeeded' }]);
 });
 
-test('a completion still refused when the lease runs out is given up: the run is dropped, not recorded', async () => {
+test('a completion still refused after its retry budget (the lease length) is given up: the run is dropped, not recorded', async () => {
   const [run] = await readyRuns(1);
   vi.spyOn(db.store, 'completeRuns').mockRejectedValue(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
   const { worker, events } = newWorker({ h: () => 'done' });
@@ -599,7 +599,7 @@ test('a completion still refused when the lease runs out is given up: the run is
   });
   worker.start();
   const [, reason] = (await dropped) as [ClaimedRun, string];
-  expect(reason).toBe('lease expired before the result was recorded');
+  expect(reason).toBe('the result could not be recorded within 30000 ms');
   expect(events.succeeded).toEqual([]);
   // The run is still running under its (now expired) lease: the reaper will give it another attempt.
   expect((await db.store.getRun({ tenantId: 't', runId: run!.runId })).state).toBe('running');
