@@ -217,7 +217,11 @@ ORDER BY h.sort_key`;
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null).
  * Renews the live claims the leases belong to (each by its own lease length), and returns each
- * given run its claim still lists; the rest are lost.
+ * given run its claim still lists; the rest are lost. A claim is renewed only when it holds a given
+ * (run, token) pair, and with a tenant only when that run is the tenant's: a token alone renews
+ * nothing, so another tenant's leaked token cannot pin that tenant's runs as running. (The pair
+ * is checked against the claim's array with `= ANY`, which stops at the first match; `given` is
+ * still unnested once.)
  */
 export const runHeartbeatMany = `
 WITH given AS (
@@ -226,6 +230,7 @@ WITH given AS (
 ), renewed AS (
   UPDATE run_claims c SET lease_expires_at = $3::timestamptz + c.lease_ms * interval '1 millisecond'
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+    AND EXISTS (SELECT 1 FROM given g WHERE g.lease_token = c.lease_token AND g.run_id = ANY(c.run_ids))
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
 ), members AS MATERIALIZED (${MEMBERS('renewed', 'lease_expires_at')}
 )
