@@ -112,6 +112,18 @@ const FINISHED = Symbol('finished');
 /** How often a worker tells the database it is alive (where the store can record it), ms. */
 const NODE_TOUCH_MS = 5000;
 
+/**
+ * The least lease a held run must have left for its handler to start, ms (a quarter of the lease,
+ * if that is less). A claim's answer can arrive late (a database or server stalled after claiming):
+ * a run whose lease has expired, or is about to, may already be the reaper's and another worker's,
+ * so starting it would run it twice. It is released instead (no attempt spent), or, if its lease is
+ * gone, dropped.
+ */
+export const START_MARGIN_MS = 1000;
+
+/** Why a held run was not started: its lease had expired, or was about to, when its turn came. */
+export const LEASE_TOO_SHORT = 'lease expired or about to expire before the run started';
+
 export interface WorkerEvents {
   'run:started': [run: ClaimedRun];
   'run:succeeded': [run: ClaimedRun];
@@ -299,6 +311,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const capacity = this.concurrency + this.prefetch;
     const free = Math.min(1000, capacity - (this.active.size - this.finishingCount));
     if (!this.claiming || free <= 0) return false;
+    // The leases start no earlier than this: their length is measured from it, not from the
+    // answer's arrival, which may be late.
+    const sentAt = this.o.clock.nowMs();
     const runs = await this.o.store.claimRuns({
       signal: this.stopping.signal,
       workerId: this.workerId,
@@ -309,7 +324,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tenantId: this.o.tenantId,
       aheadMs: this.claimAheadMs,
     });
-    for (const run of runs) this.hold(run);
+    for (const run of runs) this.hold(run, sentAt);
     this.pump();
     if (runs.length === free) return this.active.size - this.finishingCount < capacity;
     if (this.claiming && this.o.store.nextAvailableAt) {
@@ -323,15 +338,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return false;
   }
 
-  /** A claimed run, leased to us, waiting in `held` until `pump` starts it. */
-  private hold(run: ClaimedRun): void {
-    const now = this.o.clock.nowMs();
+  /** A claimed run, leased to us from `sentAt` (when the claim was sent), waiting in `held` until `pump` starts it. */
+  private hold(run: ClaimedRun, sentAt: number): void {
     const active: Active = {
       run,
       controller: null,
       leaseExpiresAt: run.leaseExpiresAt.getTime(),
-      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
-      renewedAt: now,
+      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - sentAt),
+      renewedAt: sentAt,
       dropped: null,
       finishing: false,
       started: false,
@@ -355,9 +369,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const held = this.held;
     const due: Active[] = [];
     const waiting: Active[] = [];
+    const stale: Active[] = [];
     for (const a of held) {
       const at = a.run.availableAt.getTime();
-      if (running < this.concurrency && at <= now) {
+      if (a.leaseExpiresAt - now < Math.min(START_MARGIN_MS, a.leaseMs / 4)) {
+        stale.push(a);
+      } else if (running < this.concurrency && at <= now) {
         due.push(a);
         running += 1;
       } else {
@@ -366,8 +383,44 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     }
     this.held = waiting;
+    if (stale.length > 0) this.giveBackStale(stale, now);
     for (const a of due) this.begin(a);
     if (running < this.concurrency && nextDue < Number.POSITIVE_INFINITY) this.wakeAt(nextDue);
+  }
+
+  /**
+   * Held runs whose lease has expired or is about to: never started. Those still leased are
+   * released (no attempt spent) so another worker takes them at once; the rest are the reaper's.
+   * Each is reported as dropped once that is settled.
+   */
+  private giveBackStale(stale: Active[], now: number): void {
+    const dropped = (list: Active[]) => {
+      for (const a of list) this.emit('run:dropped', a.run, LEASE_TOO_SHORT);
+    };
+    for (const a of stale) {
+      a.dropped = LEASE_TOO_SHORT;
+      this.active.delete(a.run.runId);
+      this.o.logger.warn(
+        { run_id: a.run.runId, job_id: a.run.jobId, lease_left_ms: a.leaseExpiresAt - now },
+        `${LEASE_TOO_SHORT}; not started`,
+      );
+    }
+    const live = stale.filter((a) => a.leaseExpiresAt > now);
+    dropped(stale.filter((a) => a.leaseExpiresAt <= now));
+    if (live.length === 0) return;
+    this.o.store
+      .releaseRuns({
+        leases: live.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+        reason: LEASE_TOO_SHORT,
+        now,
+      })
+      .catch((err: unknown) =>
+        this.o.logger.warn(
+          { err, runs: live.length },
+          'could not release runs not started; their leases will expire',
+        ),
+      )
+      .finally(() => dropped(live));
   }
 
   private wakeAt(at: number): void {
