@@ -16,7 +16,7 @@ export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, att
 const WRITTEN_COLUMNS = RUN_COLUMNS.replace('lease_expires_at', 'NULL::timestamptz AS lease_expires_at');
 
 /** Queues the runs a CTE named `src` returned (run_id, tenant_id, pool, handler, priority, available_at, sort_key). */
-const enqueue = (src: string, where = 'true') => `
+export const enqueue = (src: string, where = 'true') => `
   INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key)
   SELECT run_id, tenant_id, pool, handler, priority, available_at, sort_key FROM ${src} WHERE ${where}`;
 
@@ -24,7 +24,7 @@ const enqueue = (src: string, where = 'true') => `
  * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
  * earlier CTE locked: a claim left with no run goes.
  */
-const unclaim = `
+export const unclaim = `
   unclaimed AS (
     UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(e.ids))
     FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
@@ -40,7 +40,7 @@ const unclaim = `
  * materialised: a join with it hashes the runs (the planner, which guesses 10 elements per array,
  * would otherwise unnest every claim once per given run).
  */
-const MEMBERS = (claims: string, ...columns: string[]) => `
+export const MEMBERS = (claims: string, ...columns: string[]) => `
   SELECT x.run_id, c.lease_token, ${columns.map((col) => `c.${col}`).join(', ')}
   FROM ${claims} c CROSS JOIN unnest(c.run_ids) AS x(run_id)`;
 
@@ -63,7 +63,7 @@ const LIVE_MEMBERS = `
  * "ended" returned: lease_token, run_id, ended_attempt (the attempt that ended), lease_owner,
  * started_at, outcome, error, output. Completes in place a row an earlier version wrote at claim.
  */
-const recordEnded = (finishedAt: string) => `
+export const recordEnded = (finishedAt: string) => `
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
   SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, ${finishedAt}, outcome, error, output FROM ended
   ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
@@ -181,10 +181,12 @@ SELECT 'running', n FROM claimed`;
 
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
- * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones).
+ * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
+ * $9 claim id (or null).
  * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
  * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
- * length.
+ * length, with the claim id and tenant. A claim id that another claim row of the same lease length
+ * has fails the statement on run_claims_claim_id (nothing is taken): the caller answers that claim.
  */
 export const runClaim = `
 WITH picked AS (
@@ -204,8 +206,9 @@ WITH picked AS (
     r.max_attempts, r.available_at, r.timeout_seconds, t.sort_key, COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
   FROM taken t JOIN runs r ON r.run_id = t.run_id
 ), claims AS (
-  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids)
-  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id)
+  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
+  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
+    $9::uuid, $7::text
   FROM held GROUP BY lease_ms
   RETURNING lease_token, lease_ms, lease_expires_at
 )
