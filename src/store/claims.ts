@@ -80,7 +80,12 @@ function checkClaim(p: ClaimParams): number {
 
 /** The live claim a claim id names (marked retried), as a retry's answer; empty when there is none. */
 async function claimAgain(pool: pg.Pool, p: ClaimParams & { claimId: string }): Promise<ClaimedRun[]> {
-  const { rows } = await pool.query(C.claimAgain, [p.claimId, instant(p.now), p.workerId, p.tenantId ?? null]);
+  const { rows } = await pool.query(C.claimAgain, [
+    p.claimId,
+    instant(p.now),
+    p.workerId,
+    p.tenantId ?? null,
+  ]);
   return rows.map(toClaimed);
 }
 
