@@ -1,0 +1,143 @@
+/**
+ * Retry-safe claims over real HTTP (issue 14, item 10). A claim whose answer never reaches its
+ * worker must not strand its runs for a whole lease: (a) the worker retries with the same
+ * `claim_id`, to the same server or another on the same database, and gets the same runs and
+ * tokens, with nothing new claimed; (b) a server whose client went away while its claim ran gives
+ * the runs back without spending an attempt.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import * as R from '../../src/store/queries/runs.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { pauseAfter, uniqueId } from '../setup/factories.js';
+import { type Api, client, keysFor, type RoleKeys, startApi, until } from './helpers.js';
+
+let db: TestDatabase;
+let api: Api;
+let second: Api;
+let keys: RoleKeys;
+let other: RoleKeys;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  api = await startApi(db);
+  // "Any server": a second app on the same database.
+  second = await startApi(db, { store: db.newStore() });
+  keys = await keysFor(db, 'acme');
+  other = await keysFor(db, 'globex');
+});
+
+afterAll(async () => {
+  // After the aborted request the client's pool leaves a connection open that never sends a request
+  // (Node counts it active until its headers timeout): end it rather than wait for that.
+  api?.app.server.closeAllConnections();
+  await api?.close();
+  await second?.close();
+  await db?.teardown();
+});
+
+/** `n` ready runs of a fresh job in a pool of their own; returns the pool. */
+async function readyPool(n: number): Promise<string> {
+  const http = client(api.base);
+  const pool = uniqueId('p');
+  const jobId = uniqueId('j');
+  const put = await http('PUT', `/v1/jobs/${jobId}`, {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: 'h', pool },
+  });
+  expect(put.status, put.text).toBe(200);
+  for (let i = 0; i < n; i++) {
+    const t = await http('POST', `/v1/jobs/${jobId}/runs`, {
+      key: keys.operator,
+      body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
+    });
+    expect(t.status, t.text).toBe(201);
+  }
+  return pool;
+}
+
+const leases = (runs: { run_id: string; lease_token: string; lease_expires_at: string }[]) =>
+  runs.map((r) => [r.run_id, r.lease_token, r.lease_expires_at]);
+
+async function rowsOf(sql: string, params: unknown[]) {
+  return (await db.pool.query(sql, params)).rows;
+}
+
+test('a claim retried with its claim_id, to the same or another server, gets the same runs and tokens; nothing new is claimed', async () => {
+  const pool = await readyPool(4);
+  const claim_id = randomUUID();
+  const body = { worker_id: 'w-retry', pool, max: 2, claim_id };
+  const first = await client(api.base)('POST', '/v1/leases', { key: keys.worker, body });
+  expect(first.status, first.text).toBe(200);
+  expect(first.json.runs).toHaveLength(2);
+  db.clock.advance(1000);
+  for (const base of [api.base, second.base]) {
+    const again = await client(base)('POST', '/v1/leases', { key: keys.worker, body: { ...body, max: 3 } });
+    expect(again.status, again.text).toBe(200);
+    expect(leases(again.json.runs)).toEqual(leases(first.json.runs));
+    expect(again.json.server_time).toBe(iso(db.clock.nowMs()));
+  }
+  expect(await rowsOf('SELECT lease_token FROM run_claims WHERE claim_id = $1', [claim_id])).toHaveLength(1);
+  expect(await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).toHaveLength(2);
+
+  // Another tenant's worker key with the same claim id gets nothing of acme's.
+  const thief = await client(second.base)('POST', '/v1/leases', { key: other.worker, body });
+  expect(thief.status, thief.text).toBe(200);
+  expect(thief.json.runs).toEqual([]);
+
+  // A claim_id that is not a uuid is a 400.
+  const bad = await client(api.base)('POST', '/v1/leases', {
+    key: keys.worker,
+    body: { ...body, claim_id: 'not-a-uuid' },
+  });
+  expect(bad.status).toBe(400);
+});
+
+test('a client that goes away while its claim runs: the runs are queued again, attempt unchanged, not stranded', async () => {
+  const pool = await readyPool(2);
+  let closed = 0;
+  const onRequest = (_req: IncomingMessage, res: ServerResponse) => {
+    // The same event the route watches: the response closing before it was sent.
+    res.once('close', () => {
+      if (!res.writableFinished) closed += 1;
+    });
+  };
+  api.app.server.on('request', onRequest);
+  const gone = new AbortController();
+  // The barrier: the claim has run (and committed) but the route has not answered yet. The client
+  // disconnects now, and the route sees its connection closed before it sends the answer.
+  pauseAfter(
+    db.pool,
+    (sql) => sql === R.runClaim,
+    async () => {
+      gone.abort();
+      await until(() => closed > 0, 'the server to see the client go');
+      await new Promise<void>((r) => setImmediate(r));
+    },
+  );
+  const answer = await fetch(`${api.base}/v1/leases`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${keys.worker}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ worker_id: 'w-gone', pool, max: 2, claim_id: randomUUID() }),
+    signal: gone.signal,
+  }).catch((err: unknown) => err);
+  expect(answer).toBeInstanceOf(Error);
+  api.app.server.off('request', onRequest);
+  // The route finishes after the client left: wait (bounded) until it has given the runs back.
+  const queued = async () => (await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).length;
+  const deadline = Date.now() + 5000;
+  while ((await queued()) < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  expect(await queued()).toBe(2);
+  const runs = await rowsOf(
+    `SELECT r.state, r.attempt, a.outcome, a.error FROM run_states r JOIN runs x USING (run_id)
+     LEFT JOIN attempts a ON a.run_id = r.run_id WHERE x.pool = $1 ORDER BY r.run_id`,
+    [pool],
+  );
+  expect(runs).toEqual([
+    { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
+    { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
+  ]);
+  expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-gone'])).toEqual([]);
+});
