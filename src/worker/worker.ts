@@ -7,7 +7,7 @@
  * worker. Graceful stop: stop claiming, let handlers finish within a grace period, then abort the
  * rest and release their leases so another worker can take them at once.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { type Clock, LeaseLostError, Periodic, RetryLaterError, validateId } from '../core/index.js';
@@ -196,6 +196,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly heartbeatLoop: Periodic;
   private readonly handlerNames: string[];
   private claiming = false;
+  /** The id of the claim being made; kept when it fails, so that its retry answers what it claimed. */
+  private claimId: string | null = null;
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
@@ -314,7 +316,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // The leases start no earlier than this: their length is measured from it, not from the
     // answer's arrival, which may be late.
     const sentAt = this.o.clock.nowMs();
+    // Retry-safe: a claim that failed (its answer may have been lost after it claimed) is sent
+    // again with its claim id, which answers what it claimed; a new claim gets a new id.
+    this.claimId ??= randomUUID();
     const runs = await this.o.store.claimRuns({
+      claimId: this.claimId,
       signal: this.stopping.signal,
       workerId: this.workerId,
       pool: this.pool,
@@ -324,7 +330,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tenantId: this.o.tenantId,
       aheadMs: this.claimAheadMs,
     });
-    for (const run of runs) this.hold(run, sentAt);
+    this.claimId = null;
+    for (const run of runs) if (!this.active.has(run.runId)) this.hold(run, sentAt);
     this.pump();
     if (runs.length === free) return this.active.size - this.finishingCount < capacity;
     if (this.claiming && this.o.store.nextAvailableAt) {

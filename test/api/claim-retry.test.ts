@@ -3,12 +3,15 @@
  * worker must not strand its runs for a whole lease: (a) the worker retries with the same
  * `claim_id`, to the same server or another on the same database, and gets the same runs and
  * tokens, with nothing new claimed; (b) a server whose client went away while its claim ran gives
- * the runs back without spending an attempt.
+ * the runs back without spending an attempt; (c) `HttpLeaseStore`, whose first claim's answer a
+ * loopback proxy drops after the server sent it, retries with the claim id and gets those leases.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { connect, createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import * as R from '../../src/store/queries/runs.js';
+import { HttpLeaseStore } from '../../src/worker/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { pauseAfter, uniqueId } from '../setup/factories.js';
 import { type Api, client, keysFor, type RoleKeys, startApi, until } from './helpers.js';
@@ -140,4 +143,67 @@ test('a client that goes away while its claim runs: the runs are queued again, a
     { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
   ]);
   expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-gone'])).toEqual([]);
+});
+
+/**
+ * A loopback TCP proxy to `target` that forwards requests, but for the first connection whose
+ * request is a claim, cuts the connection as soon as the answer comes back instead of delivering it.
+ */
+async function lossyProxy(
+  target: string,
+): Promise<{ url: string; dropped: () => number; close: () => void }> {
+  const port = Number(new URL(target).port);
+  let dropped = 0;
+  const server: Server = createServer((down) => {
+    const up = connect(port, '127.0.0.1');
+    let claim = false;
+    down.on('data', (chunk) => {
+      if (dropped === 0 && chunk.toString('latin1').startsWith('POST /v1/leases')) claim = true;
+      up.write(chunk);
+    });
+    up.on('data', (chunk) => {
+      if (claim && dropped === 0) {
+        dropped += 1;
+        down.destroy();
+        up.destroy();
+        return;
+      }
+      down.write(chunk);
+    });
+    down.on('close', () => up.destroy());
+    up.on('close', () => down.destroy());
+    down.on('error', () => up.destroy());
+    up.on('error', () => down.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the proxy is not listening on TCP');
+  return { url: `http://127.0.0.1:${address.port}`, dropped: () => dropped, close: () => server.close() };
+}
+
+test('HttpLeaseStore: a claim whose answer is lost is retried with its claim id and gets the same leases; nothing stranded', async () => {
+  const pool = await readyPool(2);
+  const proxy = await lossyProxy(api.base);
+  try {
+    const store = new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock });
+    const claimed = await store.claimRuns({ workerId: 'w-lossy', pool, max: 2 });
+    expect(proxy.dropped()).toBe(1);
+    // The one claim the lost answer was for, and no other: its runs and tokens are the worker's.
+    const claims = await rowsOf('SELECT lease_token, run_ids FROM run_claims WHERE worker_id = $1', [
+      'w-lossy',
+    ]);
+    expect(claims).toHaveLength(1);
+    expect(claimed).toHaveLength(2);
+    expect(new Set(claimed.map((r) => r.leaseToken))).toEqual(new Set([claims[0].lease_token]));
+    expect(claimed.map((r) => r.runId).sort()).toEqual([...claims[0].run_ids].sort());
+    expect(await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).toEqual([]);
+    // The worker holds them: it completes both under their leases.
+    const done = await store.completeRuns({
+      leases: claimed.map((r) => ({ runId: r.runId, leaseToken: r.leaseToken })),
+    });
+    expect(done.lost).toEqual([]);
+    expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-lossy'])).toEqual([]);
+  } finally {
+    proxy.close();
+  }
 });
