@@ -98,52 +98,58 @@ test('a claim retried with its claim_id, to the same or another server, gets the
   expect(bad.status).toBe(400);
 });
 
-test('a client that goes away while its claim runs: the runs are queued again, attempt unchanged, not stranded', async () => {
-  const pool = await readyPool(2);
-  let closed = 0;
-  const onRequest = (_req: IncomingMessage, res: ServerResponse) => {
-    // The same event the route watches: the response closing before it was sent.
-    res.once('close', () => {
-      if (!res.writableFinished) closed += 1;
-    });
-  };
-  api.app.server.on('request', onRequest);
-  const gone = new AbortController();
-  // The barrier: the claim has run (and committed) but the route has not answered yet. The client
-  // disconnects now, and the route sees its connection closed before it sends the answer.
-  pauseAfter(
-    db.pool,
-    (sql) => sql === R.runClaim,
-    async () => {
-      gone.abort();
-      await until(() => closed > 0, 'the server to see the client go');
-      await new Promise<void>((r) => setImmediate(r));
-    },
-  );
-  const answer = await fetch(`${api.base}/v1/leases`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${keys.worker}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ worker_id: 'w-gone', pool, max: 2, claim_id: randomUUID() }),
-    signal: gone.signal,
-  }).catch((err: unknown) => err);
-  expect(answer).toBeInstanceOf(Error);
-  api.app.server.off('request', onRequest);
-  // The route finishes after the client left: wait (bounded) until it has given the runs back.
-  const queued = async () => (await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).length;
-  const deadline = Date.now() + 5000;
-  while ((await queued()) < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  expect(await queued()).toBe(2);
-  const runs = await rowsOf(
-    `SELECT r.state, r.attempt, a.outcome, a.error FROM run_states r JOIN runs x USING (run_id)
+test.each([
+  ['with', randomUUID()],
+  ['without', undefined],
+])(
+  'a client that goes away while its claim (%s a claim id) runs: the runs are queued again, attempt unchanged, not stranded',
+  async (_, claimId) => {
+    const pool = await readyPool(2);
+    let closed = 0;
+    const onRequest = (_req: IncomingMessage, res: ServerResponse) => {
+      // The same event the route watches: the response closing before it was sent.
+      res.once('close', () => {
+        if (!res.writableFinished) closed += 1;
+      });
+    };
+    api.app.server.on('request', onRequest);
+    const gone = new AbortController();
+    // The barrier: the claim has run (and committed) but the route has not answered yet. The client
+    // disconnects now, and the route sees its connection closed before it sends the answer.
+    pauseAfter(
+      db.pool,
+      (sql) => sql === R.runClaim,
+      async () => {
+        gone.abort();
+        await until(() => closed > 0, 'the server to see the client go');
+        await new Promise<void>((r) => setImmediate(r));
+      },
+    );
+    const answer = await fetch(`${api.base}/v1/leases`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keys.worker}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ worker_id: 'w-gone', pool, max: 2, claim_id: claimId }),
+      signal: gone.signal,
+    }).catch((err: unknown) => err);
+    expect(answer).toBeInstanceOf(Error);
+    api.app.server.off('request', onRequest);
+    // The route finishes after the client left: wait (bounded) until it has given the runs back.
+    const queued = async () => (await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).length;
+    const deadline = Date.now() + 5000;
+    while ((await queued()) < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(await queued()).toBe(2);
+    const runs = await rowsOf(
+      `SELECT r.state, r.attempt, a.outcome, a.error FROM run_states r JOIN runs x USING (run_id)
      LEFT JOIN attempts a ON a.run_id = r.run_id WHERE x.pool = $1 ORDER BY r.run_id`,
-    [pool],
-  );
-  expect(runs).toEqual([
-    { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
-    { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
-  ]);
-  expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-gone'])).toEqual([]);
-});
+      [pool],
+    );
+    expect(runs).toEqual([
+      { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
+      { state: 'pending', attempt: 1, outcome: 'released', error: 'client gone' },
+    ]);
+    expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-gone'])).toEqual([]);
+  },
+);
 
 /**
  * A loopback TCP proxy to `target` that forwards requests, but for the first connection whose
@@ -202,7 +208,10 @@ test('HttpLeaseStore: a claim whose answer is lost is retried with its claim id 
       leases: claimed.map((r) => ({ runId: r.runId, leaseToken: r.leaseToken })),
     });
     expect(done.lost).toEqual([]);
-    expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-lossy'])).toEqual([]);
+    const states = await rowsOf('SELECT state FROM run_states WHERE run_id = ANY($1::uuid[])', [
+      claimed.map((r) => r.runId),
+    ]);
+    expect(states).toEqual([{ state: 'succeeded' }, { state: 'succeeded' }]);
   } finally {
     proxy.close();
   }
