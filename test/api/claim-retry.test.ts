@@ -9,10 +9,14 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, createServer, type Server } from 'node:net';
+import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import type { ClaimedRun } from '../../src/store/index.js';
 import * as R from '../../src/store/queries/runs.js';
-import { HttpLeaseStore } from '../../src/worker/index.js';
+import { HttpLeaseStore, Worker } from '../../src/worker/index.js';
+import { LEASE_TOO_SHORT } from '../../src/worker/worker.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { once } from '../setup/events.js';
 import { pauseAfter, uniqueId } from '../setup/factories.js';
 import { type Api, client, keysFor, type RoleKeys, startApi, until } from './helpers.js';
 
@@ -213,6 +217,73 @@ test('HttpLeaseStore: a claim whose answer is lost is retried with its claim id 
     ]);
     expect(states).toEqual([{ state: 'succeeded' }, { state: 'succeeded' }]);
   } finally {
+    proxy.close();
+  }
+});
+
+/**
+ * A loopback TCP proxy to `target` that holds the answer to the first claim until `deliver()`:
+ * `held` resolves once the server has answered (the claim has been made).
+ */
+async function slowProxy(target: string) {
+  const port = Number(new URL(target).port);
+  let deliver!: () => void;
+  const delivered = new Promise<void>((r) => {
+    deliver = r;
+  });
+  let answered!: () => void;
+  const held = new Promise<void>((r) => {
+    answered = r;
+  });
+  let claims = 0;
+  const server: Server = createServer((down) => {
+    const up = connect(port, '127.0.0.1');
+    let hold = false;
+    down.on('data', (chunk) => {
+      if (chunk.toString('latin1').startsWith('POST /v1/leases') && claims++ === 0) hold = true;
+      up.write(chunk);
+    });
+    up.on('data', (chunk) => {
+      if (!hold) return void down.write(chunk);
+      answered();
+      void delivered.then(() => down.write(chunk));
+    });
+    down.on('close', () => up.destroy());
+    up.on('close', () => void delivered.then(() => down.destroy()));
+    down.on('error', () => up.destroy());
+    up.on('error', () => down.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the proxy is not listening on TCP');
+  return { url: `http://127.0.0.1:${address.port}`, held, deliver, close: () => server.close() };
+}
+
+test('a Worker over HTTP whose claim answer arrives after the lease expired does not start the run', async () => {
+  const pool = await readyPool(1);
+  const proxy = await slowProxy(api.base);
+  const calls: string[] = [];
+  const worker = new Worker({
+    store: new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock }),
+    clock: db.clock,
+    logger: pino({ level: 'silent' }),
+    handlers: { h: (ctx) => void calls.push(ctx.runId) },
+    pool,
+    pollIntervalMs: 3_600_000,
+    heartbeatCheckMs: 3_600_000,
+  });
+  try {
+    const dropped = once<[ClaimedRun, string]>(worker, 'run:dropped');
+    worker.start();
+    // The server has claimed and answered; the answer is on its way, slowly: the lease runs out.
+    await proxy.held;
+    db.clock.advance(31_000);
+    proxy.deliver();
+    const [, reason] = await dropped;
+    expect(reason).toBe(LEASE_TOO_SHORT);
+    expect(calls).toEqual([]);
+  } finally {
+    await worker.stop(0);
     proxy.close();
   }
 });
