@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import * as C from '../../src/store/queries/claims.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job, uniqueId } from '../setup/factories.js';
 
@@ -110,4 +111,46 @@ test('releasing a claim whose client went away: queued again, no attempt spent; 
   expect((await db.store.claimRuns(claim))[0]?.leaseToken).toBe(held!.leaseToken);
   expect(await db.store.releaseClaim({ ...p, claimId: kept })).toEqual({ released: [] });
   expect(await count('SELECT 1 FROM run_claims WHERE lease_token = $1', [held!.leaseToken])).toBe(1);
+});
+
+/** Every node of a JSON plan. */
+function nodes(
+  node: Record<string, unknown>,
+  out: Record<string, unknown>[] = [],
+): Record<string, unknown>[] {
+  out.push(node);
+  for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) nodes(child, out);
+  return out;
+}
+
+test('the lookup of a claim id is a probe of run_claims_claim_id, not a scan of the claims', async () => {
+  // Many live claims with claim ids, so that a scan would show.
+  await db.pool.query(
+    `INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
+     SELECT gen_random_uuid(), 'w-many', $1, 30000, $1::timestamptz + interval '30 seconds',
+       ARRAY[gen_random_uuid()], gen_random_uuid(), 't-many'
+     FROM generate_series(1, 5000)`,
+    [new Date(db.clock.nowMs())],
+  );
+  await db.pool.query('ANALYZE run_claims');
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    for (const [sql, params] of [
+      [C.claimAgain, [randomUUID(), new Date(db.clock.nowMs()), 'w-many', 't-many']],
+      [C.claimRelease, [randomUUID(), 'w-many', new Date(db.clock.nowMs()), 'client gone', 't-many']],
+    ] as const) {
+      const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${sql}`, [...params]);
+      const scans = nodes(rows[0]['QUERY PLAN'][0].Plan).filter(
+        (n) => n['Relation Name'] === 'run_claims' && n['Node Type'] !== 'ModifyTable',
+      );
+      // The claim id's probe, and (release) the claims it found by primary key: never a scan of all.
+      expect(scans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
+      expect(scans[0]?.['Index Name']).toBe('run_claims_claim_id');
+    }
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+  await db.pool.query("DELETE FROM run_claims WHERE worker_id = 'w-many'");
 });
