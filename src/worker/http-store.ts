@@ -26,7 +26,7 @@ export interface HttpLeaseStoreOptions {
   key?: string;
   /** How long a claim waits on the server for work when none is ready, ms. Default 20000. */
   waitMs?: number;
-  /** Per-request timeout (a long-poll adds its wait), ms. Default 30000. */
+  /** Per-request timeout of heartbeats, results and releases, ms. Default 30000. Claims: `claimTimeoutMs`. */
   timeoutMs?: number;
   /** The worker's clock, which lease expiries are converted to. Default the system clock. */
   clock?: Clock;
