@@ -216,6 +216,7 @@ test('HttpLeaseStore: a claim whose answer is lost is retried with its claim id 
       claimed.map((r) => r.runId),
     ]);
     expect(states).toEqual([{ state: 'succeeded' }, { state: 'succeeded' }]);
+    expect(await rowsOf('SELECT 1 FROM run_claims WHERE worker_id = $1', ['w-lossy'])).toEqual([]);
   } finally {
     proxy.close();
   }

@@ -22,17 +22,23 @@ export const enqueue = (src: string, where = 'true') => `
 
 /**
  * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
- * earlier CTE locked: a claim left with no run goes.
+ * earlier CTE named `live` (lease_token, run_ids) locked: a claim left with no run goes. Whether a
+ * claim is shrunk or deleted is decided on `live`, the locked and so latest version of the claim,
+ * not on the version this statement's snapshot sees: when another statement took a run off the
+ * same claim while this one waited for the lock, the snapshot's list is stale, and deciding on it
+ * did neither (the claim kept listing a run that had ended).
  */
 export const unclaim = `
   unclaimed AS (
     UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(e.ids))
     FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
-    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) > cardinality(e.ids)
+    JOIN live l ON l.lease_token = e.lease_token
+    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) > cardinality(e.ids)
   ), emptied AS (
     DELETE FROM run_claims c
     USING (SELECT lease_token, count(*) AS n FROM ended GROUP BY lease_token) e
-    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) <= e.n
+    JOIN live l ON l.lease_token = e.lease_token
+    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) <= e.n
   )`;
 
 /**
@@ -270,7 +276,7 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
  */
 export const runFail = `
 WITH live AS (
-  SELECT lease_token, worker_id, claimed_at FROM run_claims
+  SELECT lease_token, worker_id, claimed_at, run_ids FROM run_claims
   WHERE lease_token = $2 AND $1 = ANY(run_ids) AND lease_expires_at > $3
   FOR NO KEY UPDATE
 ), ended AS (
