@@ -3,7 +3,8 @@
  * the statement has run, moves the clock past (or nearly to) the lease's expiry, and, in the first
  * case, lets the reaper take the run back and another worker run it. When the answer finally
  * reaches the worker, its handler must not start: the run would run twice. A run whose lease is
- * gone is dropped; one with a sliver of lease left is released (no attempt spent).
+ * gone is dropped; one with a sliver of lease left is released (no attempt spent). And (item 10) a
+ * claim whose answer is lost is sent again with its claim id, which answers what it claimed.
  */
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -36,14 +37,14 @@ async function readyRun(tenantId: string) {
 }
 
 /** A worker on `clock` whose own loops only run when poked; counts its handler's calls. */
-function lateWorker(clock: FakeClock) {
+function lateWorker(clock: FakeClock, pollIntervalMs = 3_600_000) {
   const calls: string[] = [];
   const worker = new Worker({
     store: db.store,
     clock,
     logger: pino({ level: process.env.LOG_LEVEL ?? 'silent' }),
     handlers: { h: (ctx) => void calls.push(ctx.runId) },
-    pollIntervalMs: 3_600_000,
+    pollIntervalMs,
     heartbeatCheckMs: 3_600_000,
     workerId: 'w-late',
   });
@@ -109,4 +110,28 @@ test('a claim answered with less than the start margin left releases the run: qu
     run.runId,
   ]);
   expect(attempts).toEqual([{ outcome: 'released', error: LEASE_TOO_SHORT }]);
+});
+
+test('a claim whose answer is lost is retried with its claim id: the worker gets the run it claimed, nothing stranded', async () => {
+  const clock = new FakeClock(T0);
+  const run = await readyRun('t-lost');
+  // The claim commits, but its answer never reaches the worker.
+  pauseAfter(db.pool, isClaim, async () => {
+    throw new Error('connection lost after the claim');
+  });
+  const { worker, calls } = lateWorker(clock, 1000);
+  const failed = once(worker, 'error');
+  const succeeded = once<[ClaimedRun]>(worker, 'run:succeeded');
+  worker.start();
+  await failed;
+  // The claim loop backs off (twice its 1 s interval), then claims again with the same id, well
+  // within the claim's 30 s lease.
+  clock.advance(2000);
+  const [done] = await succeeded;
+  expect(done.runId).toBe(run.runId);
+  expect(calls).toEqual([run.runId]);
+  const { rows } = await db.pool.query('SELECT state, attempt FROM run_states WHERE run_id = $1', [
+    run.runId,
+  ]);
+  expect(rows).toEqual([{ state: 'succeeded', attempt: 1 }]);
 });
