@@ -13,6 +13,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { ClaimedRun } from '../../src/store/index.js';
 import * as R from '../../src/store/queries/runs.js';
+import { CLAIM_RETRIES } from '../../src/worker/http-store.js';
 import { HttpLeaseStore, Worker } from '../../src/worker/index.js';
 import { LEASE_TOO_SHORT } from '../../src/worker/worker.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
@@ -156,11 +157,13 @@ test.each([
 );
 
 /**
- * A loopback TCP proxy to `target` that forwards requests, but for the first connection whose
- * request is a claim, cuts the connection as soon as the answer comes back instead of delivering it.
+ * A loopback TCP proxy to `target` that forwards requests, but for the first `drops` connections
+ * whose request is a claim, cuts the connection as soon as the answer comes back instead of
+ * delivering it.
  */
 async function lossyProxy(
   target: string,
+  drops = 1,
 ): Promise<{ url: string; dropped: () => number; close: () => void }> {
   const port = Number(new URL(target).port);
   let dropped = 0;
@@ -168,11 +171,11 @@ async function lossyProxy(
     const up = connect(port, '127.0.0.1');
     let claim = false;
     down.on('data', (chunk) => {
-      if (dropped === 0 && chunk.toString('latin1').startsWith('POST /v1/leases')) claim = true;
+      if (dropped < drops && chunk.toString('latin1').startsWith('POST /v1/leases')) claim = true;
       up.write(chunk);
     });
     up.on('data', (chunk) => {
-      if (claim && dropped === 0) {
+      if (claim) {
         dropped += 1;
         down.destroy();
         up.destroy();
@@ -259,6 +262,23 @@ async function slowProxy(target: string) {
   if (address === null || typeof address === 'string') throw new Error('the proxy is not listening on TCP');
   return { url: `http://127.0.0.1:${address.port}`, held, deliver, close: () => server.close() };
 }
+
+test('HttpLeaseStore gives a claim up after CLAIM_RETRIES retries whose answers are lost too', async () => {
+  const pool = await readyPool(1);
+  const proxy = await lossyProxy(api.base, Number.POSITIVE_INFINITY);
+  try {
+    // The system clock: the retries after the first wait a little (backoff), for real.
+    const store = new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0 });
+    await expect(store.claimRuns({ workerId: 'w-lost', pool, max: 1 })).rejects.toThrow(/other side closed/);
+    expect(proxy.dropped()).toBe(1 + CLAIM_RETRIES);
+    // Every retry was answered with the one claim: nothing more was claimed.
+    expect(await rowsOf('SELECT retried FROM run_claims WHERE worker_id = $1', ['w-lost'])).toEqual([
+      { retried: true },
+    ]);
+  } finally {
+    proxy.close();
+  }
+});
 
 test('a Worker over HTTP whose claim answer arrives after the lease expired does not start the run', async () => {
   const pool = await readyPool(1);
