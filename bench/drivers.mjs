@@ -33,7 +33,7 @@ async function withPg(pool) {
   let done = 0;
   for (;;) {
     const now = new Date();
-    const { rows } = await pool.query(runClaim, ['default', now, 100, 'bench', 30000, null, null, 0]);
+    const { rows } = await pool.query(runClaim, ['default', now, 100, 'bench', 30000, null, null, 0, null]);
     if (rows.length === 0) return done;
     const r = await pool.query(runCompleteMany, [
       rows.map((x) => x.run_id),
@@ -49,9 +49,13 @@ async function withPg(pool) {
 async function withPostgresJs(sql) {
   let done = 0;
   for (;;) {
-    const rows = await sql.unsafe(runClaim, ['default', new Date(), 100, 'bench', 30000, null, null, 0], {
-      prepare: true,
-    });
+    const rows = await sql.unsafe(
+      runClaim,
+      ['default', new Date(), 100, 'bench', 30000, null, null, 0, null],
+      {
+        prepare: true,
+      },
+    );
     if (rows.length === 0) return done;
     const r = await sql.unsafe(
       runCompleteMany,

@@ -64,7 +64,17 @@ async function measureVariant({ url, batches, batch }) {
     const completions = [];
     for (let i = 0; i < batches; i++) {
       const now = new Date();
-      const claim = await explain(client, runClaim, ['default', now, batch, WORKER, 30_000, null, null, 0]);
+      const claim = await explain(client, runClaim, [
+        'default',
+        now,
+        batch,
+        WORKER,
+        30_000,
+        null,
+        null,
+        0,
+        null,
+      ]);
       const { rows } = await client.query(
         `SELECT run_id, lease_token FROM run_states WHERE state = 'running' AND lease_owner = $1`,
         [WORKER],

@@ -227,6 +227,7 @@ function bareSql({ connections, batch }) {
                 null,
                 null,
                 0, // claim ahead: only runs already due
+                null, // claim id: none
               ]);
               if (rows.length === 0) return;
               drain.hit(rows.length);

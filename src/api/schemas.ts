@@ -180,6 +180,13 @@ export const LeaseRequest = Type.Object(
           'also claim runs that become claimable within this many ms (start each at its available_at); default 0',
       }),
     ),
+    claim_id: Type.Optional(
+      Type.String({
+        pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+        description:
+          'a uuid the worker makes per claim and sends again when it retries that claim (to any server): while that claim is live, the answer is its runs and leases again, and nothing more is claimed; default none',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

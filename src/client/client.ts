@@ -110,6 +110,14 @@ export interface ClaimOptions {
   aheadMs?: number;
   /** Aborts the request (a worker shutting down). */
   signal?: AbortSignal;
+  /**
+   * Makes the claim retry-safe: a uuid made per claim and sent again when that claim is retried
+   * (to any server). While the claim it names is live, the answer is that claim's runs and leases
+   * again, and nothing more is claimed. Default: none.
+   */
+  claimId?: string;
+  /** This request's timeout, ms. Default the client's timeout plus the wait (and a margin for it). */
+  timeoutMs?: number;
 }
 
 export interface CompleteOptions {
@@ -239,9 +247,12 @@ export class TockClient {
     if (options.max !== undefined) body.max = options.max;
     if (options.waitMs !== undefined) body.wait_ms = options.waitMs;
     if (options.aheadMs !== undefined && options.aheadMs > 0) body.ahead_ms = options.aheadMs;
+    if (options.claimId !== undefined) body.claim_id = options.claimId;
     return this.request('POST', '/v1/leases', {
       body,
-      timeoutMs: this.timeoutMs + (options.waitMs ?? 0) + (options.waitMs ? LONG_POLL_MARGIN_MS : 0),
+      timeoutMs:
+        options.timeoutMs ??
+        this.timeoutMs + (options.waitMs ?? 0) + (options.waitMs ? LONG_POLL_MARGIN_MS : 0),
       signal: options.signal,
     });
   }

@@ -35,6 +35,7 @@ import {
   validateId,
   validateJob,
 } from '../core/index.js';
+import { type ClaimParams, claimRuns, releaseClaim } from './claims.js';
 import { inTransaction } from './db.js';
 import * as A from './queries/api.js';
 import * as J from './queries/jobs.js';
@@ -215,8 +216,7 @@ function checkLeases<L extends LeaseRef>(
 /** Most jobs one `upsertJobs` call takes. */
 export const MAX_BULK_JOBS = 1000;
 
-/** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
-export const MAX_CLAIM_AHEAD_MS = 10_000;
+export { MAX_CLAIM_AHEAD_MS } from './claims.js';
 
 export class PostgresStore implements Store {
   readonly leaseMs: number;
@@ -570,51 +570,18 @@ export class PostgresStore implements Store {
 
   // -- leased execution -------------------------------------------------------------------------
 
-  async claimRuns(p: {
+  async claimRuns(p: ClaimParams): Promise<ClaimedRun[]> {
+    return claimRuns(this.pool, this.leaseMs, p);
+  }
+
+  async releaseClaim(p: {
+    claimId: string;
     workerId: string;
-    pool: string;
-    max: number;
     now: number;
-    handlers?: readonly string[];
+    reason: string;
     tenantId?: string;
-    aheadMs?: number;
-  }): Promise<ClaimedRun[]> {
-    validateId(p.workerId, 'worker_id');
-    validateId(p.pool, 'pool');
-    if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
-      throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
-    }
-    const aheadMs = p.aheadMs ?? 0;
-    if (!Number.isInteger(aheadMs) || aheadMs < 0 || aheadMs > MAX_CLAIM_AHEAD_MS) {
-      throw new ValidationError(`claim ahead must be an integer from 0 to ${MAX_CLAIM_AHEAD_MS} ms`, {
-        field: 'ahead_ms',
-      });
-    }
-    const { rows } = await this.pool.query(R.runClaim, [
-      p.pool,
-      checkInstant(p.now, 'now'),
-      p.max,
-      p.workerId,
-      this.leaseMs,
-      p.handlers ? [...p.handlers] : null,
-      p.tenantId ?? null,
-      aheadMs,
-    ]);
-    return rows.map((r) => ({
-      runId: r.run_id,
-      tenantId: r.tenant_id,
-      jobId: r.job_id,
-      handler: r.handler,
-      payload: r.payload,
-      pool: r.pool,
-      scheduledFor: r.scheduled_for,
-      attempt: r.attempt,
-      maxAttempts: r.max_attempts,
-      leaseToken: r.lease_token,
-      leaseExpiresAt: r.lease_expires_at,
-      availableAt: r.available_at,
-      timeoutMs: r.timeout_seconds === null ? null : r.timeout_seconds * 1000,
-    }));
+  }): Promise<{ released: string[] }> {
+    return releaseClaim(this.pool, p);
   }
 
   async heartbeatRuns(p: {

@@ -229,7 +229,25 @@ export interface Store {
     aheadMs?: number;
     /** Aborts a waiting claim (a long-poll over HTTP) when the worker stops. */
     signal?: AbortSignal;
+    /**
+     * Makes the claim retry-safe: a uuid the worker makes per claim and sends again when it retries
+     * that claim. When it names a live claim of this worker and tenant, that claim's runs and leases
+     * (same tokens) are the answer and nothing more is claimed. Default: none (every call claims).
+     */
+    claimId?: string;
   }): Promise<ClaimedRun[]>;
+  /**
+   * Gives back, without spending an attempt, the runs of the live claims `claimId` names, unless a
+   * retry of that claim was answered with them (its worker holds them): for a server whose client
+   * went away before it could answer the claim.
+   */
+  releaseClaim(p: {
+    claimId: string;
+    workerId: string;
+    now: number;
+    reason: string;
+    tenantId?: string;
+  }): Promise<{ released: string[] }>;
   /** Renews every live lease in one statement; the rest come back as lost. */
   heartbeatRuns(p: {
     leases: readonly LeaseRef[];

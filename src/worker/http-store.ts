@@ -7,8 +7,14 @@
  * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
  * request left before the server read its clock, so a converted expiry is never later than the
  * real one, whatever the skew between the two machines.
+ *
+ * Claims are retry-safe: each carries a claim id (the worker's, or one made here), and a claim
+ * whose request failed without an answer (a network error, a timeout, a 5xx) is sent again with the
+ * same id, which answers the claim the first request made, if it made one, with the same runs and
+ * tokens. A claim whose answer was lost is then not stranded under leases nobody renews.
  */
-import { TockApiError, TockClient } from '../client/index.js';
+import { randomUUID } from 'node:crypto';
+import { TockApiError, TockClient, TockConnectionError } from '../client/index.js';
 import { type Clock, LeaseLostError, SystemClock } from '../core/index.js';
 import type { ClaimedRun, Completion, LeaseRef } from '../store/index.js';
 import type { LeaseStore } from './worker.js';
@@ -20,24 +26,48 @@ export interface HttpLeaseStoreOptions {
   key?: string;
   /** How long a claim waits on the server for work when none is ready, ms. Default 20000. */
   waitMs?: number;
-  /** Per-request timeout (a long-poll adds its wait), ms. Default 30000. */
+  /** Per-request timeout of heartbeats, results and releases, ms. Default 30000. Claims: `claimTimeoutMs`. */
   timeoutMs?: number;
   /** The worker's clock, which lease expiries are converted to. Default the system clock. */
   clock?: Clock;
+  /**
+   * How long a claim may take beyond its long-poll wait before it is given up and sent again with
+   * its claim id, ms. Default 5000 (`DEFAULT_CLAIM_TIMEOUT_MS`). Keep it well under the lease: a
+   * claim answered late holds runs whose leases are running out.
+   */
+  claimTimeoutMs?: number;
 }
 
+/** The default of `claimTimeoutMs`, ms. */
+export const DEFAULT_CLAIM_TIMEOUT_MS = 5000;
+/** How many times a claim whose request failed is sent again with the same claim id. */
+export const CLAIM_RETRIES = 3;
+/**
+ * No retry is sent once this long has passed since the claim was first sent, ms: by then the
+ * leases it may have made are a third gone (of the default 30 s), and the reaper's to take back.
+ */
+export const CLAIM_RETRY_WINDOW_MS = 10_000;
+/** The pause before the second retry, ms, doubling for each later one; the first goes at once. */
+export const CLAIM_RETRY_BACKOFF_MS = 200;
+
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
+
+/** A failed request that may have claimed runs whose answer was lost: worth retrying with its id. */
+const retryable = (err: unknown) =>
+  err instanceof TockConnectionError || (err instanceof TockApiError && err.status >= 500);
 
 export class HttpLeaseStore implements LeaseStore {
   readonly client: TockClient;
   private readonly waitMs: number;
   private readonly clock: Clock;
+  private readonly claimTimeoutMs: number;
   private workerId = 'worker';
 
   constructor(o: HttpLeaseStoreOptions) {
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
     this.clock = o.clock ?? new SystemClock();
+    this.claimTimeoutMs = o.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   }
 
   /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
@@ -52,23 +82,36 @@ export class HttpLeaseStore implements LeaseStore {
     handlers?: readonly string[];
     aheadMs?: number;
     signal?: AbortSignal;
+    claimId?: string;
   }): Promise<ClaimedRun[]> {
     this.workerId = p.workerId;
+    const claimId = p.claimId ?? randomUUID();
+    const firstSentAt = this.clock.nowMs();
     let answer: Awaited<ReturnType<TockClient['claimLeases']>>;
-    const sentAt = this.clock.nowMs();
-    try {
-      answer = await this.client.claimLeases({
-        workerId: p.workerId,
-        pool: p.pool,
-        max: Math.min(p.max, 500),
-        handlers: p.handlers ? [...p.handlers] : undefined,
-        waitMs: this.waitMs,
-        aheadMs: p.aheadMs,
-        signal: p.signal,
-      });
-    } catch (err) {
-      if (p.signal?.aborted) return []; // the worker is stopping: the server claims nothing for us
-      throw err;
+    let sentAt: number;
+    for (let retry = 0; ; retry++) {
+      sentAt = this.clock.nowMs();
+      // A retry does not wait for work: it is after the answer of a claim already made.
+      const waitMs = retry === 0 ? this.waitMs : 0;
+      try {
+        answer = await this.client.claimLeases({
+          workerId: p.workerId,
+          pool: p.pool,
+          max: Math.min(p.max, 500),
+          handlers: p.handlers ? [...p.handlers] : undefined,
+          waitMs,
+          aheadMs: p.aheadMs,
+          signal: p.signal,
+          claimId,
+          timeoutMs: waitMs + this.claimTimeoutMs,
+        });
+        break;
+      } catch (err) {
+        if (p.signal?.aborted) return []; // the worker is stopping: the server claims nothing for us
+        const elapsed = this.clock.nowMs() - firstSentAt;
+        if (!retryable(err) || retry >= CLAIM_RETRIES || elapsed >= CLAIM_RETRY_WINDOW_MS) throw err;
+        if (retry > 0) await this.clock.sleep(CLAIM_RETRY_BACKOFF_MS * 2 ** (retry - 1), p.signal);
+      }
     }
     return answer.runs.map((r) => ({
       runId: r.run_id,

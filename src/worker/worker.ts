@@ -7,7 +7,7 @@
  * worker. Graceful stop: stop claiming, let handlers finish within a grace period, then abort the
  * rest and release their leases so another worker can take them at once.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import {
@@ -134,6 +134,18 @@ const STOP_FLUSH_MS = 5000;
 /** How often a worker tells the database it is alive (where the store can record it), ms. */
 const NODE_TOUCH_MS = 5000;
 
+/**
+ * The least lease a held run must have left for its handler to start, ms (a quarter of the lease,
+ * if that is less). A claim's answer can arrive late (a database or server stalled after claiming):
+ * a run whose lease has expired, or is about to, may already be the reaper's and another worker's,
+ * so starting it would run it twice. It is released instead (no attempt spent), or, if its lease is
+ * gone, dropped.
+ */
+export const START_MARGIN_MS = 1000;
+
+/** Why a held run was not started: its lease had expired, or was about to, when its turn came. */
+export const LEASE_TOO_SHORT = 'lease expired or about to expire before the run started';
+
 export interface WorkerEvents {
   'run:started': [run: ClaimedRun];
   'run:succeeded': [run: ClaimedRun];
@@ -207,6 +219,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly heartbeatLoop: Periodic;
   private readonly handlerNames: string[];
   private claiming = false;
+  /** The id of the claim being made; kept when it fails, so that its retry answers what it claimed. */
+  private claimId: string | null = null;
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
@@ -333,7 +347,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const capacity = this.concurrency + this.prefetch;
     const free = Math.min(1000, capacity - (this.active.size - this.finishingCount));
     if (!this.claiming || free <= 0) return false;
+    // The leases start no earlier than this: their length is measured from it, not from the
+    // answer's arrival, which may be late.
+    const sentAt = this.o.clock.nowMs();
+    // Retry-safe: a claim that failed (its answer may have been lost after it claimed) is sent
+    // again with its claim id, which answers what it claimed; a new claim gets a new id.
+    this.claimId ??= randomUUID();
     const runs = await this.o.store.claimRuns({
+      claimId: this.claimId,
       signal: this.stopping.signal,
       workerId: this.workerId,
       pool: this.pool,
@@ -343,7 +364,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tenantId: this.o.tenantId,
       aheadMs: this.claimAheadMs,
     });
-    for (const run of runs) this.hold(run);
+    this.claimId = null;
+    for (const run of runs) if (!this.active.has(run.runId)) this.hold(run, sentAt);
     this.pump();
     if (runs.length === free) return this.active.size - this.finishingCount < capacity;
     if (this.claiming && this.o.store.nextAvailableAt) {
@@ -357,15 +379,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return false;
   }
 
-  /** A claimed run, leased to us, waiting in `held` until `pump` starts it. */
-  private hold(run: ClaimedRun): void {
-    const now = this.o.clock.nowMs();
+  /** A claimed run, leased to us from `sentAt` (when the claim was sent), waiting in `held` until `pump` starts it. */
+  private hold(run: ClaimedRun, sentAt: number): void {
     const active: Active = {
       run,
       controller: null,
       leaseExpiresAt: run.leaseExpiresAt.getTime(),
-      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - now),
-      renewedAt: now,
+      leaseMs: Math.max(1000, run.leaseExpiresAt.getTime() - sentAt),
+      renewedAt: sentAt,
       dropped: null,
       finishing: false,
       started: false,
@@ -389,9 +410,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const held = this.held;
     const due: Active[] = [];
     const waiting: Active[] = [];
+    const stale: Active[] = [];
     for (const a of held) {
       const at = a.run.availableAt.getTime();
-      if (running < this.concurrency && at <= now) {
+      if (a.leaseExpiresAt - now < Math.min(START_MARGIN_MS, a.leaseMs / 4)) {
+        stale.push(a);
+      } else if (running < this.concurrency && at <= now) {
         due.push(a);
         running += 1;
       } else {
@@ -400,8 +424,44 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     }
     this.held = waiting;
+    if (stale.length > 0) this.giveBackStale(stale, now);
     for (const a of due) this.begin(a);
     if (running < this.concurrency && nextDue < Number.POSITIVE_INFINITY) this.wakeAt(nextDue);
+  }
+
+  /**
+   * Held runs whose lease has expired or is about to: never started. Those still leased are
+   * released (no attempt spent) so another worker takes them at once; the rest are the reaper's.
+   * Each is reported as dropped once that is settled.
+   */
+  private giveBackStale(stale: Active[], now: number): void {
+    const dropped = (list: Active[]) => {
+      for (const a of list) this.emit('run:dropped', a.run, LEASE_TOO_SHORT);
+    };
+    for (const a of stale) {
+      a.dropped = LEASE_TOO_SHORT;
+      this.active.delete(a.run.runId);
+      this.o.logger.warn(
+        { run_id: a.run.runId, job_id: a.run.jobId, lease_left_ms: a.leaseExpiresAt - now },
+        `${LEASE_TOO_SHORT}; not started`,
+      );
+    }
+    const live = stale.filter((a) => a.leaseExpiresAt > now);
+    dropped(stale.filter((a) => a.leaseExpiresAt <= now));
+    if (live.length === 0) return;
+    this.o.store
+      .releaseRuns({
+        leases: live.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+        reason: LEASE_TOO_SHORT,
+        now,
+      })
+      .catch((err: unknown) =>
+        this.o.logger.warn(
+          { err, runs: live.length },
+          'could not release runs not started; their leases will expire',
+        ),
+      )
+      .finally(() => dropped(live));
   }
 
   private wakeAt(at: number): void {

@@ -21,6 +21,34 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
       .touchNode({ nodeId: workerId, role: 'worker', now: t, info })
       .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
   };
+  /**
+   * The client of a claim went away before its answer could be sent: give the runs back at once
+   * (no attempt spent) rather than strand them under leases nobody renews. With a claim id, only if
+   * no retry of the claim (to this or another server) was answered with them; its worker holds them.
+   */
+  const releaseForGoneClient = async (
+    workerId: string,
+    tenantId: string,
+    runs: readonly { runId: string; leaseToken: string }[],
+    claimId: string | undefined,
+  ): Promise<void> => {
+    const reason = 'client gone';
+    try {
+      const { released } =
+        claimId === undefined
+          ? await store.releaseRuns({ leases: runs, reason, now: now(), tenantId })
+          : await store.releaseClaim({ claimId, workerId, reason, now: now(), tenantId });
+      app.log.info(
+        { worker_id: workerId, released: released.length },
+        'claim answer undeliverable: runs released',
+      );
+    } catch (err) {
+      app.log.warn(
+        { err, worker_id: workerId },
+        'could not release the runs of a gone client; their leases will expire',
+      );
+    }
+  };
   /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
   const leaseLost = async (tenantId: string, runId: string): Promise<TockError> => {
     await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
@@ -46,6 +74,7 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         max?: number;
         wait_ms?: number;
         ahead_ms?: number;
+        claim_id?: string;
       };
       const deadline = now() + (b.wait_ms ?? 0);
       const closed = new AbortController();
@@ -66,7 +95,12 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
           handlers: b.handlers,
           tenantId: request.principal.tenantId,
           aheadMs: b.ahead_ms,
+          claimId: b.claim_id,
         });
+        if (runs.length > 0 && closed.signal.aborted) {
+          await releaseForGoneClient(b.worker_id, request.principal.tenantId, runs, b.claim_id);
+          return { runs: [], server_time: new Date(now()).toISOString() };
+        }
         const remaining = deadline - now();
         if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
           const start = now();

@@ -16,23 +16,29 @@ export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, att
 const WRITTEN_COLUMNS = RUN_COLUMNS.replace('lease_expires_at', 'NULL::timestamptz AS lease_expires_at');
 
 /** Queues the runs a CTE named `src` returned (run_id, tenant_id, pool, handler, priority, available_at, sort_key). */
-const enqueue = (src: string, where = 'true') => `
+export const enqueue = (src: string, where = 'true') => `
   INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key)
   SELECT run_id, tenant_id, pool, handler, priority, available_at, sort_key FROM ${src} WHERE ${where}`;
 
 /**
  * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
- * earlier CTE locked: a claim left with no run goes.
+ * earlier CTE named `live` (lease_token, run_ids) locked: a claim left with no run goes. Whether a
+ * claim is shrunk or deleted is decided on `live`, the locked and so latest version of the claim,
+ * not on the version this statement's snapshot sees: when another statement took a run off the
+ * same claim while this one waited for the lock, the snapshot's list is stale, and deciding on it
+ * did neither (the claim kept listing a run that had ended).
  */
-const unclaim = `
+export const unclaim = `
   unclaimed AS (
     UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(e.ids))
     FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
-    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) > cardinality(e.ids)
+    JOIN live l ON l.lease_token = e.lease_token
+    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) > cardinality(e.ids)
   ), emptied AS (
     DELETE FROM run_claims c
     USING (SELECT lease_token, count(*) AS n FROM ended GROUP BY lease_token) e
-    WHERE c.lease_token = e.lease_token AND cardinality(c.run_ids) <= e.n
+    JOIN live l ON l.lease_token = e.lease_token
+    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) <= e.n
   )`;
 
 /**
@@ -40,7 +46,7 @@ const unclaim = `
  * materialised: a join with it hashes the runs (the planner, which guesses 10 elements per array,
  * would otherwise unnest every claim once per given run).
  */
-const MEMBERS = (claims: string, ...columns: string[]) => `
+export const MEMBERS = (claims: string, ...columns: string[]) => `
   SELECT x.run_id, c.lease_token, ${columns.map((col) => `c.${col}`).join(', ')}
   FROM ${claims} c CROSS JOIN unnest(c.run_ids) AS x(run_id)`;
 
@@ -63,7 +69,7 @@ const LIVE_MEMBERS = `
  * "ended" returned: lease_token, run_id, ended_attempt (the attempt that ended), lease_owner,
  * started_at, outcome, error, output. Completes in place a row an earlier version wrote at claim.
  */
-const recordEnded = (finishedAt: string) => `
+export const recordEnded = (finishedAt: string) => `
   INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
   SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, ${finishedAt}, outcome, error, output FROM ended
   ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
@@ -181,10 +187,12 @@ SELECT 'running', n FROM claimed`;
 
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
- * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones).
+ * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
+ * $9 claim id (or null).
  * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
  * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
- * length.
+ * length, with the claim id and tenant. A claim id that another claim row of the same lease length
+ * has fails the statement on run_claims_claim_id (nothing is taken): the caller answers that claim.
  */
 export const runClaim = `
 WITH picked AS (
@@ -204,8 +212,9 @@ WITH picked AS (
     r.max_attempts, r.available_at, r.timeout_seconds, t.sort_key, COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
   FROM taken t JOIN runs r ON r.run_id = t.run_id
 ), claims AS (
-  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids)
-  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id)
+  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
+  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
+    $9::uuid, $7::text
   FROM held GROUP BY lease_ms
   RETURNING lease_token, lease_ms, lease_expires_at
 )
@@ -217,7 +226,11 @@ ORDER BY h.sort_key`;
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null).
  * Renews the live claims the leases belong to (each by its own lease length), and returns each
- * given run its claim still lists; the rest are lost.
+ * given run its claim still lists; the rest are lost. A claim is renewed only when it holds a given
+ * (run, token) pair, and with a tenant only when that run is the tenant's: a token alone renews
+ * nothing, so another tenant's leaked token cannot pin that tenant's runs as running. (The pair
+ * is checked against the claim's array with `= ANY`, which stops at the first match; `given` is
+ * still unnested once.)
  */
 export const runHeartbeatMany = `
 WITH given AS (
@@ -226,6 +239,7 @@ WITH given AS (
 ), renewed AS (
   UPDATE run_claims c SET lease_expires_at = $3::timestamptz + c.lease_ms * interval '1 millisecond'
   WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
+    AND EXISTS (SELECT 1 FROM given g WHERE g.lease_token = c.lease_token AND g.run_id = ANY(c.run_ids))
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
 ), members AS MATERIALIZED (${MEMBERS('renewed', 'lease_expires_at')}
 )
@@ -262,7 +276,7 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
  */
 export const runFail = `
 WITH live AS (
-  SELECT lease_token, worker_id, claimed_at FROM run_claims
+  SELECT lease_token, worker_id, claimed_at, run_ids FROM run_claims
   WHERE lease_token = $2 AND $1 = ANY(run_ids) AND lease_expires_at > $3
   FOR NO KEY UPDATE
 ), ended AS (

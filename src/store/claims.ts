@@ -1,0 +1,143 @@
+/**
+ * Claims, and retry-safe claims (migration 0009). A claim takes claimable runs off the queue under
+ * one lease token per lease length. A worker may send a claim id with it, a uuid it makes per claim
+ * and sends again when it retries that claim, to this server or another: a claim id that already
+ * names a live claim of the same worker and tenant answers that claim (same runs, same tokens)
+ * instead of claiming more, so a claim whose answer was lost is not stranded under a lease nobody
+ * renews. Invariant: one claim id holds at most one claim row per lease length (a unique index), so
+ * two servers racing on one id cannot both take runs; the loser answers the winner's claim.
+ * `PostgresStore` delegates its claims here.
+ */
+import type pg from 'pg';
+import { ValidationError, validateId } from '../core/index.js';
+import * as C from './queries/claims.js';
+import * as R from './queries/runs.js';
+import type { ClaimedRun } from './types.js';
+
+/** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
+export const MAX_CLAIM_AHEAD_MS = 10_000;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The unique index that makes a claim id name one claim (per lease length). */
+const CLAIM_ID_INDEX = 'run_claims_claim_id';
+
+export interface ClaimParams {
+  workerId: string;
+  pool: string;
+  max: number;
+  now: number;
+  handlers?: readonly string[];
+  tenantId?: string;
+  aheadMs?: number;
+  claimId?: string;
+}
+
+function instant(ms: number): Date {
+  const d = new Date(ms);
+  if (!Number.isFinite(ms) || d.getUTCFullYear() < 1970 || d.getUTCFullYear() > 9999) {
+    throw new ValidationError('now must be an instant in the years 1970-9999', { field: 'now' });
+  }
+  return d;
+}
+
+function toClaimed(r: Record<string, unknown>): ClaimedRun {
+  const timeout = r.timeout_seconds as number | null;
+  return {
+    runId: r.run_id as string,
+    tenantId: r.tenant_id as string,
+    jobId: r.job_id as string,
+    handler: r.handler as string,
+    payload: r.payload,
+    pool: r.pool as string,
+    scheduledFor: r.scheduled_for as Date,
+    attempt: r.attempt as number,
+    maxAttempts: r.max_attempts as number,
+    leaseToken: r.lease_token as string,
+    leaseExpiresAt: r.lease_expires_at as Date,
+    availableAt: r.available_at as Date,
+    timeoutMs: timeout === null ? null : timeout * 1000,
+  };
+}
+
+function checkClaim(p: ClaimParams): number {
+  validateId(p.workerId, 'worker_id');
+  validateId(p.pool, 'pool');
+  if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
+    throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
+  }
+  const aheadMs = p.aheadMs ?? 0;
+  if (!Number.isInteger(aheadMs) || aheadMs < 0 || aheadMs > MAX_CLAIM_AHEAD_MS) {
+    throw new ValidationError(`claim ahead must be an integer from 0 to ${MAX_CLAIM_AHEAD_MS} ms`, {
+      field: 'ahead_ms',
+    });
+  }
+  if (p.claimId !== undefined && !UUID.test(p.claimId)) {
+    throw new ValidationError('claim_id must be a uuid', { field: 'claim_id' });
+  }
+  return aheadMs;
+}
+
+/** The live claim a claim id names (marked retried), as a retry's answer; empty when there is none. */
+async function claimAgain(pool: pg.Pool, p: ClaimParams & { claimId: string }): Promise<ClaimedRun[]> {
+  const { rows } = await pool.query(C.claimAgain, [
+    p.claimId,
+    instant(p.now),
+    p.workerId,
+    p.tenantId ?? null,
+  ]);
+  return rows.map(toClaimed);
+}
+
+/**
+ * Leases up to `max` claimable runs; with a claim id that names a live claim of this worker and
+ * tenant, answers that claim instead. The lookup runs only when a claim id is given.
+ */
+export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams): Promise<ClaimedRun[]> {
+  const aheadMs = checkClaim(p);
+  const claimId = p.claimId;
+  if (claimId !== undefined) {
+    const again = await claimAgain(pool, { ...p, claimId });
+    if (again.length > 0) return again;
+  }
+  try {
+    const { rows } = await pool.query(R.runClaim, [
+      p.pool,
+      instant(p.now),
+      p.max,
+      p.workerId,
+      leaseMs,
+      p.handlers ? [...p.handlers] : null,
+      p.tenantId ?? null,
+      aheadMs,
+      claimId ?? null,
+    ]);
+    return rows.map(toClaimed);
+  } catch (err) {
+    // Another server made this claim since the lookup (the same claim sent twice at once), or it
+    // is another worker's or tenant's, or expired: answer what it holds for us, which may be nothing.
+    const e = err as { code?: string; constraint?: string };
+    if (claimId === undefined || e.code !== '23505' || e.constraint !== CLAIM_ID_INDEX) throw err;
+    return claimAgain(pool, { ...p, claimId });
+  }
+}
+
+/**
+ * Gives back the runs a claim id's live claims hold (no attempt spent), unless a retry was
+ * answered with them: for a server whose client went away before it could answer the claim.
+ */
+export async function releaseClaim(
+  pool: pg.Pool,
+  p: { claimId: string; workerId: string; now: number; reason: string; tenantId?: string },
+): Promise<{ released: string[] }> {
+  if (!UUID.test(p.claimId)) return { released: [] };
+  const { rows } = await pool.query(C.claimRelease, [
+    p.claimId,
+    p.workerId,
+    instant(p.now),
+    p.reason.slice(0, 1000),
+    p.tenantId ?? null,
+  ]);
+  if (rows.length > 0) await pool.query(R.runNotify);
+  return { released: rows.map((r: { run_id: string }) => r.run_id) };
+}
