@@ -5,8 +5,8 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
+import { ID_PATTERN } from '../core/index.js';
 
-const ID_PATTERN = '^[A-Za-z0-9._:-]{1,200}$';
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
 const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
