@@ -47,42 +47,36 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         wait_ms?: number;
         ahead_ms?: number;
       };
-      const deadline = now() + (b.wait_ms ?? 0);
       const closed = new AbortController();
       // The response's 'close' (before it is sent) means the client went away. Not the request's:
       // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
       // its first sleep.
       reply.raw.once('close', () => closed.abort());
       touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default');
-      for (;;) {
-        // A client that went away while we slept gets no runs: a claim now would only strand them
-        // under a lease nobody renews until the reaper takes them back.
-        if (closed.signal.aborted) return { runs: [], server_time: new Date(now()).toISOString() };
-        const runs = await store.claimRuns({
-          workerId: b.worker_id,
-          pool: b.pool ?? 'default',
-          max: b.max ?? 1,
-          now: now(),
-          handlers: b.handlers,
-          tenantId: request.principal.tenantId,
-          aheadMs: b.ahead_ms,
-        });
-        const remaining = deadline - now();
-        if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
-          const start = now();
-          for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
-          return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
-        }
-        // Until the next poll, or sooner when a materialised run becomes claimable before it.
-        const next = await store.nextAvailableAt({
-          pool: b.pool ?? 'default',
-          now: now(),
-          tenantId: request.principal.tenantId,
-        });
-        const until =
-          next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - (b.ahead_ms ?? 0) - now());
-        await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining, until), closed.signal);
-      }
+      const { tenantId, keyId } = request.principal;
+      const pool = b.pool ?? 'default';
+      // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
+      const runs = await app.longPolls.run({
+        tenantId,
+        keyId,
+        waitMs: b.wait_ms ?? 0,
+        aheadMs: b.ahead_ms ?? 0,
+        signal: closed.signal,
+        claim: () =>
+          store.claimRuns({
+            workerId: b.worker_id,
+            pool,
+            max: b.max ?? 1,
+            now: now(),
+            handlers: b.handlers,
+            tenantId,
+            aheadMs: b.ahead_ms,
+          }),
+        nextAvailableAt: () => store.nextAvailableAt({ pool, now: now(), tenantId }),
+      });
+      const start = now();
+      for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
+      return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
     },
   );
 
