@@ -51,8 +51,9 @@ export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = {
  */
 export const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
-/** The defaults with `given` on top; the headers timeout is held to the request timeout. */
+/** The defaults with `given` on top (unset fields keep them); the headers timeout is held to the request timeout. */
 export function httpLimits(given: Partial<HttpLimits> = {}): HttpLimits {
-  const l = { ...DEFAULT_HTTP_LIMITS, ...given };
+  const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  const l = { ...DEFAULT_HTTP_LIMITS, ...set };
   return { ...l, headersTimeoutMs: Math.min(l.headersTimeoutMs, l.requestTimeoutMs) };
 }
