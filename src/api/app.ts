@@ -17,16 +17,10 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { allows, type Clock, type Permission, type Role, TockError } from '../core/index.js';
+import { allows, type Clock, type Permission, type Role } from '../core/index.js';
 import type { Store } from '../store/index.js';
-import {
-  answerClientError,
-  DATABASE_RETRY_AFTER_S,
-  envelope,
-  isDatabaseUnavailable,
-  STATUS,
-} from './errors.js';
-import { type HttpLimits, httpLimits, TIMEOUT_CHECK_INTERVAL_MS } from './limits.js';
+import { answerClientError, answerError, envelope } from './errors.js';
+import { type HttpLimits, httpLimits, serverOptions } from './limits.js';
 import { LongPolls, type Wakeups } from './long-poll.js';
 import type { Metrics } from './metrics.js';
 import { TenantQuota } from './quota.js';
@@ -82,12 +76,8 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const limits = httpLimits(o.limits);
   const app = Fastify({
     // Slow clients: the whole request must arrive in time (a long-poll's wait comes after it),
-    // idle keep-alive connections close, a silent connection closes, connections are capped.
-    requestTimeout: limits.requestTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    connectionTimeout: limits.idleTimeoutMs,
-    maxRequestsPerSocket: limits.maxRequestsPerSocket,
-    http: { headersTimeout: limits.headersTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    // idle keep-alive connections close, a silent connection closes.
+    ...serverOptions(limits),
     // What Node's parser refuses (an over-long request line, bad HTTP) gets the envelope too.
     clientErrorHandler: answerClientError,
     loggerInstance: o.logger,
@@ -120,6 +110,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     },
   });
 
+  // Connections past the cap are closed as they arrive.
   app.server.maxConnections = limits.maxConnections;
   app.server.headersTimeout = limits.headersTimeoutMs;
 
@@ -178,37 +169,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     );
   });
 
-  app.setErrorHandler((err, request, reply) => {
-    if (err instanceof TockError) {
-      const status = STATUS[err.code] ?? 400;
-      const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
-      if (typeof err.details.retry_after_s === 'number')
-        reply.header('retry-after', String(err.details.retry_after_s));
-      return reply.code(status).send(envelope(err.code, err.message, extra));
-    }
-    const e = err as { validation?: unknown; statusCode?: number; code?: string; message: string };
-    if (e.validation) return reply.code(400).send(envelope('validation_error', e.message));
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.code(413).send(envelope('payload_too_large', 'the request body is larger than 1 MiB'));
-    }
-    if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply
-        .code(415)
-        .send(envelope('unsupported_media_type', 'send JSON: Content-Type: application/json'));
-    }
-    if (e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500) {
-      return reply.code(e.statusCode).send(envelope('validation_error', e.message));
-    }
-    if (isDatabaseUnavailable(err)) {
-      request.log.warn({ err }, 'the database is unreachable');
-      return reply
-        .code(503)
-        .header('retry-after', String(DATABASE_RETRY_AFTER_S))
-        .send(envelope('unavailable', 'the database is unreachable; retry later'));
-    }
-    request.log.error({ err }, 'request failed');
-    return reply.code(500).send(envelope('internal', 'internal error; see the server log'));
-  });
+  app.setErrorHandler(answerError);
 
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(envelope('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),

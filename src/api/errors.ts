@@ -6,6 +6,8 @@
  * Fastify would otherwise answer in their own shapes.
  */
 import type { Socket } from 'node:net';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { TockError } from '../core/index.js';
 
 export function envelope(code: string, message: string, extra: Record<string, unknown> = {}) {
   return { error: { code, message, ...extra } };
@@ -100,4 +102,37 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
   socket.destroySoon();
+}
+
+/** The app's error handler: the envelope and status of every error a route or hook throws. */
+export function answerError(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
+  if (err instanceof TockError) {
+    const status = STATUS[err.code] ?? 400;
+    const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
+    if (typeof err.details.retry_after_s === 'number')
+      reply.header('retry-after', String(err.details.retry_after_s));
+    return reply.code(status).send(envelope(err.code, err.message, extra));
+  }
+  const e = err as { validation?: unknown; statusCode?: number; code?: string; message: string };
+  if (e.validation) return reply.code(400).send(envelope('validation_error', e.message));
+  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return reply.code(413).send(envelope('payload_too_large', 'the request body is larger than 1 MiB'));
+  }
+  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return reply
+      .code(415)
+      .send(envelope('unsupported_media_type', 'send JSON: Content-Type: application/json'));
+  }
+  if (e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500) {
+    return reply.code(e.statusCode).send(envelope('validation_error', e.message));
+  }
+  if (isDatabaseUnavailable(err)) {
+    request.log.warn({ err }, 'the database is unreachable');
+    return reply
+      .code(503)
+      .header('retry-after', String(DATABASE_RETRY_AFTER_S))
+      .send(envelope('unavailable', 'the database is unreachable; retry later'));
+  }
+  request.log.error({ err }, 'request failed');
+  return reply.code(500).send(envelope('internal', 'internal error; see the server log'));
 }

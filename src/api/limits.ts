@@ -57,3 +57,14 @@ export function httpLimits(given: Partial<HttpLimits> = {}): HttpLimits {
   const l = { ...DEFAULT_HTTP_LIMITS, ...set };
   return { ...l, headersTimeoutMs: Math.min(l.headersTimeoutMs, l.requestTimeoutMs) };
 }
+
+/** The Fastify (and Node `http.Server`) options that enforce `l`; the connection cap is set on the server. */
+export function serverOptions(l: HttpLimits) {
+  return {
+    requestTimeout: l.requestTimeoutMs,
+    keepAliveTimeout: l.keepAliveTimeoutMs,
+    connectionTimeout: l.idleTimeoutMs,
+    maxRequestsPerSocket: l.maxRequestsPerSocket,
+    http: { headersTimeout: l.headersTimeoutMs, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+  };
+}
