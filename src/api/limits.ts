@@ -2,7 +2,7 @@
  * The limits that keep one client from holding the server's sockets, time or database: how long a
  * request may take to arrive, how long an idle connection stays open, how many connections and how
  * many waiting long-polls there may be. Each is a named default an operator may change
- * (`tock server --request-timeout …`).
+ * (`tock server --request-timeout …`). The long-poll caps, like the quota, are per server process.
  *
  * The timeouts bound receiving a request, never answering it: a long-poll (`wait_ms` up to
  * {@link MAX_LONG_POLL_MS}) has its whole request in hand when it starts waiting, and the idle

@@ -6,6 +6,7 @@
  */
 import { type Static, Type } from 'typebox';
 import { ID_PATTERN } from '../core/index.js';
+import { MAX_LONG_POLL_MS } from './limits.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
 const Instant = (description: string) => Type.String({ format: 'date-time', description });
@@ -170,7 +171,11 @@ export const LeaseRequest = Type.Object(
     ),
     max: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, description: 'default 1' })),
     wait_ms: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: 30000, description: 'long-poll up to this long; default 0' }),
+      Type.Integer({
+        minimum: 0,
+        maximum: MAX_LONG_POLL_MS,
+        description: 'long-poll up to this long; default 0',
+      }),
     ),
     ahead_ms: Type.Optional(
       Type.Integer({
