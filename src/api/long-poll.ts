@@ -26,6 +26,12 @@ import type { TenantQuota } from './quota.js';
 export const LONG_POLL_FALLBACK_MS = 5000;
 /** Longest sleep of a waiting long-poll while the listener is down (or the app has none), ms. */
 export const LONG_POLL_UNLISTENED_MS = 1000;
+/**
+ * Shortest sleep between two claims of one long-poll, ms: a run that is claimable within
+ * `ahead_ms` but not for this request (another handler, or another worker took it first) must not
+ * make it claim in a loop.
+ */
+export const LONG_POLL_MIN_SLEEP_MS = 100;
 /** `Retry-After` of a long-poll refused for the per-key or per-tenant cap, seconds. */
 export const LONG_POLL_RETRY_AFTER_S = 5;
 
@@ -119,7 +125,7 @@ export class LongPolls {
       const until =
         next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - r.aheadMs - clock.nowMs());
       const interval = wakeups?.listening ? LONG_POLL_FALLBACK_MS : LONG_POLL_UNLISTENED_MS;
-      const ms = Math.min(interval, remaining, until);
+      const ms = Math.min(interval, remaining, Math.max(until, LONG_POLL_MIN_SLEEP_MS));
       if (wakeups) await wakeups.wait(ms, r.signal);
       else await clock.sleep(ms, r.signal);
       // Each re-claim counts against the tenant's quota; with none left, it waits for a token.

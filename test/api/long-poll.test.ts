@@ -5,7 +5,11 @@
  * waiting requests sleep on; the store is the real one, with its claims counted.
  */
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { LONG_POLL_RETRY_AFTER_S, LONG_POLL_UNLISTENED_MS } from '../../src/api/long-poll.js';
+import {
+  LONG_POLL_MIN_SLEEP_MS,
+  LONG_POLL_RETRY_AFTER_S,
+  LONG_POLL_UNLISTENED_MS,
+} from '../../src/api/long-poll.js';
 import type { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import {
@@ -77,6 +81,33 @@ test('waiting long-polls do not re-claim on a short poll: none in 800 ms of wait
   expect(answers).toEqual([]);
   db.clock.advance(30_000);
   for (const a of await Promise.all(pending)) expect(a.json.runs).toEqual([]);
+});
+
+test('a run claimable ahead but not for this request does not make a long-poll claim in a loop', async () => {
+  api = await startApi(db, { store: countingStore(db.store) });
+  const http = client(api.base);
+  const put = await http('PUT', '/v1/jobs/other', {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: 'other', pool: 'p-ahead' },
+  });
+  expect(put.status, put.text).toBe(200);
+  // A run of another handler, claimable 500 ms from now: inside the request's ahead_ms.
+  const run = await http('POST', '/v1/jobs/other/runs', {
+    key: keys.operator,
+    body: { scheduled_for: new Date(db.clock.nowMs() + 500).toISOString() },
+  });
+  expect(run.status, run.text).toBe(201);
+  const pending = http('POST', '/v1/leases', {
+    key: keys.worker,
+    body: { worker_id: 'w-ahead', pool: 'p-ahead', handlers: ['mine'], ahead_ms: 1000, wait_ms: 2000 },
+  });
+  await until(() => db.clock.pendingSleeps === 1, 'the long-poll to wait');
+  // The unfixed server slept 0 ms here and claimed again at once, without end.
+  expect(claims).toBe(1);
+  db.clock.advance(LONG_POLL_MIN_SLEEP_MS);
+  await until(() => claims === 2 && db.clock.pendingSleeps === 1, 'one more claim, then a wait');
+  db.clock.advance(2000);
+  expect((await pending).json.runs).toEqual([]);
 });
 
 test('waiting long-polls are capped per key and per tenant: 429 rate_limited with Retry-After', async () => {
