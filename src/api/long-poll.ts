@@ -88,6 +88,8 @@ export interface LongPollRequest<T> {
 }
 
 export class LongPolls {
+  /** Aborted when the server closes: waiting long-polls answer what they have (nothing) at once. */
+  private readonly closing = new AbortController();
   private readonly perKey = new Map<string, number>();
   private readonly perTenant = new Map<string, number>();
 
@@ -102,10 +104,11 @@ export class LongPolls {
 
   /** Claims at once, then (with `waitMs`) waits for runs as the header says; the runs, maybe none. */
   async run<T>(r: LongPollRequest<T>): Promise<T[]> {
-    if (r.waitMs <= 0) return r.signal.aborted ? [] : await r.claim();
+    if (r.waitMs <= 0 || this.closing.signal.aborted) return r.signal.aborted ? [] : await r.claim();
     const leave = this.enter(r.tenantId, r.keyId);
     try {
-      return await this.wait(r);
+      const signal = AbortSignal.any([r.signal, this.closing.signal]);
+      return await this.wait({ ...r, signal });
     } finally {
       leave();
     }
@@ -135,6 +138,11 @@ export class LongPolls {
         await clock.sleep(Math.min(short, left), r.signal);
       }
     }
+  }
+
+  /** Ends every wait (the server is closing): each waiting long-poll answers at once, with no runs. */
+  close(): void {
+    this.closing.abort();
   }
 
   /** Counts a waiting long-poll in; the returned function counts it out. Throws 429 past a cap. */

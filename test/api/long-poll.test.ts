@@ -143,6 +143,21 @@ test('waiting long-polls are capped per key and per tenant: 429 rate_limited wit
   for (const a of await Promise.all(again)) expect(a.status).toBe(200);
 });
 
+test('closing the server answers waiting long-polls at once, with no runs', async () => {
+  api = await startApi(db);
+  const answers: Answer[] = [];
+  const pending = longPolls(3, keys.worker, answers);
+  await until(() => db.clock.pendingSleeps === 3, 'three long-polls to wait');
+  // No time passes: the unfixed server held the close until each wait (30 s) ended.
+  await api.close();
+  api = undefined;
+  for (const a of await Promise.all(pending)) {
+    expect(a.status).toBe(200);
+    expect(a.json.runs).toEqual([]);
+  }
+  expect(db.clock.pendingSleeps).toBe(0);
+});
+
 test("each re-claim of a waiting long-poll takes a token of the tenant's quota", async () => {
   // A bucket of 4 that refills once in 1000 s.
   api = await startApi(db, { quota: { perSecond: 0.001, burst: 4 } });
