@@ -3,7 +3,9 @@
  * contract of DESIGN.md's table: strict validation (TypeBox schemas, no coercion, unknown fields
  * refused), one error envelope `{error: {code, message}}` mapped from error codes, bearer keys
  * scoped to a tenant and a role, a per-tenant request quota, request logs without keys or
- * payloads, Prometheus metrics and the OpenAPI document.
+ * payloads, Prometheus metrics and the OpenAPI document. It also holds the server to the limits
+ * of `limits.ts` (timeouts, connections, waiting long-polls) and answers a database it cannot reach
+ * with 503 `unavailable`.
  */
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -15,8 +17,11 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { allows, type Clock, type Permission, type Role, TockError } from '../core/index.js';
+import { allows, type Clock, type Permission, type Role } from '../core/index.js';
 import type { Store } from '../store/index.js';
+import { answerClientError, answerError, envelope } from './errors.js';
+import { type HttpLimits, httpLimits, serverOptions } from './limits.js';
+import { LongPolls, type Wakeups } from './long-poll.js';
 import type { Metrics } from './metrics.js';
 import { TenantQuota } from './quota.js';
 import { registerRoutes } from './routes/index.js';
@@ -29,6 +34,10 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     principal: { tenantId: string; role: Role; keyId: string | null };
+  }
+  interface FastifyInstance {
+    /** The waiting long-polls of `POST /v1/leases`, their caps and their wake-ups. */
+    longPolls: LongPolls;
   }
 }
 
@@ -48,35 +57,30 @@ export interface AppOptions {
   quota?: { perSecond: number; burst: number };
   /** Whether the database answers and migrations are current (for /readyz). */
   readiness: () => Promise<{ database: boolean; migrations: boolean }>;
-  /** How long a long-poll for leases waits between claims, ms. Default 200. */
-  leasePollMs?: number;
+  /**
+   * What waiting long-polls sleep on: the process's one listener for claimable runs
+   * (`RunWakeups`). Default none: a waiting long-poll then re-claims every second
+   * (`LONG_POLL_UNLISTENED_MS`).
+   */
+  wakeups?: Wakeups;
+  /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS` (see `limits.ts`). */
+  limits?: Partial<HttpLimits>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the instance's generics (logger, type provider) vary by construction
 export type App = FastifyInstance<any, any, any, any, any>;
 
-function envelope(code: string, message: string, extra: Record<string, unknown> = {}) {
-  return { error: { code, message, ...extra } };
-}
-
 /** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
 const MAX_PARAM_LENGTH = 1000;
 
-const STATUS: Record<string, number> = {
-  validation_error: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  lease_lost: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  idempotency_mismatch: 422,
-  rate_limited: 429,
-};
-
 export async function buildApp(o: AppOptions): Promise<App> {
+  const limits = httpLimits(o.limits);
   const app = Fastify({
+    // Slow clients: the whole request must arrive in time (a long-poll's wait comes after it),
+    // idle keep-alive connections close, a silent connection closes.
+    ...serverOptions(limits),
+    // What Node's parser refuses (an over-long request line, bad HTTP) gets the envelope too.
+    clientErrorHandler: answerClientError,
     loggerInstance: o.logger,
     // Our own onResponse hook writes the one line per request.
     logController: new LogController({ disableRequestLogging: true }),
@@ -107,8 +111,19 @@ export async function buildApp(o: AppOptions): Promise<App> {
     },
   });
 
+  // Connections past the cap are closed as they arrive.
+  app.server.maxConnections = limits.maxConnections;
+  app.server.headersTimeout = limits.headersTimeoutMs;
+
   app.decorateRequest('principal', undefined as unknown as FastifyRequest['principal']);
   const quota = new TenantQuota(o.clock, o.quota?.perSecond ?? 200, o.quota?.burst ?? 400);
+  app.decorate('longPolls', new LongPolls({ clock: o.clock, quota, limits, wakeups: o.wakeups }));
+  // Closing waits for requests in flight: waiting long-polls answer at once rather than hold it up to 30 s.
+  app.addHook('preClose', async () => app.longPolls.close());
+  // A caller refused for its key may still be sending a body: close the connection rather than
+  // read (and wait for) the rest of it.
+  const refuse = (reply: FastifyReply, status: 401 | 403, code: string, message: string) =>
+    reply.code(status).header('connection', 'close').send(envelope(code, message));
 
   app.addHook('onRequest', async (request, reply) => {
     const permission = request.routeOptions.config.permission;
@@ -119,23 +134,15 @@ export async function buildApp(o: AppOptions): Promise<App> {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/i.exec(header) : null;
       if (!match) {
-        return reply
-          .code(401)
-          .send(envelope('unauthorized', 'an API key is required: Authorization: Bearer <key>'));
+        return refuse(reply, 401, 'unauthorized', 'an API key is required: Authorization: Bearer <key>');
       }
       const key = await o.store.authenticate(match[1]!);
-      if (!key) return reply.code(401).send(envelope('unauthorized', 'the API key is unknown or revoked'));
+      if (!key) return refuse(reply, 401, 'unauthorized', 'the API key is unknown or revoked');
       request.principal = { tenantId: key.tenantId, role: key.role, keyId: key.keyId };
     }
     if (!allows(request.principal.role, permission)) {
-      return reply
-        .code(403)
-        .send(
-          envelope(
-            'forbidden',
-            `a ${request.principal.role} key may not ${permission === 'work' ? 'work runs' : permission}`,
-          ),
-        );
+      const action = permission === 'work' ? 'work runs' : permission;
+      return refuse(reply, 403, 'forbidden', `a ${request.principal.role} key may not ${action}`);
     }
     const wait = quota.take(request.principal.tenantId);
     if (wait > 0) {
@@ -167,28 +174,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     );
   });
 
-  app.setErrorHandler((err, request, reply) => {
-    if (err instanceof TockError) {
-      const status = STATUS[err.code] ?? 400;
-      const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
-      return reply.code(status).send(envelope(err.code, err.message, extra));
-    }
-    const e = err as { validation?: unknown; statusCode?: number; code?: string; message: string };
-    if (e.validation) return reply.code(400).send(envelope('validation_error', e.message));
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.code(413).send(envelope('payload_too_large', 'the request body is larger than 1 MiB'));
-    }
-    if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply
-        .code(415)
-        .send(envelope('unsupported_media_type', 'send JSON: Content-Type: application/json'));
-    }
-    if (e.statusCode !== undefined && e.statusCode >= 400 && e.statusCode < 500) {
-      return reply.code(e.statusCode).send(envelope('validation_error', e.message));
-    }
-    request.log.error({ err }, 'request failed');
-    return reply.code(500).send(envelope('internal', 'internal error; see the server log'));
-  });
+  app.setErrorHandler(answerError);
 
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(envelope('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),

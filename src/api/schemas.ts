@@ -5,8 +5,9 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
+import { ID_PATTERN } from '../core/index.js';
+import { MAX_LONG_POLL_MS } from './limits.js';
 
-const ID_PATTERN = '^[A-Za-z0-9._:-]{1,200}$';
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
 const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
@@ -170,7 +171,11 @@ export const LeaseRequest = Type.Object(
     ),
     max: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, description: 'default 1' })),
     wait_ms: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: 30000, description: 'long-poll up to this long; default 0' }),
+      Type.Integer({
+        minimum: 0,
+        maximum: MAX_LONG_POLL_MS,
+        description: 'long-poll up to this long; default 0',
+      }),
     ),
     ahead_ms: Type.Optional(
       Type.Integer({

@@ -218,6 +218,46 @@ export function buildProgram(): Command {
         .default(400)
         .argParser(positiveInt),
     )
+    .addOption(
+      new Option(
+        '--request-timeout <duration>',
+        'time a request (line, headers and body) has to arrive; a long-poll waits after it (default 30s)',
+      )
+        .env('TOCK_REQUEST_TIMEOUT')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option(
+        '--keep-alive-timeout <duration>',
+        'an idle keep-alive connection is closed after this (default 5s)',
+      )
+        .env('TOCK_KEEP_ALIVE_TIMEOUT')
+        .argParser(duration),
+    )
+    .addOption(
+      new Option(
+        '--max-connections <n>',
+        'open connections at once; new ones beyond it are closed (default 1000)',
+      )
+        .env('TOCK_MAX_CONNECTIONS')
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option(
+        '--long-polls-per-key <n>',
+        'waiting lease long-polls per API key; more answer 429 (default 20)',
+      )
+        .env('TOCK_LONG_POLLS_PER_KEY')
+        .argParser(positiveInt),
+    )
+    .addOption(
+      new Option(
+        '--long-polls-per-tenant <n>',
+        'waiting lease long-polls per tenant; more answer 429 (default 100)',
+      )
+        .env('TOCK_LONG_POLLS_PER_TENANT')
+        .argParser(positiveInt),
+    )
     .action(async (opts) => {
       const [{ createLogger }, { startServer }] = await Promise.all([
         import('../runtime/logger.js'),
@@ -240,6 +280,13 @@ export function buildProgram(): Command {
         shardLeaseMs: opts.shardLease,
         maxClockUncertaintyMs: opts.maxClockUncertainty,
         quota: { perSecond: opts.apiRate, burst: opts.apiBurst },
+        limits: {
+          requestTimeoutMs: opts.requestTimeout,
+          keepAliveTimeoutMs: opts.keepAliveTimeout,
+          maxConnections: opts.maxConnections,
+          longPollsPerKey: opts.longPollsPerKey,
+          longPollsPerTenant: opts.longPollsPerTenant,
+        },
         announce: (line) => process.stdout.write(`${line}\n`),
       });
       await signal;

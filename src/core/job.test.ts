@@ -180,6 +180,12 @@ describe('validateId', () => {
     expect(() => validateId(42, 'tenant')).toThrow(ValidationError);
     expect(() => validateId('a\n', 'tenant')).toThrow(ValidationError);
   });
+
+  it('rejects . and .. (URL path segments that fetch resolves) but not other dotted ids', () => {
+    expect(() => validateId('.', 'job_id')).toThrow(/^job_id must be .*not \. or \.\./);
+    expect(() => validateId('..', 'job_id')).toThrow(ValidationError);
+    for (const id of ['...', '.a', 'a.', 'a..b', '..a']) expect(validateId(id, 'job_id')).toBe(id);
+  });
 });
 
 describe('definitionHash', () => {

@@ -10,12 +10,23 @@ import { MAX_PRIORITY, MIN_PRIORITY } from './priority.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
 
-const ID = /^[A-Za-z0-9._:-]{1,200}$/;
+/**
+ * What an identifier may be: `[A-Za-z0-9._:-]{1,200}`, except `.` and `..`. Ids go into URL paths
+ * (`/v1/jobs/<id>`), where `fetch` and every URL parser resolve `.` and `..` as path segments, so
+ * such a job could be created but never read or deleted through the client or the CLI.
+ */
+export const ID_PATTERN = '^(?!\\.{1,2}$)[A-Za-z0-9._:-]{1,200}$';
+const ID = new RegExp(ID_PATTERN);
 
-/** Checks an identifier (job id, tenant, handler, pool, worker id): `[A-Za-z0-9._:-]{1,200}`. */
+/**
+ * Checks an identifier (job id, tenant, handler, pool, worker id, key name): `[A-Za-z0-9._:-]{1,200}`
+ * and not `.` or `..`.
+ */
 export function validateId(value: unknown, what: string): string {
   if (typeof value !== 'string' || !ID.test(value)) {
-    throw new ValidationError(`${what} must be 1-200 characters of A-Z a-z 0-9 . _ : -`, { field: what });
+    throw new ValidationError(`${what} must be 1-200 characters of A-Z a-z 0-9 . _ : - (and not . or ..)`, {
+      field: what,
+    });
   }
   return value;
 }

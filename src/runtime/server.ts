@@ -4,7 +4,7 @@
  * unless told `--insecure`.
  */
 import type { Logger } from 'pino';
-import { Metrics } from '../api/index.js';
+import { type HttpLimits, Metrics } from '../api/index.js';
 import { PostgresStore } from '../store/index.js';
 import { databaseClock, openDatabase } from './database.js';
 import { startServices } from './services.js';
@@ -26,6 +26,8 @@ export interface ServerOptions {
   shardLeaseMs: number;
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
+  /** Timeouts, connection and long-poll caps of the API. Default `DEFAULT_HTTP_LIMITS`. */
+  limits?: Partial<HttpLimits>;
   announce: (line: string) => void;
 }
 
@@ -56,7 +58,13 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       sync,
       logger,
       metrics: new Metrics(),
-      api: { host: o.host, port: o.port, auth: o.insecure ? 'open' : 'keys', quota: o.quota },
+      api: {
+        host: o.host,
+        port: o.port,
+        auth: o.insecure ? 'open' : 'keys',
+        quota: o.quota,
+        limits: o.limits,
+      },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
     });

@@ -6,7 +6,14 @@
 
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { type App, buildApp, type Metrics } from '../api/index.js';
+import {
+  type App,
+  buildApp,
+  type HttpLimits,
+  listenForRuns,
+  type Metrics,
+  RunWakeups,
+} from '../api/index.js';
 import { type OffsetClock, Periodic } from '../core/index.js';
 import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
@@ -18,7 +25,14 @@ export interface ServicesOptions {
   sync: ClockSync;
   logger: Logger;
   metrics: Metrics;
-  api: { host: string; port: number; auth: 'keys' | 'open'; quota?: { perSecond: number; burst: number } };
+  api: {
+    host: string;
+    port: number;
+    auth: 'keys' | 'open';
+    quota?: { perSecond: number; burst: number };
+    /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS`. */
+    limits?: Partial<HttpLimits>;
+  };
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
   /** This scheduler node's shard leases. */
   shards: { leaseMs: number; nodeId: string };
@@ -89,6 +103,9 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
       5000,
     onError: (err) => logger.warn({ err }, 'could not prune idempotency keys; retrying'),
   });
+  // One LISTEN per process wakes every waiting long-poll of the API.
+  const wakeups = new RunWakeups(clock);
+  const stopListening = await listenForRuns((w, l) => store.listen(w, l), wakeups, logger);
   const app = await buildApp({
     store,
     clock,
@@ -96,6 +113,8 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     metrics,
     auth: o.api.auth,
     quota: o.api.quota,
+    limits: o.api.limits,
+    wakeups,
     readiness: async () => {
       const pending = await pendingMigrations(o.pool);
       return { database: true, migrations: pending.length === 0 };
@@ -118,6 +137,7 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     shards,
     async stop() {
       await app.close();
+      await stopListening();
       await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
       // After the last tick: give the shards back so the other nodes take them at once.
       await shards.stop();

@@ -932,9 +932,13 @@ export class PostgresStore implements Store {
   /**
    * Calls `onWake` whenever runs may have become claimable (the tick materialised some, a trigger,
    * a replay, a release). Holds one connection for LISTEN and re-listens after a connection loss;
-   * the returned function stops listening.
+   * the returned function stops listening. `onListening` hears each change between listening
+   * (true) and not (false: the connection is lost or could not be made, and a retry is pending).
    */
-  async listen(onWake: () => void): Promise<() => Promise<void>> {
+  async listen(
+    onWake: () => void,
+    onListening: (up: boolean) => void = () => {},
+  ): Promise<() => Promise<void>> {
     let stopped = false;
     let client: { c: pg.PoolClient; release: (destroy?: boolean) => void } | null = null;
     let retry: ReturnType<typeof setTimeout> | null = null;
@@ -953,7 +957,10 @@ export class PostgresStore implements Store {
         const onError = () => {
           release(true);
           if (client?.c === c) client = null;
-          if (!stopped) retry = setTimeout(() => void connect(), 1000);
+          if (!stopped) {
+            onListening(false);
+            retry = setTimeout(() => void connect(), 1000);
+          }
         };
         c.on('notification', () => onWake());
         c.on('error', onError);
@@ -963,9 +970,13 @@ export class PostgresStore implements Store {
           return;
         }
         client = { c, release };
+        onListening(true);
         onWake(); // anything that arrived while not listening
       } catch {
-        if (!stopped) retry = setTimeout(() => void connect(), 1000);
+        if (!stopped) {
+          onListening(false);
+          retry = setTimeout(() => void connect(), 1000);
+        }
       }
     };
     await connect();

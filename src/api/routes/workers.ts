@@ -76,47 +76,43 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         ahead_ms?: number;
         claim_id?: string;
       };
-      const deadline = now() + (b.wait_ms ?? 0);
       const closed = new AbortController();
       // The response's 'close' (before it is sent) means the client went away. Not the request's:
       // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
       // its first sleep.
       reply.raw.once('close', () => closed.abort());
       touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default');
-      for (;;) {
-        // A client that went away while we slept gets no runs: a claim now would only strand them
-        // under a lease nobody renews until the reaper takes them back.
-        if (closed.signal.aborted) return { runs: [], server_time: new Date(now()).toISOString() };
-        const runs = await store.claimRuns({
-          workerId: b.worker_id,
-          pool: b.pool ?? 'default',
-          max: b.max ?? 1,
-          now: now(),
-          handlers: b.handlers,
-          tenantId: request.principal.tenantId,
-          aheadMs: b.ahead_ms,
-          claimId: b.claim_id,
-        });
-        if (runs.length > 0 && closed.signal.aborted) {
-          await releaseForGoneClient(b.worker_id, request.principal.tenantId, runs, b.claim_id);
-          return { runs: [], server_time: new Date(now()).toISOString() };
-        }
-        const remaining = deadline - now();
-        if (runs.length > 0 || remaining <= 0 || closed.signal.aborted) {
-          const start = now();
-          for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
-          return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
-        }
-        // Until the next poll, or sooner when a materialised run becomes claimable before it.
-        const next = await store.nextAvailableAt({
-          pool: b.pool ?? 'default',
-          now: now(),
-          tenantId: request.principal.tenantId,
-        });
-        const until =
-          next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - (b.ahead_ms ?? 0) - now());
-        await clock.sleep(Math.min(o.leasePollMs ?? 200, remaining, until), closed.signal);
+      const { tenantId, keyId } = request.principal;
+      const pool = b.pool ?? 'default';
+      // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
+      const runs = await app.longPolls.run({
+        tenantId,
+        keyId,
+        waitMs: b.wait_ms ?? 0,
+        aheadMs: b.ahead_ms ?? 0,
+        signal: closed.signal,
+        claim: () =>
+          store.claimRuns({
+            workerId: b.worker_id,
+            pool,
+            max: b.max ?? 1,
+            now: now(),
+            handlers: b.handlers,
+            tenantId,
+            aheadMs: b.ahead_ms,
+            claimId: b.claim_id,
+          }),
+        nextAvailableAt: () => store.nextAvailableAt({ pool, now: now(), tenantId }),
+      });
+      // The client went away while the claim ran: give its runs back at once (no attempt spent)
+      // rather than strand them under a lease nobody renews.
+      if (runs.length > 0 && closed.signal.aborted) {
+        await releaseForGoneClient(b.worker_id, tenantId, runs, b.claim_id);
+        return { runs: [], server_time: new Date(now()).toISOString() };
       }
+      const start = now();
+      for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
+      return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
     },
   );
 

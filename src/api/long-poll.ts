@@ -1,0 +1,203 @@
+/**
+ * Waiting long-polls of `POST /v1/leases` (`wait_ms`). A waiting request does not poll the
+ * database: it sleeps until it is woken, and claims again only then. It is woken by
+ *
+ * - a notification that runs may have become claimable: one LISTEN per server process
+ *   ({@link RunWakeups}, fed by the store's `listen`) fans out to every waiting long-poll of the
+ *   process (the notification names no pool or tenant, so each re-claims once);
+ * - the instant a run it knows of (materialised, not yet available) becomes claimable
+ *   (`nextAvailableAt`);
+ * - a fallback interval, {@link LONG_POLL_FALLBACK_MS} while the listener is up (a lost
+ *   notification costs at most that much latency), {@link LONG_POLL_UNLISTENED_MS} while it is down
+ *   or absent;
+ * - the end of its `wait_ms`, when it claims a last time and answers what it has (maybe nothing).
+ *
+ * Invariants: at most `longPollsPerKey` waiting long-polls per API key and `longPollsPerTenant`
+ * per tenant (more answer 429 `rate_limited` with `Retry-After`, before touching the database);
+ * every claim takes a token of the tenant's quota (the request's first claim the token its request
+ * took; each re-claim after a wake one more, and when the bucket is empty the re-claim waits for
+ * it); a client that went away gets no claim.
+ */
+import { type Clock, TockError } from '../core/index.js';
+import type { HttpLimits } from './limits.js';
+import type { TenantQuota } from './quota.js';
+
+/** Longest sleep of a waiting long-poll while notifications arrive, ms. */
+export const LONG_POLL_FALLBACK_MS = 5000;
+/** Longest sleep of a waiting long-poll while the listener is down (or the app has none), ms. */
+export const LONG_POLL_UNLISTENED_MS = 1000;
+/**
+ * Shortest sleep between two claims of one long-poll, ms: a run that is claimable within
+ * `ahead_ms` but not for this request (another handler, or another worker took it first) must not
+ * make it claim in a loop.
+ */
+export const LONG_POLL_MIN_SLEEP_MS = 100;
+/** `Retry-After` of a long-poll refused for the per-key or per-tenant cap, seconds. */
+export const LONG_POLL_RETRY_AFTER_S = 5;
+
+/** What a waiting long-poll sleeps on. */
+export interface Wakeups {
+  /** Whether notifications arrive now; when not, waiters re-claim every {@link LONG_POLL_UNLISTENED_MS}. */
+  readonly listening: boolean;
+  /** Resolves after `ms` of the clock's time, at the next wake, or when `signal` aborts. Never rejects. */
+  wait(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+/** The process's fan-out: `wake()` on every notification wakes every waiter once. */
+export class RunWakeups implements Wakeups {
+  listening = false;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(private readonly clock: Clock) {}
+
+  /** How many long-polls sleep now. */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  wake(): void {
+    for (const w of [...this.waiters]) w();
+  }
+
+  async wait(ms: number, signal: AbortSignal): Promise<void> {
+    const woken = new AbortController();
+    const stop = () => woken.abort();
+    this.waiters.add(stop);
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      if (!signal.aborted) await this.clock.sleep(ms, woken.signal);
+    } finally {
+      this.waiters.delete(stop);
+      signal.removeEventListener('abort', stop);
+    }
+  }
+}
+
+export interface LongPollRequest<T> {
+  tenantId: string;
+  /** The API key (null in open mode, where the tenant's cap is the only one). */
+  keyId: string | null;
+  waitMs: number;
+  /** Runs that become claimable within this many ms count as claimable now. */
+  aheadMs: number;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  claim: () => Promise<T[]>;
+  /** The earliest future instant a run of the pool becomes claimable, or null. */
+  nextAvailableAt: () => Promise<Date | null>;
+}
+
+export class LongPolls {
+  /** Aborted when the server closes: waiting long-polls answer what they have (nothing) at once. */
+  private readonly closing = new AbortController();
+  private readonly perKey = new Map<string, number>();
+  private readonly perTenant = new Map<string, number>();
+
+  constructor(
+    private readonly o: {
+      clock: Clock;
+      quota: TenantQuota;
+      limits: Pick<HttpLimits, 'longPollsPerKey' | 'longPollsPerTenant'>;
+      wakeups?: Wakeups;
+    },
+  ) {}
+
+  /** Claims at once, then (with `waitMs`) waits for runs as the header says; the runs, maybe none. */
+  async run<T>(r: LongPollRequest<T>): Promise<T[]> {
+    if (r.waitMs <= 0 || this.closing.signal.aborted) return r.signal.aborted ? [] : await r.claim();
+    const leave = this.enter(r.tenantId, r.keyId);
+    try {
+      const signal = AbortSignal.any([r.signal, this.closing.signal]);
+      return await this.wait({ ...r, signal });
+    } finally {
+      leave();
+    }
+  }
+
+  private async wait<T>(r: LongPollRequest<T>): Promise<T[]> {
+    const { clock, quota, wakeups } = this.o;
+    const deadline = clock.nowMs() + r.waitMs;
+    for (;;) {
+      // A client that went away gets no runs: a claim now would strand them under a lease nobody
+      // renews until the reaper takes them back.
+      if (r.signal.aborted) return [];
+      const runs = await r.claim();
+      if (runs.length > 0 || deadline - clock.nowMs() <= 0 || r.signal.aborted) return runs;
+      const next = await r.nextAvailableAt();
+      const remaining = Math.max(0, deadline - clock.nowMs());
+      const until =
+        next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - r.aheadMs - clock.nowMs());
+      const interval = wakeups?.listening ? LONG_POLL_FALLBACK_MS : LONG_POLL_UNLISTENED_MS;
+      const ms = Math.min(interval, remaining, Math.max(until, LONG_POLL_MIN_SLEEP_MS));
+      if (wakeups) await wakeups.wait(ms, r.signal);
+      else await clock.sleep(ms, r.signal);
+      // Each re-claim counts against the tenant's quota; with none left, it waits for a token.
+      for (let short = quota.take(r.tenantId); short > 0; short = quota.take(r.tenantId)) {
+        const left = deadline - clock.nowMs();
+        if (left <= 0 || r.signal.aborted) return [];
+        await clock.sleep(Math.min(short, left), r.signal);
+      }
+    }
+  }
+
+  /** Ends every wait (the server is closing): each waiting long-poll answers at once, with no runs. */
+  close(): void {
+    this.closing.abort();
+  }
+
+  /** Counts a waiting long-poll in; the returned function counts it out. Throws 429 past a cap. */
+  private enter(tenantId: string, keyId: string | null): () => void {
+    const key = keyId === null ? null : `${tenantId}\u0000${keyId}`;
+    const { longPollsPerKey, longPollsPerTenant } = this.o.limits;
+    const tenantCount = this.perTenant.get(tenantId) ?? 0;
+    const keyCount = key === null ? 0 : (this.perKey.get(key) ?? 0);
+    if (tenantCount >= longPollsPerTenant || (key !== null && keyCount >= longPollsPerKey)) {
+      const which =
+        tenantCount >= longPollsPerTenant ? `tenant (${longPollsPerTenant})` : `key (${longPollsPerKey})`;
+      throw new TockError('rate_limited', `too many waiting long-polls for this ${which}; retry later`, {
+        retry_after_s: LONG_POLL_RETRY_AFTER_S,
+      });
+    }
+    this.perTenant.set(tenantId, tenantCount + 1);
+    if (key !== null) this.perKey.set(key, keyCount + 1);
+    return () => {
+      const t = (this.perTenant.get(tenantId) ?? 1) - 1;
+      if (t > 0) this.perTenant.set(tenantId, t);
+      else this.perTenant.delete(tenantId);
+      if (key === null) return;
+      const k = (this.perKey.get(key) ?? 1) - 1;
+      if (k > 0) this.perKey.set(key, k);
+      else this.perKey.delete(key);
+    };
+  }
+}
+
+/** A store's `listen`: calls `onWake` when runs may have become claimable, reports its state. */
+export type RunListen = (
+  onWake: () => void,
+  onListening: (up: boolean) => void,
+) => Promise<() => Promise<void>>;
+
+/**
+ * Starts the process's one listener for claimable runs, feeding `wakeups`; logs when it goes down
+ * (long-polls then poll every {@link LONG_POLL_UNLISTENED_MS}) and when it is back. Returns the stop.
+ */
+export async function listenForRuns(
+  listen: RunListen,
+  wakeups: RunWakeups,
+  logger: { warn(o: object, m: string): void; info(o: object, m: string): void },
+): Promise<() => Promise<void>> {
+  return listen(
+    () => wakeups.wake(),
+    (up) => {
+      if (up === wakeups.listening) return;
+      wakeups.listening = up;
+      if (up) logger.info({}, 'listening for claimable runs; waiting long-polls wake on notifications');
+      else
+        logger.warn(
+          { poll_ms: LONG_POLL_UNLISTENED_MS },
+          'the listener for claimable runs is down; waiting long-polls poll until it is back',
+        );
+    },
+  );
+}
