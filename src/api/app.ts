@@ -23,7 +23,7 @@ import { registerRoutes } from './routes/index.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** What the route needs; routes without it are public (health, metrics, OpenAPI). */
+    /** What the route needs; routes without it are public (health, readiness, OpenAPI). */
     permission?: Permission;
   }
   interface FastifyRequest {
@@ -37,8 +37,9 @@ export interface AppOptions {
   logger: Logger;
   metrics: Metrics;
   /**
-   * `keys`: every /v1 request needs `Authorization: Bearer <key>`. `open`: no keys, every
-   * request acts as an admin of `openTenant` (only for `tock dev` on loopback, or `--insecure`).
+   * `keys`: every /v1 request (and /metrics) needs `Authorization: Bearer <key>`. `open`: no keys,
+   * every request acts as a cluster-admin of `openTenant` (only for `tock dev` on loopback, or
+   * `--insecure`): the single user sees the whole cluster.
    */
   auth: 'keys' | 'open';
   /** Tenant of open mode. Default `default`. */
@@ -72,6 +73,15 @@ const STATUS: Record<string, number> = {
   unsupported_media_type: 415,
   idempotency_mismatch: 422,
   rate_limited: 429,
+};
+
+/** What each permission lets a key do, for the 403 message. */
+const DOING: Record<Permission, string> = {
+  read: 'read',
+  operate: 'operate',
+  work: 'work runs',
+  admin: 'admin',
+  cluster: 'read cluster-wide facts (a cluster-admin key is needed)',
 };
 
 export async function buildApp(o: AppOptions): Promise<App> {
@@ -113,7 +123,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     const permission = request.routeOptions.config.permission;
     if (!permission) return;
     if (o.auth === 'open') {
-      request.principal = { tenantId: o.openTenant ?? 'default', role: 'admin', keyId: null };
+      request.principal = { tenantId: o.openTenant ?? 'default', role: 'cluster-admin', keyId: null };
     } else {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/i.exec(header) : null;
@@ -129,12 +139,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     if (!allows(request.principal.role, permission)) {
       return reply
         .code(403)
-        .send(
-          envelope(
-            'forbidden',
-            `a ${request.principal.role} key may not ${permission === 'work' ? 'work runs' : permission}`,
-          ),
-        );
+        .send(envelope('forbidden', `a ${request.principal.role} key may not ${DOING[permission]}`));
     }
     const wait = quota.take(request.principal.tenantId);
     if (wait > 0) {

@@ -1,3 +1,3 @@
 /** The HTTP API: `buildApp` (not listening), its metrics and schemas. */
 export { type App, type AppOptions, buildApp } from './app.js';
-export { Metrics } from './metrics.js';
+export { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, OTHER_POOL_LABEL, RunGaugeSampler } from './metrics.js';

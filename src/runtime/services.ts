@@ -7,7 +7,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { type App, buildApp, type Metrics } from '../api/index.js';
-import { type OffsetClock, Periodic } from '../core/index.js';
+import { type OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
 import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
 
@@ -64,8 +64,12 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
           : new Map<number, number>();
       backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
       metrics.backlog.set(backlog);
-      // Nodes silent for an hour are long dead (their shards were taken): drop them from the list.
-      await store.pruneNodes({ before: clock.nowMs() - 3_600_000 });
+      // Cluster nodes silent for an hour are long dead (their shards were taken), remote workers
+      // silent for five of their liveness windows are gone: drop them from the list.
+      await store.pruneNodes({
+        before: clock.nowMs() - 3_600_000,
+        remoteBefore: clock.nowMs() - REMOTE_WORKER_FORGET_MS,
+      });
       return false;
     },
     onError: (err) => logger.warn({ err }, 'could not measure the backlog; retrying'),
