@@ -1124,14 +1124,18 @@ export class PostgresStore implements Store {
     const tenantId = validateId(p.tenantId, 'tenant_id');
     const nodeId = remoteNodeId(tenantId, validateId(p.workerId, 'worker_id'));
     if (!Number.isInteger(p.cap) || p.cap < 1) throw new ValidationError('cap must be a positive integer');
-    const { rows } = await this.pool.query(S.nodeTouchRemote, [
-      nodeId,
-      tenantId,
-      checkInstant(p.now, 'now'),
-      JSON.stringify(p.info ?? {}),
-      p.cap,
-    ]);
-    return { nodeId, touched: rows[0].touched === 1, evicted: rows[0].evicted as number };
+    const now = checkInstant(p.now, 'now');
+    return inTransaction(this.pool, async (client) => {
+      await client.query(S.nodeRemoteLock, [tenantId]);
+      const { rows } = await client.query(S.nodeTouchRemote, [
+        nodeId,
+        tenantId,
+        now,
+        JSON.stringify(p.info ?? {}),
+        p.cap,
+      ]);
+      return { nodeId, touched: rows[0].touched === 1, evicted: rows[0].evicted as number };
+    });
   }
 
   /**

@@ -23,8 +23,8 @@ WHERE nodes.tenant_id IS NULL`;
  * $1 node (`<tenant>/<worker_id>`), $2 tenant, $3 now, $4 info (jsonb), $5 the tenant's cap.
  * A remote worker (known through the HTTP API) says it is alive. The update matches only a worker
  * row of the same tenant, so an API caller can never write a scheduler's row or another tenant's.
- * When the tenant already has `$5` other rows, the least recently seen beyond `$5 - 1` go: a
- * tenant's rows stay at most `$5` (two concurrent touches may pass it by one until the next).
+ * When the tenant already has `$5` other rows, the least recently seen beyond `$5 - 1` go, so a
+ * tenant's rows stay at most `$5`: run under `nodeRemoteLock`, which orders a tenant's touches.
  */
 export const nodeTouchRemote = `
 WITH touched AS (
@@ -43,6 +43,12 @@ WITH touched AS (
   RETURNING node_id
 )
 SELECT (SELECT count(*)::int FROM touched) AS touched, (SELECT count(*)::int FROM evicted) AS evicted`;
+
+/**
+ * $1 tenant. Orders one tenant's remote-worker touches until the transaction ends, so that each
+ * sees the rows the one before it left (the cap is exact even with many API servers).
+ */
+export const nodeRemoteLock = `SELECT pg_advisory_xact_lock(hashtext('tock.nodes.' || current_schema() || '.' || $1))`;
 
 /**
  * $1 role, $2 seen since. Cluster nodes (tenant_id NULL) of a role seen since an instant: the
