@@ -203,7 +203,7 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         '--insecure',
-        'serve without API keys (every caller is an admin of tenant "default")',
+        'serve without API keys (every caller is a cluster-admin of tenant "default")',
       ).default(false),
     )
     .addOption(

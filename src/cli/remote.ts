@@ -650,7 +650,14 @@ function registerKeys(program: Command): void {
         .description(
           'create an API key and print it once, alone on the last line. With --tenant it writes to the database directly (DATABASE_URL, or the embedded one under --data-dir) and makes the first key of a tenant; without, it asks the server with an admin --key',
         )
-        .addOption(new Option('--role <role>', 'what the key may do').choices(ROLES).makeOptionMandatory())
+        .addOption(
+          new Option(
+            '--role <role>',
+            'what the key may do: admin, operator, worker or reader in its tenant; cluster-admin (an admin that also sees the whole cluster: every node, shards, backlog, /metrics) only with --tenant',
+          )
+            .choices(ROLES)
+            .makeOptionMandatory(),
+        )
         .addOption(new Option('--name <name>', 'a label shown in key listings'))
         .addOption(
           new Option(

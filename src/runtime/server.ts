@@ -63,7 +63,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
     if (o.insecure)
       logger.warn(
         { url: services.url },
-        '--insecure: the API runs without keys; every caller is an admin of tenant "default"',
+        '--insecure: the API runs without keys; every caller is a cluster-admin of tenant "default"',
       );
     o.announce(`tock listening on ${services.url}`);
     return {
