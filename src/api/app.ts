@@ -17,7 +17,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { allows, type Clock, type Permission, type Role, TockError } from '../core/index.js';
 import type { Store } from '../store/index.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics, RunGaugeSampler } from './metrics.js';
 import { TenantQuota } from './quota.js';
 import { registerRoutes } from './routes/index.js';
 
@@ -50,6 +50,8 @@ export interface AppOptions {
   readiness: () => Promise<{ database: boolean; migrations: boolean }>;
   /** How long a long-poll for leases waits between claims, ms. Default 200. */
   leasePollMs?: number;
+  /** The run-gauge sample `/metrics` serves (shared with a metrics listener). Default: the app's own. */
+  runGauges?: RunGaugeSampler;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the instance's generics (logger, type provider) vary by construction

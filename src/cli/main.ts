@@ -218,6 +218,14 @@ export function buildProgram(): Command {
         .default(400)
         .argParser(positiveInt),
     )
+    .addOption(
+      new Option(
+        '--metrics-port <port>',
+        "also serve GET /metrics without a key on this port of 127.0.0.1 (0 picks a free one); the API's /metrics needs a cluster-admin key. Default: off",
+      )
+        .env('TOCK_METRICS_PORT')
+        .argParser(port),
+    )
     .action(async (opts) => {
       const [{ createLogger }, { startServer }] = await Promise.all([
         import('../runtime/logger.js'),
@@ -240,6 +248,7 @@ export function buildProgram(): Command {
         shardLeaseMs: opts.shardLease,
         maxClockUncertaintyMs: opts.maxClockUncertainty,
         quota: { perSecond: opts.apiRate, burst: opts.apiBurst },
+        metricsPort: opts.metricsPort,
         announce: (line) => process.stdout.write(`${line}\n`),
       });
       await signal;

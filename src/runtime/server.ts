@@ -26,6 +26,8 @@ export interface ServerOptions {
   shardLeaseMs: number;
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
+  /** A port on 127.0.0.1 serving `GET /metrics` without a key. Default: none. */
+  metricsPort?: number;
   announce: (line: string) => void;
 }
 
@@ -59,6 +61,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       api: { host: o.host, port: o.port, auth: o.insecure ? 'open' : 'keys', quota: o.quota },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
+      metricsPort: o.metricsPort,
     });
     if (o.insecure)
       logger.warn(
@@ -66,6 +69,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
         '--insecure: the API runs without keys; every caller is a cluster-admin of tenant "default"',
       );
     o.announce(`tock listening on ${services.url}`);
+    if (services.metricsUrl) o.announce(`metrics on ${services.metricsUrl}/metrics (loopback, no key)`);
     return {
       url: services.url,
       async stop() {

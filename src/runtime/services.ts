@@ -6,10 +6,11 @@
 
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { type App, buildApp, type Metrics } from '../api/index.js';
+import { type App, buildApp, type Metrics, RunGaugeSampler } from '../api/index.js';
 import { type OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
 import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
+import { startMetricsListener } from './metrics-listener.js';
 
 export interface ServicesOptions {
   store: PostgresStore;
@@ -19,6 +20,8 @@ export interface ServicesOptions {
   logger: Logger;
   metrics: Metrics;
   api: { host: string; port: number; auth: 'keys' | 'open'; quota?: { perSecond: number; burst: number } };
+  /** A port on 127.0.0.1 serving `GET /metrics` without a key (0: a free one). Default: none. */
+  metricsPort?: number;
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
   /** This scheduler node's shard leases. */
   shards: { leaseMs: number; nodeId: string };
@@ -27,6 +30,8 @@ export interface ServicesOptions {
 export interface Services {
   app: App;
   url: string;
+  /** The metrics listener's URL, when `metricsPort` was given. */
+  metricsUrl: string | null;
   ticks: TickLoop;
   reaper: Reaper;
   shards: ShardManager;
@@ -93,11 +98,13 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
       5000,
     onError: (err) => logger.warn({ err }, 'could not prune idempotency keys; retrying'),
   });
+  const runGauges = new RunGaugeSampler({ store, clock, metrics });
   const app = await buildApp({
     store,
     clock,
     logger,
     metrics,
+    runGauges,
     auth: o.api.auth,
     quota: o.api.quota,
     readiness: async () => {
@@ -106,6 +113,15 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     },
   });
   url = await app.listen({ host: o.api.host, port: o.api.port });
+  const metricsListener =
+    o.metricsPort === undefined
+      ? null
+      : await startMetricsListener({ metrics, sampler: runGauges, port: o.metricsPort, logger }).catch(
+          async (err: unknown) => {
+            await app.close();
+            throw err;
+          },
+        );
   o.sync.start();
   // The first shard step before the first tick: a node ticks only shards it holds.
   await shards.stepOnce().catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));
@@ -117,11 +133,12 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
   return {
     app,
     url,
+    metricsUrl: metricsListener?.url ?? null,
     ticks,
     reaper,
     shards,
     async stop() {
-      await app.close();
+      await Promise.all([app.close(), metricsListener?.close()]);
       await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
       // After the last tick: give the shards back so the other nodes take them at once.
       await shards.stop();

@@ -8,7 +8,7 @@ import { RunGaugeSampler } from '../metrics.js';
 import { registerStatusRoute } from './status.js';
 
 export function registerOperationRoutes(app: App, o: AppOptions): void {
-  const sampler = new RunGaugeSampler({ store: o.store, clock: o.clock, metrics: o.metrics });
+  const sampler = o.runGauges ?? new RunGaugeSampler({ store: o.store, clock: o.clock, metrics: o.metrics });
   registerStatusRoute(app, o);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
