@@ -13,7 +13,8 @@
 // same for the scans of the run tables (what a sample of the run counts reads). Backends report those counts when idle, up to 10 s late, so both
 // windows end after a SETTLE_MS pause with no load and are read from another database.
 // The scraper uses a cluster-admin key when the tree's `tock keys create` knows that role, else an
-// admin key (a tree where /metrics needs no key ignores it).
+// admin key (a tree where /metrics needs no key ignores it). With TOCK_BENCH_METRICS_PORT=1 it
+// scrapes `tock server --metrics-port` instead (loopback, no key: no key lookup per scrape).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
@@ -133,7 +134,7 @@ async function tenantTraffic(base, key, ms) {
   return percentiles(latencies);
 }
 
-async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
+async function measure(ctx, { tree, runs, phaseMs, settleMs, viaMetricsPort }) {
   const bin = path.join(tree, 'bin', 'tock.js');
   if (!existsSync(path.join(tree, 'dist', 'cli', 'main.js')))
     throw new Error(`${tree} has no dist/: build it`);
@@ -149,7 +150,10 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
   if (!scrapeKey || !tenantKey) throw new Error('tock keys create failed');
 
   const port = await freePort();
-  const server = spawn(process.execPath, [bin, 'server', '--host', '127.0.0.1', '--port', String(port)], {
+  const metricsPort = viaMetricsPort ? await freePort() : null;
+  const args = ['server', '--host', '127.0.0.1', '--port', String(port)];
+  if (metricsPort !== null) args.push('--metrics-port', String(metricsPort));
+  const server = spawn(process.execPath, [bin, ...args], {
     env: {
       ...process.env,
       DATABASE_URL: url,
@@ -162,6 +166,8 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
   let serverErr = '';
   server.stderr.on('data', (d) => (serverErr += d));
   const base = `http://127.0.0.1:${port}`;
+  const scrapeBase = metricsPort === null ? base : `http://127.0.0.1:${metricsPort}`;
+  const scrapeAs = metricsPort === null ? scrapeKey : null;
   const admin = new pg.Client({ connectionString: databaseUrl(ctx.databaseUrl, 'postgres') });
   await admin.connect();
   const local = new pg.Client({ connectionString: url });
@@ -180,7 +186,7 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
     }
     // Warm up: the first scrape (and its sample) and the tenant's first requests.
     await tenantTraffic(base, tenantKey, Math.min(1000, phaseMs));
-    const warm = startScrapes(base, scrapeKey, 10);
+    const warm = startScrapes(scrapeBase, scrapeAs, 10);
     await sleep(500);
     await warm.stop();
     await sleep(settleMs);
@@ -188,7 +194,7 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
     const c0 = await counters(admin, local, DATABASE);
     await sleep(phaseMs + settleMs);
     const c1 = await counters(admin, local, DATABASE);
-    const scrapes = startScrapes(base, scrapeKey, SCRAPES_PER_SECOND);
+    const scrapes = startScrapes(scrapeBase, scrapeAs, SCRAPES_PER_SECOND);
     await sleep(phaseMs);
     await scrapes.stop();
     await sleep(settleMs);
@@ -200,7 +206,7 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs }) {
     const scrapeRunScansPerS = fromScrapes('runScans');
 
     const alone = await tenantTraffic(base, tenantKey, phaseMs);
-    const loaded = startScrapes(base, scrapeKey, SCRAPES_PER_SECOND);
+    const loaded = startScrapes(scrapeBase, scrapeAs, SCRAPES_PER_SECOND);
     const underScrapes = await tenantTraffic(base, tenantKey, phaseMs);
     await loaded.stop();
     if (scrapes.counts.failed + loaded.counts.failed > 0) throw new Error('some scrapes failed');
@@ -235,6 +241,7 @@ export default {
       phaseMs: ctx.smoke ? 1000 : 10_000,
       settleMs: ctx.smoke ? 0 : SETTLE_MS,
       scrapesPerSecond: SCRAPES_PER_SECOND,
+      viaMetricsPort: process.env.TOCK_BENCH_METRICS_PORT === '1',
     };
     const rounds = [];
     for (let r = 0; r < (ctx.smoke ? 1 : ctx.rounds); r++) {
@@ -271,7 +278,7 @@ export default {
       systems: [{ name: `tock (${tree})`, rounds }],
       table,
       notes: [
-        `Tree measured: ${tree} (TOCK_BENCH_TREE). ${settings.runs} runs in the database.`,
+        `Tree measured: ${tree} (TOCK_BENCH_TREE). ${settings.runs} runs in the database. Scraped: ${settings.viaMetricsPort ? 'the --metrics-port listener (no key)' : "the API's /metrics"}.`,
         'Statements: pg_stat_database.xact_commit of the server database; run-table scans: seq_scan + idx_scan of runs, run_queue and run_claims; both as the scrape window minus the idle window, per second of scraping.',
       ],
     };

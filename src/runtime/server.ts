@@ -69,7 +69,8 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
         '--insecure: the API runs without keys; every caller is a cluster-admin of tenant "default"',
       );
     o.announce(`tock listening on ${services.url}`);
-    if (services.metricsUrl) o.announce(`metrics on ${services.metricsUrl}/metrics (loopback, no key)`);
+    if (services.metricsUrl)
+      logger.info({ url: `${services.metricsUrl}/metrics` }, 'metrics listening (loopback, no key)');
     return {
       url: services.url,
       async stop() {

@@ -13,6 +13,9 @@ const schema = `e2e_${randomBytes(4).toString('hex')}`;
 const keys = { admin: '', cluster: '' };
 
 beforeAll(async () => {
+  const admin = createPool(url, { max: 1 });
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
   const pool = createPool(url, { schema, max: 1 });
   await migrate(pool);
   const store = new PostgresStore(pool);
@@ -39,10 +42,10 @@ describe('tock server --metrics-port', () => {
       );
       const base = String(listening.msg).slice('tock listening on '.length);
       const announced = await server.waitFor(
-        (l) => String(l.msg).startsWith('metrics on http://127.0.0.1:'),
+        (l) => l.msg === 'metrics listening (loopback, no key)',
         'the metrics line',
       );
-      const metricsUrl = String(announced.msg).split(' ')[2] ?? '';
+      const metricsUrl = String(announced.url);
       expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
 
       const get = (u: string, key?: string) =>
