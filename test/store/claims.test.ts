@@ -318,7 +318,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       await pool.query(insert, [id(4), lease(-1_000), 'dead', 'w-old', token(4), null, lease(-9_000), t]);
       await pool.query(insert, [id(5), lease(-500), 'succeeded', 'w-old', token(5), null, lease(-9_000), t]);
 
-      expect(await migrate(pool)).toEqual([7]);
+      expect(await migrate(pool)).toEqual([7, 8]);
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });
