@@ -3,7 +3,8 @@
 // measure "before") on a database of its own with `runs` history (30,000 runs; smoke 2,000).
 // Four phases on the same server, in this order:
 //   idle         nothing but the server's own loops: its statements per second (the baseline);
-//   scrapes      `GET /metrics` 100 times a second (open loop, at most 50 in flight), alone;
+//   scrapes      `GET /metrics` 100 times a second (open loop, at most 50 in flight, from a
+//                worker thread of its own), alone;
 //   tenant       another tenant reads its runs (`GET /v1/runs?limit=10`, one request at a
 //                time, one every 10 ms): its p50/p99 latency;
 //   tenant+scr.  the same tenant traffic while the scrapes go on.
@@ -20,6 +21,7 @@ import { existsSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import pg from 'pg';
 import { databaseUrl, fmt, markdownTable, recreateDatabase, seedBacklog } from '../lib.mjs';
 import { percentiles, sleep } from '../timing.mjs';
@@ -83,36 +85,21 @@ async function counters(admin, local, name) {
   return { statements: Number(rows[0].n), runScans: Number(scans.rows[0].n) };
 }
 
-/** Scrapes at `perSecond` until `stop`, open loop (at most MAX_SCRAPES_IN_FLIGHT in flight). */
+/** Scrapes at `perSecond` in a worker thread (bench/scrape-worker.mjs) until `stop()`, which gives its counts. */
 function startScrapes(base, key, perSecond) {
-  let stopped = false;
-  let inFlight = 0;
-  const counts = { ok: 0, failed: 0, skipped: 0 };
-  const headers = key ? { authorization: `Bearer ${key}` } : {};
-  const done = (async () => {
-    const t0 = performance.now();
-    for (let i = 0; !stopped; i++) {
-      await sleep(t0 + (i * 1000) / perSecond - performance.now());
-      if (inFlight >= MAX_SCRAPES_IN_FLIGHT) {
-        counts.skipped += 1;
-        continue;
-      }
-      inFlight += 1;
-      fetch(`${base}/metrics`, { headers })
-        .then(async (r) => {
-          await r.text();
-          counts[r.status === 200 ? 'ok' : 'failed'] += 1;
-        })
-        .catch(() => (counts.failed += 1))
-        .finally(() => (inFlight -= 1));
-    }
-    while (inFlight > 0) await sleep(5);
-  })();
+  const worker = new Worker(path.join(here, '..', 'scrape-worker.mjs'), {
+    workerData: { base, key, perSecond, maxInFlight: MAX_SCRAPES_IN_FLIGHT },
+  });
+  const counts = new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
   return {
-    counts,
     async stop() {
-      stopped = true;
-      await done;
+      worker.postMessage('stop');
+      const c = await counts;
+      await worker.terminate();
+      return c;
     },
   };
 }
@@ -188,7 +175,7 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs, viaMetricsPort }) {
     await tenantTraffic(base, tenantKey, Math.min(1000, phaseMs));
     const warm = startScrapes(scrapeBase, scrapeAs, 10);
     await sleep(500);
-    await warm.stop();
+    if ((await warm.stop()).ok === 0) throw new Error('no scrape succeeded');
     await sleep(settleMs);
 
     const c0 = await counters(admin, local, DATABASE);
@@ -196,7 +183,7 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs, viaMetricsPort }) {
     const c1 = await counters(admin, local, DATABASE);
     const scrapes = startScrapes(scrapeBase, scrapeAs, SCRAPES_PER_SECOND);
     await sleep(phaseMs);
-    await scrapes.stop();
+    const scraped = await scrapes.stop();
     await sleep(settleMs);
     const c2 = await counters(admin, local, DATABASE);
     // Per second of scraping: the scrape window's count minus the idle window's (same length).
@@ -208,14 +195,15 @@ async function measure(ctx, { tree, runs, phaseMs, settleMs, viaMetricsPort }) {
     const alone = await tenantTraffic(base, tenantKey, phaseMs);
     const loaded = startScrapes(scrapeBase, scrapeAs, SCRAPES_PER_SECOND);
     const underScrapes = await tenantTraffic(base, tenantKey, phaseMs);
-    await loaded.stop();
-    if (scrapes.counts.failed + loaded.counts.failed > 0) throw new Error('some scrapes failed');
+    const scrapedUnderLoad = await loaded.stop();
+    if (scraped.failed + scrapedUnderLoad.failed > 0) throw new Error('some scrapes failed');
     return {
       tree,
       runs,
       idleStatementsPerS: idlePerS,
-      scrapesPerS: (scrapes.counts.ok * 1000) / phaseMs,
-      scrapesSkipped: scrapes.counts.skipped + loaded.counts.skipped,
+      scrapesPerS: (scraped.ok * 1000) / phaseMs,
+      scrapesUnderLoadPerS: (scrapedUnderLoad.ok * 1000) / phaseMs,
+      scrapesSkipped: scraped.skipped + scrapedUnderLoad.skipped,
       scrapeStatementsPerS,
       scrapeRunScansPerS,
       tenantAlone: alone,
