@@ -22,14 +22,14 @@ import type { Store } from '../store/index.js';
 import { answerClientError, answerError, envelope } from './errors.js';
 import { type HttpLimits, httpLimits, serverOptions } from './limits.js';
 import { LongPolls, type Wakeups } from './long-poll.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics, RunGaugeSampler } from './metrics.js';
 import { TenantQuota } from './quota.js';
 import { registerRoutes } from './routes/index.js';
 import { refuseUnstorableText } from './text-guard.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** What the route needs; routes without it are public (health, metrics, OpenAPI). */
+    /** What the route needs; routes without it are public (health, readiness, OpenAPI). */
     permission?: Permission;
   }
   interface FastifyRequest {
@@ -47,8 +47,9 @@ export interface AppOptions {
   logger: Logger;
   metrics: Metrics;
   /**
-   * `keys`: every /v1 request needs `Authorization: Bearer <key>`. `open`: no keys, every
-   * request acts as an admin of `openTenant` (only for `tock dev` on loopback, or `--insecure`).
+   * `keys`: every /v1 request (and /metrics) needs `Authorization: Bearer <key>`. `open`: no keys,
+   * every request acts as a cluster-admin of `openTenant` (only for `tock dev` on loopback, or
+   * `--insecure`): the single user sees the whole cluster.
    */
   auth: 'keys' | 'open';
   /** Tenant of open mode. Default `default`. */
@@ -65,6 +66,8 @@ export interface AppOptions {
   wakeups?: Wakeups;
   /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS` (see `limits.ts`). */
   limits?: Partial<HttpLimits>;
+  /** The run-gauge sample `/metrics` serves (shared with a metrics listener). Default: the app's own. */
+  runGauges?: RunGaugeSampler;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the instance's generics (logger, type provider) vary by construction
@@ -72,6 +75,15 @@ export type App = FastifyInstance<any, any, any, any, any>;
 
 /** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
 const MAX_PARAM_LENGTH = 1000;
+
+/** What each permission lets a key do, for the 403 message. */
+const DOING: Record<Permission, string> = {
+  read: 'read',
+  operate: 'operate',
+  work: 'work runs',
+  admin: 'admin',
+  cluster: 'read cluster-wide facts (a cluster-admin key is needed)',
+};
 
 export async function buildApp(o: AppOptions): Promise<App> {
   const limits = httpLimits(o.limits);
@@ -129,7 +141,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
     const permission = request.routeOptions.config.permission;
     if (!permission) return;
     if (o.auth === 'open') {
-      request.principal = { tenantId: o.openTenant ?? 'default', role: 'admin', keyId: null };
+      request.principal = { tenantId: o.openTenant ?? 'default', role: 'cluster-admin', keyId: null };
     } else {
       const header = request.headers.authorization;
       const match = typeof header === 'string' ? /^Bearer ([^\s]+)$/i.exec(header) : null;
@@ -141,8 +153,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
       request.principal = { tenantId: key.tenantId, role: key.role, keyId: key.keyId };
     }
     if (!allows(request.principal.role, permission)) {
-      const action = permission === 'work' ? 'work runs' : permission;
-      return refuse(reply, 403, 'forbidden', `a ${request.principal.role} key may not ${action}`);
+      return refuse(reply, 403, 'forbidden', `a ${request.principal.role} key may not ${DOING[permission]}`);
     }
     const wait = quota.take(request.principal.tenantId);
     if (wait > 0) {

@@ -2,4 +2,4 @@
 export { type App, type AppOptions, buildApp } from './app.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './limits.js';
 export { listenForRuns, RunWakeups, type Wakeups } from './long-poll.js';
-export { Metrics } from './metrics.js';
+export { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, OTHER_POOL_LABEL, RunGaugeSampler } from './metrics.js';

@@ -1,8 +1,20 @@
 /**
  * Prometheus metrics (prom-client), one registry per process. The API records request durations;
- * the runtime feeds scheduler and worker events in through the methods below.
+ * the runtime feeds scheduler and worker events in through the methods below. Bounded whatever
+ * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
+ * `pool="other"`), and the run gauges are a sample the `RunGaugeSampler` reads at most once per
+ * METRICS_SAMPLE_MS, however often `/metrics` is scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { Clock } from '../core/index.js';
+import type { Store } from '../store/index.js';
+
+/** The run gauges (`tock_runs`, `tock_ready_runs`) are read from the database at most this often, ms. */
+export const METRICS_SAMPLE_MS = 15_000;
+/** At most this many values of the `pool` label; the pools seen after them share `pool="other"`. */
+export const MAX_POOL_LABELS = 100;
+/** The `pool` label of every pool past MAX_POOL_LABELS. */
+export const OTHER_POOL_LABEL = 'other';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -15,13 +27,13 @@ export class Metrics {
   });
   readonly runsByState = new Gauge({
     name: 'tock_runs',
-    help: 'Runs by state (sampled at scrape time)',
+    help: `Runs by state (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['state'],
     registers: [this.registry],
   });
   readonly readyDepth = new Gauge({
     name: 'tock_ready_runs',
-    help: 'Claimable pending runs by priority class (sampled at scrape time)',
+    help: `Claimable pending runs by priority class (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['priority_class'],
     registers: [this.registry],
   });
@@ -76,6 +88,9 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** The pools that have a label of their own (at most MAX_POOL_LABELS). */
+  private readonly poolLabels = new Set<string>();
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false)
       collectDefaultMetrics({ register: this.registry, prefix: 'tock_process_' });
@@ -83,7 +98,57 @@ export class Metrics {
 
   /** A run started (claimed) at `startMs`; it had been claimable since `availableAtMs`. */
   runStarted(pool: string, availableAtMs: number, startMs: number): void {
-    this.claims.inc({ pool });
-    this.schedulingDelay.observe({ pool }, Math.max(0, startMs - availableAtMs) / 1000);
+    const label = this.poolLabel(pool);
+    this.claims.inc({ pool: label });
+    this.schedulingDelay.observe({ pool: label }, Math.max(0, startMs - availableAtMs) / 1000);
+  }
+
+  /** `pool` itself while fewer than MAX_POOL_LABELS pools have a label, else `other`. */
+  poolLabel(pool: string): string {
+    if (this.poolLabels.has(pool)) return pool;
+    if (this.poolLabels.size >= MAX_POOL_LABELS) return OTHER_POOL_LABEL;
+    this.poolLabels.add(pool);
+    return pool;
+  }
+}
+
+/**
+ * Fills the run gauges from the database: one sample (runs by state, ready runs by priority) at
+ * most every `intervalMs`, started by a scrape that finds the last one older. Scrapes meanwhile,
+ * and scrapes while a sample is being read, get the gauges as they are (or wait for that one
+ * read): the database sees one read per interval whatever the scrape rate, even while failing.
+ */
+export class RunGaugeSampler {
+  private lastStartMs = Number.NEGATIVE_INFINITY;
+  private inFlight: Promise<void> | null = null;
+
+  constructor(
+    private readonly o: {
+      store: Pick<Store, 'countRuns' | 'readyDepth'>;
+      clock: Clock;
+      metrics: Metrics;
+      /** Default METRICS_SAMPLE_MS. */
+      intervalMs?: number;
+    },
+  ) {}
+
+  /** Reads a new sample if the last is older than the interval; rejects if that read fails. */
+  refresh(): Promise<void> {
+    if (this.inFlight) return this.inFlight;
+    const now = this.o.clock.nowMs();
+    if (now - this.lastStartMs < (this.o.intervalMs ?? METRICS_SAMPLE_MS)) return Promise.resolve();
+    this.lastStartMs = now;
+    this.inFlight = this.read(now).finally(() => {
+      this.inFlight = null;
+    });
+    return this.inFlight;
+  }
+
+  private async read(now: number): Promise<void> {
+    const { store, metrics } = this.o;
+    const [counts, ready] = await Promise.all([store.countRuns({}), store.readyDepth({ now })]);
+    for (const [state, n] of Object.entries(counts)) metrics.runsByState.set({ state }, n);
+    metrics.readyDepth.reset();
+    for (const [priority, n] of ready) metrics.readyDepth.set({ priority_class: String(priority) }, n);
   }
 }

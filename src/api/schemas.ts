@@ -315,12 +315,12 @@ export const KeyParams = Type.Object({ key_id: Type.String({ minLength: 1, maxLe
 
 export const KeyBody = Type.Object(
   {
-    role: Type.Union([
-      Type.Literal('admin'),
-      Type.Literal('operator'),
-      Type.Literal('worker'),
-      Type.Literal('reader'),
-    ]),
+    role: Type.Union(
+      [Type.Literal('admin'), Type.Literal('operator'), Type.Literal('worker'), Type.Literal('reader')],
+      {
+        description: "a role of the caller's tenant; cluster-admin keys are made only by `tock keys create`",
+      },
+    ),
     name: Type.Optional(Type.String({ maxLength: 200 })),
   },
   { additionalProperties: false },
@@ -341,9 +341,24 @@ export const CreatedKey = Type.Object({
 });
 export const KeyList = Type.Object({ keys: Type.Array(ApiKey) });
 
+export const StatusQuery = Type.Object(
+  {
+    limit: Type.Optional(
+      Type.String({ pattern: '^[0-9]{1,3}$', description: 'nodes per page, 1-500, default 100' }),
+    ),
+    cursor: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
 export const StatusNode = Type.Object({
-  node_id: Type.String(),
+  node_id: Type.String({ description: "a remote worker's is `<tenant>/<worker_id>`" }),
   role: Type.String({ description: 'scheduler or worker' }),
+  tenant_id: Nullable(
+    Type.String({
+      description: "a remote worker's tenant; null for a cluster node (scheduler, worker on the database)",
+    }),
+  ),
   started_at: Instant('when the process started'),
   last_seen_at: Instant('its last heartbeat'),
   live: Type.Boolean({ description: 'seen within its own liveness window' }),
@@ -355,15 +370,30 @@ export const StatusNode = Type.Object({
 
 export const StatusAnswer = Type.Object({
   server_time: ServerTime,
-  nodes: Type.Array(StatusNode),
-  shards: Type.Object({
-    count: Type.Integer(),
-    owned: Type.Integer({ description: 'shards under a live lease' }),
-    unowned: Type.Integer({ description: 'shards no live lease covers: nobody ticks them now' }),
-    by_owner: Type.Record(Type.String(), Type.Array(Type.Integer())),
+  scope: Type.Union([Type.Literal('cluster'), Type.Literal('tenant')], {
+    description:
+      "cluster (a cluster-admin key): every node, the shards and the backlog. tenant: the caller's tenant's remote workers only",
   }),
-  backlog: Type.Object({
-    due_jobs: Type.Integer({ description: 'jobs due whose runs are not materialised yet' }),
-    ready_runs: Type.Integer({ description: 'runs claimable now, waiting for a worker' }),
-  }),
+  nodes: Type.Array(StatusNode, { description: 'one page, by role then newest first' }),
+  next_cursor: Nullable(Type.String({ description: 'the next page of nodes; null on the last' })),
+  shards: Type.Optional(
+    Type.Object(
+      {
+        count: Type.Integer(),
+        owned: Type.Integer({ description: 'shards under a live lease' }),
+        unowned: Type.Integer({ description: 'shards no live lease covers: nobody ticks them now' }),
+        by_owner: Type.Record(Type.String(), Type.Array(Type.Integer())),
+      },
+      { description: 'scope cluster only' },
+    ),
+  ),
+  backlog: Type.Optional(
+    Type.Object(
+      {
+        due_jobs: Type.Integer({ description: 'jobs due whose runs are not materialised yet' }),
+        ready_runs: Type.Integer({ description: 'runs claimable now, waiting for a worker' }),
+      },
+      { description: 'scope cluster only' },
+    ),
+  ),
 });

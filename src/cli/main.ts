@@ -203,7 +203,7 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         '--insecure',
-        'serve without API keys (every caller is an admin of tenant "default")',
+        'serve without API keys (every caller is a cluster-admin of tenant "default")',
       ).default(false),
     )
     .addOption(
@@ -258,6 +258,14 @@ export function buildProgram(): Command {
         .env('TOCK_LONG_POLLS_PER_TENANT')
         .argParser(positiveInt),
     )
+    .addOption(
+      new Option(
+        '--metrics-port <port>',
+        "also serve GET /metrics without a key on this port of 127.0.0.1 (0 picks a free one); the API's /metrics needs a cluster-admin key. Default: off",
+      )
+        .env('TOCK_METRICS_PORT')
+        .argParser(port),
+    )
     .action(async (opts) => {
       const [{ createLogger }, { startServer }] = await Promise.all([
         import('../runtime/logger.js'),
@@ -287,6 +295,7 @@ export function buildProgram(): Command {
           longPollsPerKey: opts.longPollsPerKey,
           longPollsPerTenant: opts.longPollsPerTenant,
         },
+        metricsPort: opts.metricsPort,
         announce: (line) => process.stdout.write(`${line}\n`),
       });
       await signal;

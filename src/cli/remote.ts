@@ -650,7 +650,14 @@ function registerKeys(program: Command): void {
         .description(
           'create an API key and print it once, alone on the last line. With --tenant it writes to the database directly (DATABASE_URL, or the embedded one under --data-dir) and makes the first key of a tenant; without, it asks the server with an admin --key',
         )
-        .addOption(new Option('--role <role>', 'what the key may do').choices(ROLES).makeOptionMandatory())
+        .addOption(
+          new Option(
+            '--role <role>',
+            'what the key may do: admin, operator, worker or reader in its tenant; cluster-admin (an admin that also sees the whole cluster: every node, shards, backlog, /metrics) only with --tenant',
+          )
+            .choices(ROLES)
+            .makeOptionMandatory(),
+        )
         .addOption(new Option('--name <name>', 'a label shown in key listings'))
         .addOption(
           new Option(
@@ -750,6 +757,9 @@ function ago(ms: number): string {
   return `${Math.round(ms / 60_000)}m ago`;
 }
 
+/** Nodes per request of `tock status` (the API's largest page). */
+const STATUS_PAGE = 500;
+
 /** The status answer as an operator reads it: a summary, then one line per node. */
 export function formatStatus(s: Api.StatusAnswer): string {
   const t = Date.parse(s.server_time);
@@ -773,9 +783,15 @@ export function formatStatus(s: Api.StatusAnswer): string {
     n.role === 'scheduler' ? n.shards : '',
     detail(n),
   ]);
+  const summary =
+    s.shards && s.backlog
+      ? [
+          `shards   ${s.shards.count}: ${s.shards.owned} under a live lease, ${s.shards.unowned} not${s.shards.unowned > 0 ? ' (nobody ticks those now)' : ''}`,
+          `backlog  ${s.backlog.due_jobs} jobs due and not materialised, ${s.backlog.ready_runs} runs waiting for a worker`,
+        ]
+      : ["scope    this tenant's remote workers (a cluster-admin key shows the cluster)"];
   const lines = [
-    `shards   ${s.shards.count}: ${s.shards.owned} under a live lease, ${s.shards.unowned} not${s.shards.unowned > 0 ? ' (nobody ticks those now)' : ''}`,
-    `backlog  ${s.backlog.due_jobs} jobs due and not materialised, ${s.backlog.ready_runs} runs waiting for a worker`,
+    ...summary,
     '',
     s.nodes.length === 0
       ? 'no nodes have registered'
@@ -789,11 +805,20 @@ function registerStatus(program: Command): void {
     program
       .command('status')
       .description(
-        'the cluster: scheduler and worker nodes with their last heartbeat and clock offset, shard ownership, and the backlog',
+        "the cluster (with a cluster-admin key): scheduler and worker nodes with their last heartbeat and clock offset, shard ownership, and the backlog; with another operator or admin key, the tenant's remote workers",
       ),
   ).action(
     remote(async (o: RemoteOptions) => {
-      const status = await clientOf(o).status();
+      // Every page of nodes, in one answer: a tenant has at most 1000 remote workers.
+      const client = clientOf(o);
+      const status = await client.status({ limit: STATUS_PAGE });
+      let next = status.next_cursor;
+      while (next !== null) {
+        const page = await client.status({ limit: STATUS_PAGE, cursor: next });
+        status.nodes.push(...page.nodes);
+        next = page.next_cursor;
+      }
+      status.next_cursor = null;
       if (o.json) return printJson(status);
       write(formatStatus(status));
     }),

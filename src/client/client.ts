@@ -309,9 +309,13 @@ export class TockClient {
     return this.request('DELETE', `/v1/keys/${segment(keyId)}`);
   }
 
-  /** The cluster: nodes, shard ownership and backlog (an operator or admin key). */
-  status(): Promise<StatusAnswer> {
-    return this.request('GET', '/v1/status');
+  /**
+   * One page of the status (an operator or admin key): the tenant's remote workers, or with a
+   * cluster-admin key every node, the shard ownership and the backlog. Follow `next_cursor` for
+   * the next page of nodes (default 100 a page, at most 500).
+   */
+  status(options: PageOptions = {}): Promise<StatusAnswer> {
+    return this.request('GET', '/v1/status', { query: { limit: options.limit, cursor: options.cursor } });
   }
 
   // -- transport ----------------------------------------------------------------------------------

@@ -190,9 +190,12 @@ export interface ErrorBody {
 
 /** A node as `GET /v1/status` shows it. */
 export interface StatusNode {
+  /** A remote worker's is `<tenant>/<worker_id>`. */
   node_id: string;
   /** `scheduler` or `worker`. */
   role: string;
+  /** A remote worker's tenant; null for a cluster node (a scheduler, or a worker on the database). */
+  tenant_id: string | null;
   started_at: string;
   last_seen_at: string;
   /** Seen within its own liveness window. */
@@ -206,9 +209,16 @@ export interface StatusNode {
 
 export interface StatusAnswer {
   server_time: string;
+  /** `cluster` (a cluster-admin key): every node, shards and backlog. `tenant`: the caller's remote workers. */
+  scope: 'cluster' | 'tenant';
+  /** One page of nodes, by role then newest first. */
   nodes: StatusNode[];
-  shards: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
-  backlog: { due_jobs: number; ready_runs: number };
+  /** The next page of nodes; null on the last. */
+  next_cursor: string | null;
+  /** Scope `cluster` only. */
+  shards?: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
+  /** Scope `cluster` only. */
+  backlog?: { due_jobs: number; ready_runs: number };
 }
 
 export interface BulkJobsAnswer {

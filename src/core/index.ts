@@ -7,6 +7,7 @@ export * from './jitter.js';
 export * from './job.js';
 export * from './keys.js';
 export * from './misfire.js';
+export * from './nodes.js';
 export * from './periodic.js';
 export * from './priority.js';
 export * from './run-state.js';

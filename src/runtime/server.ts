@@ -28,6 +28,8 @@ export interface ServerOptions {
   quota: { perSecond: number; burst: number };
   /** Timeouts, connection and long-poll caps of the API. Default `DEFAULT_HTTP_LIMITS`. */
   limits?: Partial<HttpLimits>;
+  /** A port on 127.0.0.1 serving `GET /metrics` without a key. Default: none. */
+  metricsPort?: number;
   announce: (line: string) => void;
 }
 
@@ -67,13 +69,16 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
+      metricsPort: o.metricsPort,
     });
     if (o.insecure)
       logger.warn(
         { url: services.url },
-        '--insecure: the API runs without keys; every caller is an admin of tenant "default"',
+        '--insecure: the API runs without keys; every caller is a cluster-admin of tenant "default"',
       );
     o.announce(`tock listening on ${services.url}`);
+    if (services.metricsUrl)
+      logger.info({ url: `${services.metricsUrl}/metrics` }, 'metrics listening (loopback, no key)');
     return {
       url: services.url,
       async stop() {

@@ -12,11 +12,13 @@ import {
   type HttpLimits,
   listenForRuns,
   type Metrics,
+  RunGaugeSampler,
   RunWakeups,
 } from '../api/index.js';
-import { type OffsetClock, Periodic } from '../core/index.js';
+import { type OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
 import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
+import { startMetricsListener } from './metrics-listener.js';
 
 export interface ServicesOptions {
   store: PostgresStore;
@@ -33,6 +35,8 @@ export interface ServicesOptions {
     /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS`. */
     limits?: Partial<HttpLimits>;
   };
+  /** A port on 127.0.0.1 serving `GET /metrics` without a key (0: a free one). Default: none. */
+  metricsPort?: number;
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
   /** This scheduler node's shard leases. */
   shards: { leaseMs: number; nodeId: string };
@@ -41,6 +45,8 @@ export interface ServicesOptions {
 export interface Services {
   app: App;
   url: string;
+  /** The metrics listener's URL, when `metricsPort` was given. */
+  metricsUrl: string | null;
   ticks: TickLoop;
   reaper: Reaper;
   shards: ShardManager;
@@ -78,8 +84,12 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
           : new Map<number, number>();
       backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
       metrics.backlog.set(backlog);
-      // Nodes silent for an hour are long dead (their shards were taken): drop them from the list.
-      await store.pruneNodes({ before: clock.nowMs() - 3_600_000 });
+      // Cluster nodes silent for an hour are long dead (their shards were taken), remote workers
+      // silent for five of their liveness windows are gone: drop them from the list.
+      await store.pruneNodes({
+        before: clock.nowMs() - 3_600_000,
+        remoteBefore: clock.nowMs() - REMOTE_WORKER_FORGET_MS,
+      });
       return false;
     },
     onError: (err) => logger.warn({ err }, 'could not measure the backlog; retrying'),
@@ -106,11 +116,13 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
   // One LISTEN per process wakes every waiting long-poll of the API.
   const wakeups = new RunWakeups(clock);
   const stopListening = await listenForRuns((w, l) => store.listen(w, l), wakeups, logger);
+  const runGauges = new RunGaugeSampler({ store, clock, metrics });
   const app = await buildApp({
     store,
     clock,
     logger,
     metrics,
+    runGauges,
     auth: o.api.auth,
     quota: o.api.quota,
     limits: o.api.limits,
@@ -121,6 +133,15 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     },
   });
   url = await app.listen({ host: o.api.host, port: o.api.port });
+  const metricsListener =
+    o.metricsPort === undefined
+      ? null
+      : await startMetricsListener({ metrics, sampler: runGauges, port: o.metricsPort, logger }).catch(
+          async (err: unknown) => {
+            await app.close();
+            throw err;
+          },
+        );
   o.sync.start();
   // The first shard step before the first tick: a node ticks only shards it holds.
   await shards.stepOnce().catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));
@@ -132,11 +153,12 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
   return {
     app,
     url,
+    metricsUrl: metricsListener?.url ?? null,
     ticks,
     reaper,
     shards,
     async stop() {
-      await app.close();
+      await Promise.all([app.close(), metricsListener?.close()]);
       await stopListening();
       await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
       // After the last tick: give the shards back so the other nodes take them at once.

@@ -5,6 +5,7 @@ export { loadMigrations, MIGRATIONS_DIR, migrate, pendingMigrations } from './mi
 export {
   MAX_BULK_JOBS,
   MAX_CLAIM_AHEAD_MS,
+  MAX_NODE_PAGE,
   PostgresStore,
   type PostgresStoreOptions,
 } from './postgres-store.js';

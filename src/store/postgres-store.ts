@@ -26,6 +26,7 @@ import {
   type Role,
   RUN_STATES,
   type RunState,
+  remoteNodeId,
   resultText,
   retryDelayMs,
   type Schedule,
@@ -168,6 +169,16 @@ function decodeCursor(cursor: string): unknown[] {
     // fall through
   }
   throw new ValidationError('cursor is not one this server issued', { field: 'cursor' });
+}
+
+/** The largest page of nodes. */
+export const MAX_NODE_PAGE = 500;
+
+function checkNodeLimit(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_NODE_PAGE) {
+    throw new ValidationError(`limit must be an integer from 1 to ${MAX_NODE_PAGE}`, { field: 'limit' });
+  }
+  return limit;
 }
 
 function checkLimit(limit: number): number {
@@ -1083,23 +1094,83 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Forgets nodes not seen since `before` (their leases ran out long ago). */
-  async pruneNodes(p: { before: number }): Promise<number> {
-    const { rowCount } = await this.pool.query(S.nodePrune, [checkInstant(p.before, 'before')]);
+  /**
+   * A remote worker of `tenantId` (known through the HTTP API) says it is alive: its row is
+   * `<tenant>/<workerId>`, never a cluster node's or another tenant's. At most `cap` rows per
+   * tenant: the least recently seen give way. `touched` is false when the id is not this tenant's
+   * worker row (it cannot be, given the namespace, but the statement checks rather than trusts).
+   */
+  async touchRemoteWorker(p: {
+    tenantId: string;
+    workerId: string;
+    now: number;
+    info?: Record<string, unknown>;
+    cap: number;
+  }): Promise<{ nodeId: string; touched: boolean; evicted: number }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const nodeId = remoteNodeId(tenantId, validateId(p.workerId, 'worker_id'));
+    if (!Number.isInteger(p.cap) || p.cap < 1) throw new ValidationError('cap must be a positive integer');
+    const now = checkInstant(p.now, 'now');
+    return inTransaction(this.pool, async (client) => {
+      await client.query(S.nodeRemoteLock, [tenantId]);
+      const { rows } = await client.query(S.nodeTouchRemote, [
+        nodeId,
+        tenantId,
+        now,
+        JSON.stringify(p.info ?? {}),
+        p.cap,
+      ]);
+      return { nodeId, touched: rows[0].touched === 1, evicted: rows[0].evicted as number };
+    });
+  }
+
+  /**
+   * Forgets cluster nodes not seen since `before` (their leases ran out long ago) and remote
+   * workers not seen since `remoteBefore` (default: `before`).
+   */
+  async pruneNodes(p: { before: number; remoteBefore?: number }): Promise<number> {
+    const { rowCount } = await this.pool.query(S.nodePrune, [
+      checkInstant(p.before, 'before'),
+      checkInstant(p.remoteBefore ?? p.before, 'remoteBefore'),
+    ]);
     return rowCount ?? 0;
   }
 
-  async listNodes(): Promise<NodeInfo[]> {
-    const { rows } = await this.pool.query(S.nodeList);
-    return rows.map((r) => ({
+  async listNodes(p: {
+    tenantId?: string | null;
+    limit: number;
+    cursor?: string | null;
+  }): Promise<Page<NodeInfo>> {
+    const limit = checkNodeLimit(p.limit);
+    let after: [string | null, Date | null, string | null] = [null, null, null];
+    if (p.cursor) {
+      const [role, ms, id] = decodeCursor(p.cursor);
+      if (
+        typeof role !== 'string' ||
+        typeof ms !== 'number' ||
+        !Number.isFinite(ms) ||
+        typeof id !== 'string'
+      )
+        throw new ValidationError('cursor is not one this server issued', { field: 'cursor' });
+      after = [role, new Date(ms), id];
+    }
+    const { rows } = await this.pool.query(S.nodeList, [p.tenantId ?? null, limit + 1, ...after]);
+    const items: NodeInfo[] = rows.slice(0, limit).map((r) => ({
       nodeId: r.node_id,
       role: r.role,
+      tenantId: r.tenant_id,
       startedAt: r.started_at,
       lastSeenAt: r.last_seen_at,
       clockOffsetMs: r.clock_offset_ms,
       clockUncertaintyMs: r.clock_uncertainty_ms,
       info: r.info,
     }));
+    const last = items[items.length - 1];
+    return {
+      items,
+      nextCursor:
+        rows.length > limit && last ? encodeCursor([last.role, last.startedAt.getTime(), last.nodeId]) : null,
+    };
   }
 
   async listShards(): Promise<ShardInfo[]> {

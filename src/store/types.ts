@@ -152,6 +152,8 @@ export interface ShardStep {
 export interface NodeInfo {
   nodeId: string;
   role: string;
+  /** A remote worker's tenant; null for a cluster node (a scheduler, or a worker on the database). */
+  tenantId: string | null;
   startedAt: Date;
   lastSeenAt: Date;
   clockOffsetMs: number | null;
@@ -309,8 +311,22 @@ export interface Store {
     clock?: { offsetMs: number; uncertaintyMs: number };
     info?: Record<string, unknown>;
   }): Promise<void>;
-  /** Nodes (schedulers and workers) with what they last reported, and who holds each shard. */
-  listNodes(): Promise<NodeInfo[]>;
+  /**
+   * A remote worker of `tenantId` says it is alive: row `<tenant>/<workerId>`, at most `cap` per
+   * tenant (the least recently seen give way); it never writes a cluster node's or another tenant's row.
+   */
+  touchRemoteWorker(p: {
+    tenantId: string;
+    workerId: string;
+    now: number;
+    info?: Record<string, unknown>;
+    cap: number;
+  }): Promise<{ nodeId: string; touched: boolean; evicted: number }>;
+  /**
+   * Nodes (schedulers and workers) with what they last reported, by role then newest first, one
+   * page (`limit` 1 to 500). `tenantId`: only that tenant's remote workers; absent or null: all.
+   */
+  listNodes(p: { tenantId?: string | null; limit: number; cursor?: string | null }): Promise<Page<NodeInfo>>;
   listShards(): Promise<ShardInfo[]>;
   /** Jobs due by `now` whose runs are not materialised yet, per shard (of `shards`, or all). */
   dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>>;

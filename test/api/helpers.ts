@@ -5,18 +5,21 @@
  */
 import type pg from 'pg';
 import { expect } from 'vitest';
-import type { Role } from '../../src/core/index.js';
+import { ROLES, type Role } from '../../src/core/index.js';
 import type { TestDatabase } from '../setup/database.js';
 
 export { type Api, startApi } from '../setup/api.js';
 
 export type RoleKeys = Record<Role, string> & { ids: Record<Role, string> };
 
-/** One key per role for `tenantId`, made directly in the store (as `tock keys create` does). */
+/**
+ * One key per role for `tenantId` (cluster-admin included), made directly in the store (as `tock
+ * keys create` does; the API never makes a cluster-admin key).
+ */
 export async function keysFor(db: TestDatabase, tenantId: string): Promise<RoleKeys> {
   const secrets = {} as Record<Role, string>;
   const ids = {} as Record<Role, string>;
-  for (const role of ['admin', 'operator', 'worker', 'reader'] as const) {
+  for (const role of ROLES) {
     const { key, secret } = await db.store.createApiKey({
       tenantId,
       role,

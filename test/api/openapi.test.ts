@@ -274,7 +274,7 @@ describe('GET /metrics', () => {
     });
     expect(leased.json.runs).toHaveLength(2);
 
-    const a = await call(m.base, 'GET', '/metrics');
+    const a = await call(m.base, 'GET', '/metrics', { key: keys['cluster-admin'] });
     expect(a.status).toBe(200);
     expect(a.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = a.text;
@@ -311,7 +311,8 @@ describe('GET /metrics', () => {
     expect(text).not.toContain('no-such-job');
 
     // The scrape itself is counted by the next scrape.
-    const again = await call(m.base, 'GET', '/metrics');
+    // (Within the sampling interval: the gauges are the same sample, not read again.)
+    const again = await call(m.base, 'GET', '/metrics', { key: keys['cluster-admin'] });
     expect(
       sample(
         again.text,

@@ -1,13 +1,14 @@
 /**
- * GET /v1/status over real HTTP: the nodes (schedulers registered by their shard steps, workers by
- * their heartbeats) with liveness judged by each node's own window, the shard ownership (live
- * leases only), and the cluster's backlog; operator and admin keys only.
+ * GET /v1/status over real HTTP, as a cluster-admin sees it: the nodes (schedulers registered by
+ * their shard steps, workers by their heartbeats) with liveness judged by each node's own window,
+ * the shard ownership (live leases only), and the cluster's backlog. What a tenant's operator
+ * sees is in `nodes.test.ts`.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { TockClient } from '../../src/client/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job } from '../setup/factories.js';
-import { type Api, client, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
+import { type Answer, type Api, client, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
 
 const LEASE_MS = 10_000;
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -92,21 +93,24 @@ async function addBacklog(t: number): Promise<void> {
 }
 
 describe('GET /v1/status', () => {
-  test('nodes, shard ownership and backlog, for an operator and an admin alike', async () => {
+  test('nodes, shard ownership and backlog, for a cluster-admin', async () => {
     const t = db.clock.nowMs();
     await registerNodes(t);
     await addBacklog(t);
 
-    const a = await http('GET', '/v1/status', { key: keys.operator });
+    const a = await http('GET', '/v1/status', { key: keys['cluster-admin'] });
     expect(a.status, a.text).toBe(200);
     expect(a.headers.get('content-type')).toMatch(/^application\/json/);
     expect(a.json).toEqual({
       server_time: iso(t),
+      scope: 'cluster',
+      next_cursor: null,
       nodes: [
         // By role, then newest first.
         {
           node_id: 'sched-2',
           role: 'scheduler',
+          tenant_id: null,
           started_at: iso(t - 500),
           last_seen_at: iso(t - 100),
           live: true,
@@ -118,6 +122,7 @@ describe('GET /v1/status', () => {
         {
           node_id: 'sched-1',
           role: 'scheduler',
+          tenant_id: null,
           started_at: iso(t - 1000),
           last_seen_at: iso(t - 200),
           live: true,
@@ -129,6 +134,7 @@ describe('GET /v1/status', () => {
         {
           node_id: 'worker-1',
           role: 'worker',
+          tenant_id: null,
           started_at: iso(t - 2000),
           last_seen_at: iso(t - 2000),
           live: true,
@@ -140,6 +146,7 @@ describe('GET /v1/status', () => {
         {
           node_id: 'worker-gone',
           role: 'worker',
+          tenant_id: null,
           started_at: iso(t - 20_000),
           last_seen_at: iso(t - 20_000),
           live: false,
@@ -151,6 +158,7 @@ describe('GET /v1/status', () => {
         {
           node_id: 'worker-plain',
           role: 'worker',
+          tenant_id: null,
           started_at: iso(t - 29_000),
           last_seen_at: iso(t - 29_000),
           live: true,
@@ -169,11 +177,32 @@ describe('GET /v1/status', () => {
       backlog: { due_jobs: 4, ready_runs: 2 },
     });
 
-    const admin = await http('GET', '/v1/status', { key: keys.admin });
-    expect(admin.status, admin.text).toBe(200);
-    expect(admin.json).toEqual(a.json);
     // The typed client reads the same answer.
-    expect(await new TockClient({ url: api.base, key: keys.operator }).status()).toEqual(a.json);
+    expect(await new TockClient({ url: api.base, key: keys['cluster-admin'] }).status()).toEqual(a.json);
+    // Pages of two nodes, by role then newest first, chained by next_cursor.
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Answer = await http('GET', `/v1/status?limit=2${cursor ? `&cursor=${cursor}` : ''}`, {
+        key: keys['cluster-admin'],
+      });
+      expect(page.status, page.text).toBe(200);
+      expect(page.json.nodes.length).toBeLessThanOrEqual(2);
+      expect(page.json.shards).toEqual(a.json.shards);
+      ids.push(...page.json.nodes.map((n: { node_id: string }) => n.node_id));
+      cursor = page.json.next_cursor;
+    } while (cursor !== null);
+    expect(ids).toEqual(a.json.nodes.map((n: { node_id: string }) => n.node_id));
+    expectError(
+      await http('GET', '/v1/status?limit=501', { key: keys['cluster-admin'] }),
+      400,
+      'validation_error',
+    );
+    expectError(
+      await http('GET', '/v1/status?cursor=nope', { key: keys['cluster-admin'] }),
+      400,
+      'validation_error',
+    );
   });
 
   test('once the leases run out and the nodes fall silent: no shard is owned and nobody is live', async () => {
@@ -182,7 +211,7 @@ describe('GET /v1/status', () => {
 
     // sched-1's leases run out at t + 9800, sched-2's at t + 9900.
     db.clock.set(t + 9850);
-    const half = (await http('GET', '/v1/status', { key: keys.operator })).json;
+    const half = (await http('GET', '/v1/status', { key: keys['cluster-admin'] })).json;
     expect(half.shards).toEqual({
       count: 64,
       owned: 32,
@@ -198,7 +227,7 @@ describe('GET /v1/status', () => {
     ]);
 
     db.clock.set(t + 31_000);
-    const later = await http('GET', '/v1/status', { key: keys.operator });
+    const later = await http('GET', '/v1/status', { key: keys['cluster-admin'] });
     expect(later.status, later.text).toBe(200);
     expect(later.json.server_time).toBe(iso(t + 31_000));
     expect(later.json.shards).toEqual({ count: 64, owned: 0, unowned: 64, by_owner: {} });
@@ -213,10 +242,12 @@ describe('GET /v1/status', () => {
   });
 
   test('an empty cluster: no nodes, every shard unowned', async () => {
-    const a = await http('GET', '/v1/status', { key: keys.admin });
+    const a = await http('GET', '/v1/status', { key: keys['cluster-admin'] });
     expect(a.status, a.text).toBe(200);
     expect(a.json).toEqual({
       server_time: iso(db.clock.nowMs()),
+      scope: 'cluster',
+      next_cursor: null,
       nodes: [],
       shards: { count: 64, owned: 0, unowned: 64, by_owner: {} },
       backlog: { due_jobs: 0, ready_runs: 0 },

@@ -449,7 +449,13 @@ describe('tock keys', () => {
     expect((await tock(['keys', 'create'])).stderr).toContain(
       "required option '--role <role>' not specified",
     );
-    expect((await tock(['keys', 'create', '--role', 'root'])).stderr).toContain('Allowed choices are admin');
+    expect((await tock(['keys', 'create', '--role', 'root'])).stderr).toContain(
+      'Allowed choices are cluster-admin, admin',
+    );
+    // A cluster-admin key is made on the database only (--tenant); the server refuses to make one.
+    expect(await fails(['keys', 'create', '--role', 'cluster-admin'])).toMatch(
+      /^tock: 400 validation_error: /,
+    );
   });
 });
 

@@ -19,10 +19,13 @@ const TENANT = 'acme';
 /** A representative answer: two schedulers sharing the shards, one that died, one busy worker. */
 const ANSWER: StatusAnswer = {
   server_time: '2026-01-01T00:10:00.000Z',
+  scope: 'cluster',
+  next_cursor: null,
   nodes: [
     {
       node_id: 'sched-a',
       role: 'scheduler',
+      tenant_id: null,
       started_at: '2026-01-01T00:00:00.000Z',
       last_seen_at: '2026-01-01T00:09:59.000Z',
       live: true,
@@ -34,6 +37,7 @@ const ANSWER: StatusAnswer = {
     {
       node_id: 'sched-b',
       role: 'scheduler',
+      tenant_id: null,
       started_at: '2026-01-01T00:01:00.000Z',
       last_seen_at: '2026-01-01T00:09:59.750Z',
       live: true,
@@ -45,6 +49,7 @@ const ANSWER: StatusAnswer = {
     {
       node_id: 'sched-c',
       role: 'scheduler',
+      tenant_id: null,
       started_at: '2026-01-01T00:00:00.000Z',
       last_seen_at: '2026-01-01T00:05:00.000Z',
       live: false,
@@ -56,6 +61,7 @@ const ANSWER: StatusAnswer = {
     {
       node_id: 'worker-1',
       role: 'worker',
+      tenant_id: null,
       started_at: '2026-01-01T00:02:00.000Z',
       last_seen_at: '2026-01-01T00:09:55.000Z',
       live: true,
@@ -87,6 +93,8 @@ describe('formatStatus', () => {
   test('unowned shards are called out; no nodes says so', () => {
     const empty: StatusAnswer = {
       server_time: '2026-01-01T00:00:00.000Z',
+      scope: 'cluster',
+      next_cursor: null,
       nodes: [],
       shards: { count: 64, owned: 40, unowned: 24, by_owner: {} },
       backlog: { due_jobs: 0, ready_runs: 0 },
@@ -101,11 +109,41 @@ describe('formatStatus', () => {
       ].join('\n'),
     );
   });
+
+  test("a tenant's answer: no shards or backlog, its remote workers", () => {
+    const tenant: StatusAnswer = {
+      server_time: '2026-01-01T00:10:00.000Z',
+      scope: 'tenant',
+      next_cursor: null,
+      nodes: [
+        {
+          node_id: 'acme/w-1',
+          role: 'worker',
+          tenant_id: 'acme',
+          started_at: '2026-01-01T00:02:00.000Z',
+          last_seen_at: '2026-01-01T00:09:58.000Z',
+          live: true,
+          clock_offset_ms: null,
+          clock_uncertainty_ms: null,
+          shards: 0,
+          info: { via: 'http', pool: 'default', live_ms: 60_000 },
+        },
+      ],
+    };
+    expect(formatStatus(tenant).split('\n')).toEqual([
+      "scope    this tenant's remote workers (a cluster-admin key shows the cluster)",
+      '',
+      'NODE      ROLE    LIVE  LAST SEEN  CLOCK OFFSET  SHARDS  DETAIL',
+      'acme/w-1  worker  yes   2.0s ago   -                     pool default, -/- running',
+      '',
+    ]);
+  });
 });
 
 describe('tock status (the binary)', () => {
   let db: TestDatabase;
   let api: Api;
+  let clusterKey: string;
   let operatorKey: string;
   let workerKey: string;
 
@@ -139,8 +177,9 @@ describe('tock status (the binary)', () => {
     db = await setupDatabase();
     api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
     const now = db.clock.nowMs();
-    const key = (role: 'operator' | 'worker') =>
+    const key = (role: 'cluster-admin' | 'operator' | 'worker') =>
       db.store.createApiKey({ tenantId: TENANT, role, name: role, now }).then((k) => k.secret);
+    clusterKey = await key('cluster-admin');
     operatorKey = await key('operator');
     workerKey = await key('worker');
 
@@ -165,8 +204,8 @@ describe('tock status (the binary)', () => {
     await db?.teardown();
   });
 
-  test('--json prints the answer; the plain form prints formatStatus of it', async () => {
-    const json = await tock(['status', '--json'], operatorKey);
+  test('--json prints the answer; the plain form prints formatStatus of it (a cluster-admin key)', async () => {
+    const json = await tock(['status', '--json'], clusterKey);
     expect(json.stderr).toBe('');
     expect(json.code).toBe(0);
     const answer = JSON.parse(json.stdout) as StatusAnswer;
@@ -184,13 +223,41 @@ describe('tock status (the binary)', () => {
     });
     expect(answer.backlog).toEqual({ due_jobs: 1, ready_runs: 0 });
 
-    const plain = await tock(['status'], operatorKey);
+    const plain = await tock(['status'], clusterKey);
     expect(plain.stderr).toBe('');
     expect(plain.code).toBe(0);
     expect(plain.stdout).toBe(formatStatus(answer));
     expect(plain.stdout).toContain(
       'sched-1   scheduler  yes   1.5s ago   +0.8ms ±0.3ms  64      backlog 1, api http://127.0.0.1:8080\n',
     );
+  });
+
+  test("a tenant operator's key: its remote workers only, every page of them", async () => {
+    const now = db.clock.nowMs();
+    // More than one page (500 nodes) of this tenant's remote workers, and one of another tenant.
+    for (let i = 0; i < 520; i++) {
+      await db.store.touchRemoteWorker({
+        tenantId: TENANT,
+        workerId: `w-${String(i).padStart(3, '0')}`,
+        now: now - i,
+        info: { via: 'http', pool: 'default', live_ms: 60_000 },
+        cap: 1000,
+      });
+    }
+    await db.store.touchRemoteWorker({ tenantId: 'other', workerId: 'spy', now, info: {}, cap: 1000 });
+    const json = await tock(['status', '--json'], operatorKey);
+    expect(json.stderr).toBe('');
+    expect(json.code).toBe(0);
+    const answer = JSON.parse(json.stdout) as StatusAnswer;
+    expect(answer.scope).toBe('tenant');
+    expect(answer.next_cursor).toBeNull();
+    expect(answer.shards).toBeUndefined();
+    expect(answer.backlog).toBeUndefined();
+    expect(answer.nodes).toHaveLength(520);
+    expect(new Set(answer.nodes.map((n) => n.tenant_id))).toEqual(new Set([TENANT]));
+    expect(json.stdout).not.toContain('sched-1');
+    expect(json.stdout).not.toContain('spy');
+    await db.pool.query('DELETE FROM nodes WHERE tenant_id IS NOT NULL');
   });
 
   test('a worker key: exit 1 with the 403', async () => {

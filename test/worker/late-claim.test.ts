@@ -36,11 +36,18 @@ async function readyRun(tenantId: string) {
   return db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 1000, now: T0 });
 }
 
-/** A worker on `clock` whose own loops only run when poked; counts its handler's calls. */
-function lateWorker(clock: FakeClock, pollIntervalMs = 3_600_000) {
+/**
+ * A worker on `clock` whose own loops only run when poked; counts its handler's calls. With
+ * `oneClaim`, its store answers only the first claim (later ones find nothing): a run it gives back
+ * stays in the queue for the test to see, instead of racing the worker's next claim.
+ */
+function lateWorker(clock: FakeClock, pollIntervalMs = 3_600_000, oneClaim = false) {
   const calls: string[] = [];
+  let claims = 0;
+  const store: typeof db.store = Object.create(db.store);
+  store.claimRuns = async (p) => (oneClaim && claims++ > 0 ? [] : db.store.claimRuns(p));
   const worker = new Worker({
-    store: db.store,
+    store,
     clock,
     logger: pino({ level: process.env.LOG_LEVEL ?? 'silent' }),
     handlers: { h: (ctx) => void calls.push(ctx.runId) },
@@ -94,7 +101,7 @@ test('a claim answered with less than the start margin left releases the run: qu
   pauseAfter(db.pool, isClaim, async () => {
     clock.advance(LEASE_MS - START_MARGIN_MS / 2);
   });
-  const { worker, calls } = lateWorker(clock);
+  const { worker, calls } = lateWorker(clock, undefined, true);
   const dropped = once<[ClaimedRun, string]>(worker, 'run:dropped');
   worker.start();
   const [droppedRun, reason] = await dropped;

@@ -1,4 +1,5 @@
 /** The keys routes: create, list and revoke a tenant's API keys (admin only). */
+import { API_ROLES, type ApiRole, TockError } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
 import { keyJson } from '../present.js';
 import * as S from '../schemas.js';
@@ -19,7 +20,14 @@ export function registerKeyRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request, reply) => {
-      const b = request.body as { role: 'admin' | 'operator' | 'worker' | 'reader'; name?: string };
+      const b = request.body as { role: ApiRole; name?: string };
+      // The schema admits these roles only; checked again so that no later schema change lets an
+      // API key mint a key above its tenant's scope (cluster-admin).
+      if (!(API_ROLES as readonly string[]).includes(b.role))
+        throw new TockError(
+          'forbidden',
+          `a ${b.role} key can only be made with tock keys create on the database`,
+        );
       const { key, secret } = await store.createApiKey({
         tenantId: request.principal.tenantId,
         role: b.role,

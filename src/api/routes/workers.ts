@@ -1,24 +1,40 @@
 /** The routes a remote worker uses: claim (long-poll), heartbeat, complete or fail, release. */
-import { TockError } from '../../core/index.js';
+import {
+  MAX_REMOTE_WORKERS_PER_TENANT,
+  REMOTE_WORKER_LIVE_MS,
+  remoteNodeId,
+  TockError,
+} from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
 import { leasedRunJson } from '../present.js';
 import * as S from '../schemas.js';
 import { errors } from './shared.js';
 
+/** A remote worker's row is rewritten at most this often, ms. */
+const TOUCH_EVERY_MS = 5000;
+/** The most workers `workerSeen` remembers (over every tenant) before it starts over. */
+const MAX_WORKERS_SEEN = 10_000;
+
 export function registerWorkerRoutes(app: App, o: AppOptions): void {
   const { store, clock } = o;
   const now = () => clock.nowMs();
-  /** Remote workers appear in `nodes` (and `tock status`) through their claims and heartbeats. */
+  /**
+   * Remote workers appear in `nodes` (and `tock status`) through their claims and heartbeats, as
+   * rows of their tenant (`<tenant>/<worker_id>`), at most MAX_REMOTE_WORKERS_PER_TENANT each.
+   * `workerSeen` spares the database a write per request: one per worker per TOUCH_EVERY_MS,
+   * keyed by that tenant-scoped id, and bounded (cleared when full: at worst a write more).
+   */
   const workerSeen = new Map<string, number>();
   const touchWorker = (workerId: string, tenantId: string, pool?: string): void => {
     const t = now();
-    if (t - (workerSeen.get(workerId) ?? Number.NEGATIVE_INFINITY) < 5000) return;
-    workerSeen.set(workerId, t);
-    if (workerSeen.size > 10_000) workerSeen.clear();
-    const info: Record<string, unknown> = { via: 'http', tenant_id: tenantId, live_ms: 60_000 };
+    const seenKey = remoteNodeId(tenantId, workerId);
+    if (t - (workerSeen.get(seenKey) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS) return;
+    if (workerSeen.size >= MAX_WORKERS_SEEN) workerSeen.clear();
+    workerSeen.set(seenKey, t);
+    const info: Record<string, unknown> = { via: 'http', live_ms: REMOTE_WORKER_LIVE_MS };
     if (pool !== undefined) info.pool = pool;
     store
-      .touchNode({ nodeId: workerId, role: 'worker', now: t, info })
+      .touchRemoteWorker({ tenantId, workerId, now: t, info, cap: MAX_REMOTE_WORKERS_PER_TENANT })
       .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
   };
   /**

@@ -8,23 +8,65 @@
 
 /**
  * $1 node, $2 role, $3 now, $4 clock offset ms, $5 clock uncertainty ms, $6 info (jsonb).
- * Registers the node or records that it is alive.
+ * Registers a cluster node (a scheduler, or a worker on the database) or records that it is alive.
+ * Never a remote worker's row (tenant_id set): those are `nodeTouchRemote`'s alone.
  */
 export const nodeTouch = `
 INSERT INTO nodes (node_id, role, started_at, last_seen_at, clock_offset_ms, clock_uncertainty_ms, info)
 VALUES ($1, $2, $3, $3, $4, $5, $6)
 ON CONFLICT (node_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
   clock_offset_ms = EXCLUDED.clock_offset_ms, clock_uncertainty_ms = EXCLUDED.clock_uncertainty_ms,
-  info = EXCLUDED.info`;
+  info = EXCLUDED.info
+WHERE nodes.tenant_id IS NULL`;
 
-/** $1 role, $2 seen since. Nodes of a role seen since an instant. */
-export const nodeCountLive = `SELECT count(*)::int AS n FROM nodes WHERE role = $1 AND last_seen_at > $2`;
+/**
+ * $1 node (`<tenant>/<worker_id>`), $2 tenant, $3 now, $4 info (jsonb), $5 the tenant's cap.
+ * A remote worker (known through the HTTP API) says it is alive. The update matches only a worker
+ * row of the same tenant, so an API caller can never write a scheduler's row or another tenant's.
+ * When the tenant already has `$5` other rows, the least recently seen beyond `$5 - 1` go, so a
+ * tenant's rows stay at most `$5`: run under `nodeRemoteLock`, which orders a tenant's touches.
+ */
+export const nodeTouchRemote = `
+WITH touched AS (
+  INSERT INTO nodes (node_id, role, started_at, last_seen_at, info, tenant_id)
+  VALUES ($1, 'worker', $3, $3, $4, $2)
+  ON CONFLICT (node_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, info = EXCLUDED.info
+  WHERE nodes.tenant_id = EXCLUDED.tenant_id AND nodes.role = 'worker'
+  RETURNING node_id
+), evicted AS (
+  DELETE FROM nodes WHERE node_id IN (
+    SELECT node_id FROM nodes
+    WHERE tenant_id = $2 AND node_id <> $1
+    ORDER BY last_seen_at DESC, node_id
+    OFFSET $5::int - 1
+  )
+  RETURNING node_id
+)
+SELECT (SELECT count(*)::int FROM touched) AS touched, (SELECT count(*)::int FROM evicted) AS evicted`;
+
+/**
+ * $1 tenant. Orders one tenant's remote-worker touches until the transaction ends, so that each
+ * sees the rows the one before it left (the cap is exact even with many API servers).
+ */
+export const nodeRemoteLock = `SELECT pg_advisory_xact_lock(hashtext('tock.nodes.' || current_schema() || '.' || $1))`;
+
+/**
+ * $1 role, $2 seen since. Cluster nodes (tenant_id NULL) of a role seen since an instant: the
+ * live scheduler count behind the fair share, which no API caller can reach.
+ */
+export const nodeCountLive = `
+SELECT count(*)::int AS n FROM nodes WHERE role = $1 AND last_seen_at > $2 AND tenant_id IS NULL`;
 
 /** $1 node. A node leaving on purpose. */
 export const nodeDelete = `DELETE FROM nodes WHERE node_id = $1`;
 
-/** $1 older than. Forgets nodes not seen for a long time (their shards expired long ago). */
-export const nodePrune = `DELETE FROM nodes WHERE last_seen_at < $1`;
+/**
+ * $1 cluster nodes older than, $2 remote workers older than. Forgets cluster nodes not seen for a
+ * long time (their shards expired long ago) and remote workers after a short silence.
+ */
+export const nodePrune = `
+DELETE FROM nodes
+WHERE (tenant_id IS NULL AND last_seen_at < $1) OR (tenant_id IS NOT NULL AND last_seen_at < $2)`;
 
 /** $1 node, $2 now, $3 new expiry. Renews the leases the node still holds; the rest are lost. */
 export const shardRenew = `
@@ -70,10 +112,18 @@ FOR SHARE OF s`;
 /** Shards: their count, and who owns each. */
 export const shardList = `SELECT shard_id, owner, lease_expires_at, epoch FROM shards ORDER BY shard_id`;
 
-/** Nodes, newest first. */
+/**
+ * $1 tenant (NULL: every node), $2 limit, $3 cursor role, $4 cursor started_at, $5 cursor node
+ * (NULLs: the first page). Nodes by role, then newest first, one page after the cursor's row.
+ */
 export const nodeList = `
-SELECT node_id, role, started_at, last_seen_at, clock_offset_ms, clock_uncertainty_ms, info
-FROM nodes ORDER BY role, started_at DESC, node_id`;
+SELECT node_id, role, started_at, last_seen_at, clock_offset_ms, clock_uncertainty_ms, info, tenant_id
+FROM nodes
+WHERE ($1::text IS NULL OR tenant_id = $1)
+  AND ($3::text IS NULL OR role > $3 OR (role = $3 AND (started_at < $4
+    OR (started_at = $4 AND node_id > $5))))
+ORDER BY role, started_at DESC, node_id
+LIMIT $2`;
 
 /** $1 now, $2 shard ids. Jobs due by now and not yet ticked, per shard: the scheduler's backlog. */
 export const jobBacklog = `
