@@ -79,7 +79,8 @@ describe('item 2: remote workers cannot touch cluster nodes or other tenants', (
     expect(hb.status, hb.text).toBe(200);
     const lease = await http('POST', '/v1/leases', { key: acme.worker, body: { worker_id: 'sched-2' } });
     expect(lease.status, lease.text).toBe(200);
-    await rowsLanded(HTTP_ROWS, 1);
+    // Both rows (other/sched-2, acme/sched-2): one still in flight would land in the next test.
+    await rowsLanded(HTTP_ROWS, 2);
 
     const step = await db.store.shardStep({ nodeId: 'sched-1', now: later, leaseMs: LEASE_MS });
     expect([step.liveNodes, step.fairShare]).toEqual([1, 64]);
