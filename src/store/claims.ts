@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { ValidationError, validateId } from '../core/index.js';
 import * as C from './queries/claims.js';
 import * as R from './queries/runs.js';
-import type { ClaimedRun } from './types.js';
+import type { ClaimedRun, Store } from './types.js';
 
 /** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
 export const MAX_CLAIM_AHEAD_MS = 10_000;
@@ -22,16 +22,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The unique index that makes a claim id name one claim (per lease length). */
 const CLAIM_ID_INDEX = 'run_claims_claim_id';
 
-export interface ClaimParams {
-  workerId: string;
-  pool: string;
-  max: number;
-  now: number;
-  handlers?: readonly string[];
-  tenantId?: string;
-  aheadMs?: number;
-  claimId?: string;
-}
+/** What a claim is given: the `Store` interface's parameters of `claimRuns`. */
+export type ClaimParams = Parameters<Store['claimRuns']>[0];
 
 function instant(ms: number): Date {
   const d = new Date(ms);
