@@ -161,10 +161,15 @@ function encodeCursor(parts: unknown[]): string {
   return Buffer.from(JSON.stringify(parts)).toString('base64url');
 }
 
+/**
+ * A cursor's parts. A cursor is base64url JSON a caller may forge, and the API's text guard sees
+ * only its encoding: one decoding to text PostgreSQL refuses (U+0000, an unpaired surrogate) is
+ * refused here, like any cursor this server did not issue.
+ */
 function decodeCursor(cursor: string): unknown[] {
   try {
     const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(parts)) return parts;
+    if (Array.isArray(parts) && badTextAt(parts) === null) return parts;
   } catch {
     // fall through
   }
@@ -1145,14 +1150,9 @@ export class PostgresStore implements Store {
     let after: [string | null, Date | null, string | null] = [null, null, null];
     if (p.cursor) {
       const [role, ms, id] = decodeCursor(p.cursor);
-      if (
-        typeof role !== 'string' ||
-        typeof ms !== 'number' ||
-        !Number.isFinite(ms) ||
-        typeof id !== 'string'
-      )
+      if (typeof role !== 'string' || typeof ms !== 'number' || typeof id !== 'string')
         throw new ValidationError('cursor is not one this server issued', { field: 'cursor' });
-      after = [role, new Date(ms), id];
+      after = [role, checkInstant(ms, 'cursor'), id];
     }
     const { rows } = await this.pool.query(S.nodeList, [p.tenantId ?? null, limit + 1, ...after]);
     const items: NodeInfo[] = rows.slice(0, limit).map((r) => ({
