@@ -54,7 +54,10 @@ export interface AppOptions {
   auth: 'keys' | 'open';
   /** Tenant of open mode. Default `default`. */
   openTenant?: string;
-  /** Requests per second each tenant may make (token bucket), and the burst. Default 200/s, 400. */
+  /**
+   * Requests per second each tenant may make (token bucket), and the burst. Default 200/s, 400.
+   * Re-claims of waiting long-polls are counted in a second bucket of the same size.
+   */
   quota?: { perSecond: number; burst: number };
   /** Whether the database answers and migrations are current (for /readyz). */
   readiness: () => Promise<{ database: boolean; migrations: boolean }>;
@@ -129,7 +132,9 @@ export async function buildApp(o: AppOptions): Promise<App> {
 
   app.decorateRequest('principal', undefined as unknown as FastifyRequest['principal']);
   const quota = new TenantQuota(o.clock, o.quota?.perSecond ?? 200, o.quota?.burst ?? 400);
-  app.decorate('longPolls', new LongPolls({ clock: o.clock, quota, limits, wakeups: o.wakeups }));
+  // Re-claims of waiting long-polls have a bucket of their own, of the same size (long-poll.ts).
+  const reclaims = new TenantQuota(o.clock, o.quota?.perSecond ?? 200, o.quota?.burst ?? 400);
+  app.decorate('longPolls', new LongPolls({ clock: o.clock, reclaims, limits, wakeups: o.wakeups }));
   // Closing waits for requests in flight: waiting long-polls answer at once rather than hold it up to 30 s.
   app.addHook('preClose', async () => app.longPolls.close());
   // A caller refused for its key may still be sending a body: close the connection rather than

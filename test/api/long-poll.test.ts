@@ -9,6 +9,7 @@ import {
   LONG_POLL_MIN_SLEEP_MS,
   LONG_POLL_RETRY_AFTER_S,
   LONG_POLL_UNLISTENED_MS,
+  RunWakeups,
 } from '../../src/api/long-poll.js';
 import type { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
@@ -158,21 +159,53 @@ test('closing the server answers waiting long-polls at once, with no runs', asyn
   expect(db.clock.pendingSleeps).toBe(0);
 });
 
-test("each re-claim of a waiting long-poll takes a token of the tenant's quota", async () => {
-  // A bucket of 4 that refills once in 1000 s.
-  api = await startApi(db, { quota: { perSecond: 0.001, burst: 4 } });
+test("each re-claim of a waiting long-poll takes a token of the tenant's re-claim quota, not of its request quota", async () => {
+  // Buckets of 4 that refill once in 1000 s.
+  api = await startApi(db, { store: countingStore(db.store), quota: { perSecond: 0.001, burst: 4 } });
   const http = client(api.base);
   const answers: Answer[] = [];
-  const pending = longPolls(1, keys.worker, answers); // its request takes 1 token
+  const pending = longPolls(1, keys.worker, answers); // its request takes 1 request token
   await until(() => db.clock.pendingSleeps === 1, 'the long-poll to wait');
-  // Two fallback wake-ups: two re-claims, two more tokens.
-  for (let i = 0; i < 2; i++) {
+  // Five fallback wake-ups: four re-claims spend the re-claim bucket; the fifth waits for a token.
+  for (let i = 0; i < 5; i++) {
     db.clock.advance(LONG_POLL_UNLISTENED_MS);
     await until(() => db.clock.pendingSleeps === 1, 'the long-poll to wait again');
   }
-  // One token is left: one request passes, the next is refused.
-  expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
+  expect(claims).toBe(1 + 4);
+  // The request bucket has its other 3 tokens: three requests pass, the next is refused.
+  for (let i = 0; i < 3; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
   expectError(await http('GET', '/v1/jobs', { key: keys.reader }), 429, 'rate_limited');
   db.clock.advance(30_000);
   await Promise.all(pending);
+});
+
+test("another tenant's notifications cannot spend a tenant's request quota: a woken long-poll re-claims at most once per LONG_POLL_MIN_SLEEP_MS", async () => {
+  // Review finding: every notification (any tenant's trigger or release) woke every waiter, and
+  // each re-claim took a token of the waiter's request quota, so tenant a's triggers spent tenant
+  // b's quota until b's heartbeats and completions were refused.
+  const wakeups = new RunWakeups(db.clock);
+  wakeups.listening = true;
+  api = await startApi(db, {
+    store: countingStore(db.store),
+    wakeups,
+    quota: { perSecond: 0.001, burst: 10 },
+  });
+  const http = client(api.base);
+  const answers: Answer[] = [];
+  const pending = longPolls(5, keys.worker, answers); // 5 of the 10 request tokens
+  await until(() => wakeups.waiting === 5, 'five long-polls to wait on notifications');
+  // 50 notifications, no time passing.
+  for (let i = 0; i < 50; i++) {
+    wakeups.wake();
+    await until(() => db.clock.pendingSleeps === 5, 'the long-polls to sleep again');
+  }
+  // Woken within LONG_POLL_MIN_SLEEP_MS of their claim, they wait out the rest of it: no claim yet.
+  // (The unfixed server re-claimed on every wake: 250 claims.)
+  expect(claims).toBe(5);
+  db.clock.advance(LONG_POLL_MIN_SLEEP_MS);
+  await until(() => claims === 10 && db.clock.pendingSleeps === 5, 'one re-claim each, then a wait');
+  // The tenant's request quota is as the long-polls left it: 5 tokens.
+  for (let i = 0; i < 5; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
+  db.clock.advance(30_000);
+  for (const a of await Promise.all(pending)) expect(a.status).toBe(200);
 });
