@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import { allows, type Clock, type Permission, type Role } from '../core/index.js';
 import type { Store } from '../store/index.js';
 import { answerClientError, answerError, envelope } from './errors.js';
-import { type HttpLimits, httpLimits, serverOptions } from './limits.js';
+import { capConnectionsPerAddress, type HttpLimits, httpLimits, serverOptions } from './limits.js';
 import { LongPolls, type Wakeups } from './long-poll.js';
 import type { Metrics, RunGaugeSampler } from './metrics.js';
 import { TenantQuota } from './quota.js';
@@ -128,6 +128,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
 
   // Connections past the cap are closed as they arrive.
   app.server.maxConnections = limits.maxConnections;
+  capConnectionsPerAddress(app.server, limits.maxConnectionsPerAddress);
   app.server.headersTimeout = limits.headersTimeoutMs;
 
   app.decorateRequest('principal', undefined as unknown as FastifyRequest['principal']);

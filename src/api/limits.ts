@@ -8,6 +8,7 @@
  * {@link MAX_LONG_POLL_MS}) has its whole request in hand when it starts waiting, and the idle
  * timeout is above the longest wait.
  */
+import type { Server, Socket } from 'node:net';
 
 /** The longest `wait_ms` of `POST /v1/leases` (the request schema's maximum), ms. */
 export const MAX_LONG_POLL_MS = 30_000;
@@ -26,6 +27,12 @@ export interface HttpLimits {
   idleTimeoutMs: number;
   /** Open connections at once; the server closes new ones beyond it at once. Default 1000. */
   maxConnections: number;
+  /**
+   * Open connections at once from one client address; the server closes new ones beyond it at once,
+   * so one client cannot take every connection. 0: no cap (a server behind a proxy, where every
+   * connection comes from the proxy's address: let the proxy cap clients). Default 500.
+   */
+  maxConnectionsPerAddress: number;
   /** Requests one keep-alive connection may carry before the server closes it. Default 1000. */
   maxRequestsPerSocket: number;
   /** Waiting long-polls (`POST /v1/leases` with `wait_ms`) per API key; more answer 429. Default 20. */
@@ -40,6 +47,7 @@ export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = {
   keepAliveTimeoutMs: 5_000,
   idleTimeoutMs: 60_000,
   maxConnections: 1000,
+  maxConnectionsPerAddress: 500,
   maxRequestsPerSocket: 1000,
   longPollsPerKey: 20,
   longPollsPerTenant: 100,
@@ -50,6 +58,29 @@ export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = {
  * is 30 s, which would let a slow request live up to 30 s past its timeout).
  */
 export const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
+/**
+ * Closes a new connection at once when its address already has `max` open (0: no cap). Counted
+ * per process, like the other limits.
+ */
+export function capConnectionsPerAddress(server: Server, max: number): void {
+  if (max <= 0) return;
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const n = (open.get(address) ?? 0) + 1;
+    if (n > max) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, n);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left > 0) open.set(address, left);
+      else open.delete(address);
+    });
+  });
+}
 
 /** The defaults with `given` on top (unset fields keep them); the headers timeout is held to the request timeout. */
 export function httpLimits(given: Partial<HttpLimits> = {}): HttpLimits {

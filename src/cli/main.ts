@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseInstant, SystemClock } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
-import { databaseOptions, duration, heldRunOptions, positiveInt } from './options.js';
+import { databaseOptions, duration, heldRunOptions, intInRange, positiveInt } from './options.js';
 import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
@@ -244,6 +244,14 @@ export function buildProgram(): Command {
     )
     .addOption(
       new Option(
+        '--max-connections-per-address <n>',
+        'open connections at once from one client address; new ones beyond it are closed; 0: no cap, behind a proxy (default 500)',
+      )
+        .env('TOCK_MAX_CONNECTIONS_PER_ADDRESS')
+        .argParser(intInRange(0, 1_000_000)),
+    )
+    .addOption(
+      new Option(
         '--long-polls-per-key <n>',
         'waiting lease long-polls per API key; more answer 429 (default 20)',
       )
@@ -292,6 +300,7 @@ export function buildProgram(): Command {
           requestTimeoutMs: opts.requestTimeout,
           keepAliveTimeoutMs: opts.keepAliveTimeout,
           maxConnections: opts.maxConnections,
+          maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
           longPollsPerKey: opts.longPollsPerKey,
           longPollsPerTenant: opts.longPollsPerTenant,
         },

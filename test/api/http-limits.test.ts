@@ -164,6 +164,54 @@ test('connections beyond the cap are closed at once', async () => {
   await Promise.all(held.map((h) => h.closed));
 });
 
+test('connections beyond the cap of one address are closed at once; another address is still served', async () => {
+  // Review finding: 1005 silent sockets from one client filled the global cap, and /healthz from
+  // anyone else got no answer.
+  const capped = await startApi(db, { limits: { ...LIMITS, maxConnectionsPerAddress: 5 } });
+  const cappedPort = Number(new URL(capped.base).port);
+  const open = (localAddress: string) => {
+    const socket = connect({ host: '127.0.0.1', port: cappedPort, localAddress });
+    socket.on('error', () => {});
+    let data = '';
+    socket.on('data', (c: Buffer) => {
+      data += c.toString('latin1');
+    });
+    const closed = once(socket, 'close');
+    return { socket, closed, received: () => data, connected: once(socket, 'connect') };
+  };
+  try {
+    const held = Array.from({ length: 5 }, () => open('127.0.0.1'));
+    await Promise.all(held.map((h) => h.connected));
+    for (const h of held) h.socket.write('GET /healthz HTTP/1.1\r\n');
+    let n = 0;
+    await until(() => {
+      capped.app.server.getConnections((_err: Error | null, count: number) => (n = count));
+      return n >= 5;
+    }, 'the server to hold them');
+    const extra = open('127.0.0.1');
+    await closedWithin(
+      extra.closed.then(() => 0),
+      1000,
+      'a sixth connection from one address',
+    );
+    expect(extra.received()).toBe('');
+    // Another client (another loopback address) is served.
+    const other = open('127.0.0.2');
+    await other.connected;
+    other.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    await closedWithin(
+      other.closed.then(() => 0),
+      2000,
+      'the other address',
+    );
+    expect(status(other.received())).toBe(200);
+    for (const h of held) h.socket.destroy();
+    await Promise.all(held.map((h) => h.closed));
+  } finally {
+    await capped.close();
+  }
+});
+
 test('a long-poll outlives the request timeout: the timeout bounds receiving, not answering', async () => {
   const http = client(api.base);
   const pending = http('POST', '/v1/leases', {
