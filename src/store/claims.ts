@@ -4,8 +4,10 @@
  * and sends again when it retries that claim, to this server or another: a claim id that already
  * names a live claim of the same worker and tenant answers that claim (same runs, same tokens)
  * instead of claiming more, so a claim whose answer was lost is not stranded under a lease nobody
- * renews. Invariant: one claim id holds at most one claim row per lease length (a unique index), so
- * two servers racing on one id cannot both take runs; the loser answers the winner's claim.
+ * renews. Invariant: one claim id holds at most one claim row per tenant, worker and lease length
+ * (a unique index, migration 0010: the scope `claimAgain` looks in), so two servers racing on one
+ * id cannot both take runs, the loser answers the winner's claim, and an id another tenant or worker
+ * used is no obstacle.
  * `PostgresStore` delegates its claims here.
  */
 import type pg from 'pg';
@@ -19,7 +21,7 @@ export const MAX_CLAIM_AHEAD_MS = 10_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** The unique index that makes a claim id name one claim (per lease length). */
+/** The unique index that makes a claim id name one claim (per tenant, worker and lease length). */
 const CLAIM_ID_INDEX = 'run_claims_claim_id';
 
 /** What a claim is given: the `Store` interface's parameters of `claimRuns`. */
@@ -106,8 +108,9 @@ export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams):
     ]);
     return rows.map(toClaimed);
   } catch (err) {
-    // Another server made this claim since the lookup (the same claim sent twice at once), or it
-    // is another worker's or tenant's, or expired: answer what it holds for us, which may be nothing.
+    // Another server made this claim (same id, tenant and worker: the index's key is the lookup's
+    // scope) since the lookup, the same claim sent twice at once: answer it. It may have expired
+    // in between, then the answer is nothing.
     const e = err as { code?: string; constraint?: string };
     if (claimId === undefined || e.code !== '23505' || e.constraint !== CLAIM_ID_INDEX) throw err;
     return claimAgain(pool, { ...p, claimId });

@@ -58,12 +58,31 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
   });
 }
 
-/** Versions known to this build but not applied to the database (empty: current). */
+/**
+ * The versions in each migrations folder `pendingMigrations` has read, read once per process: the
+ * files do not change while it runs, and readiness checks ask often. A failed read is not kept.
+ */
+const knownVersions = new Map<string, Promise<number[]>>();
+
+function versionsIn(dir: string): Promise<number[]> {
+  let versions = knownVersions.get(dir);
+  if (!versions) {
+    versions = loadMigrations(dir).then((ms) => ms.map((m) => m.version));
+    knownVersions.set(dir, versions);
+    versions.catch(() => knownVersions.delete(dir));
+  }
+  return versions;
+}
+
+/**
+ * Versions known to this build but not applied to the database (empty: current). The folder is
+ * read once per process (per folder); the database is asked each time.
+ */
 export async function pendingMigrations(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<number[]> {
-  const migrations = await loadMigrations(dir);
+  const versions = await versionsIn(dir);
   const exists = await pool.query(`SELECT to_regclass('tock_migrations') IS NOT NULL AS present`);
-  if (!exists.rows[0]?.present) return migrations.map((m) => m.version);
+  if (!exists.rows[0]?.present) return [...versions];
   const { rows } = await pool.query<{ version: number }>('SELECT version FROM tock_migrations');
   const done = new Set(rows.map((r) => r.version));
-  return migrations.filter((m) => !done.has(m.version)).map((m) => m.version);
+  return versions.filter((v) => !done.has(v));
 }

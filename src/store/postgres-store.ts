@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import {
+  allows,
   badTextAt,
   ConflictError,
   definitionHash,
@@ -32,6 +33,7 @@ import {
   type Schedule,
   shardOf,
   sortKey,
+  TockError,
   ValidationError,
   validateId,
   validateJob,
@@ -872,9 +874,27 @@ export class PostgresStore implements Store {
     return rows.map(toApiKey);
   }
 
-  async revokeApiKey(p: { tenantId: string; keyId: string; now: number }): Promise<ApiKey> {
-    const { rows } = await this.pool.query(A.apiKeyRevoke, [p.tenantId, p.keyId, checkInstant(p.now, 'now')]);
+  async revokeApiKey(p: {
+    tenantId: string;
+    keyId: string;
+    now: number;
+    by: Role | 'database';
+  }): Promise<ApiKey> {
+    const mayRevokeCluster = p.by === 'database' || allows(parseRole(p.by), 'cluster');
+    const { rows } = await this.pool.query(A.apiKeyRevoke, [
+      p.tenantId,
+      p.keyId,
+      checkInstant(p.now, 'now'),
+      mayRevokeCluster,
+    ]);
     if (!rows[0]) throw new NotFoundError(`key ${p.keyId} does not exist`, { key_id: p.keyId });
+    if (!rows[0].revoked) {
+      throw new TockError(
+        'forbidden',
+        `a ${p.by} key may not revoke a cluster-admin key: that needs a cluster-admin key or the database`,
+        { key_id: p.keyId },
+      );
+    }
     return toApiKey(rows[0]);
   }
 

@@ -341,7 +341,13 @@ export interface Store {
   /** The live key with this secret, or null (unknown, forged or revoked). */
   authenticate(secret: string): Promise<ApiKey | null>;
   listApiKeys(p: { tenantId: string }): Promise<ApiKey[]>;
-  revokeApiKey(p: { tenantId: string; keyId: string; now: number }): Promise<ApiKey>;
+  /**
+   * Revokes one of the tenant's keys (`NotFoundError` if it has none by that id). `by`: the caller's
+   * role, or `database` (an operator on the database). A cluster-admin key can only be revoked by a
+   * role with the `cluster` permission or the database: otherwise a `forbidden` `TockError`, and
+   * nothing changes.
+   */
+  revokeApiKey(p: { tenantId: string; keyId: string; now: number; by: Role | 'database' }): Promise<ApiKey>;
   /** Whether any live key exists. */
   hasApiKeys(): Promise<boolean>;
 

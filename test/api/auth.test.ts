@@ -145,6 +145,55 @@ describe('authentication', () => {
   });
 });
 
+describe('cluster-admin keys (F7)', () => {
+  test("an admin lists its tenant's cluster-admin key (no secret) but may not revoke it: 403, nothing changed; a cluster-admin may", async () => {
+    const tenant = await keysFor(db, 'ops-f7');
+    const list = await http('GET', '/v1/keys', { key: tenant.admin });
+    expect(list.status, list.text).toBe(200);
+    const listed = list.json.keys.find((k: { key_id: string }) => k.key_id === tenant.ids['cluster-admin']);
+    expect(listed).toMatchObject({ role: 'cluster-admin', revoked_at: null });
+    expect(listed.key).toBeUndefined();
+
+    const before = await snapshot(db.pool);
+    const refused = await http('DELETE', `/v1/keys/${tenant.ids['cluster-admin']}`, { key: tenant.admin });
+    expectError(refused, 403, 'forbidden');
+    expect(await snapshot(db.pool)).toEqual(before);
+    expect((await http('GET', '/v1/status', { key: tenant['cluster-admin'] })).status).toBe(200);
+
+    // The cluster-admin key revokes another cluster-admin key of its tenant, then itself.
+    const second = await db.store.createApiKey({
+      tenantId: 'ops-f7',
+      role: 'cluster-admin',
+      now: db.clock.nowMs(),
+    });
+    const revoked = await http('DELETE', `/v1/keys/${second.key.keyId}`, { key: tenant['cluster-admin'] });
+    expect(revoked.status, revoked.text).toBe(200);
+    expect(revoked.json).toMatchObject({
+      key_id: second.key.keyId,
+      role: 'cluster-admin',
+      revoked_at: iso(db.clock.nowMs()),
+    });
+    expectError(await http('GET', '/v1/keys', { key: second.secret }), 401, 'unauthorized');
+    // An admin still revokes the tenant's other keys.
+    expect((await http('DELETE', `/v1/keys/${tenant.ids.reader}`, { key: tenant.admin })).status).toBe(200);
+    // Another tenant's admin gets 404 for it, not 403: it is not theirs to know about.
+    expectError(
+      await http('DELETE', `/v1/keys/${tenant.ids['cluster-admin']}`, { key: b.admin }),
+      404,
+      'not_found',
+    );
+    // The database (tock keys, an operator of the database) may revoke it.
+    const byDb = await db.store.revokeApiKey({
+      tenantId: 'ops-f7',
+      keyId: tenant.ids['cluster-admin'],
+      now: db.clock.nowMs(),
+      by: 'database',
+    });
+    expect(byDb.revokedAt).toEqual(new Date(db.clock.nowMs()));
+    expectError(await http('GET', '/v1/keys', { key: tenant['cluster-admin'] }), 401, 'unauthorized');
+  });
+});
+
 describe('roles', () => {
   test('reader: GETs only', async () => {
     expect((await http('GET', '/v1/jobs', { key: a.reader })).status).toBe(200);

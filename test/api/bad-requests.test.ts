@@ -456,7 +456,12 @@ beforeAll(async () => {
   acme = await keysFor(db, 'acme');
   globex = await keysFor(db, 'globex');
   const r = await db.store.createApiKey({ tenantId: 'acme', role: 'admin', now: db.clock.nowMs() });
-  await db.store.revokeApiKey({ tenantId: 'acme', keyId: r.key.keyId, now: db.clock.nowMs() });
+  await db.store.revokeApiKey({
+    tenantId: 'acme',
+    keyId: r.key.keyId,
+    now: db.clock.nowMs(),
+    by: 'database',
+  });
   revoked = r.secret;
   forged = `tock_${'A'.repeat(43)}`;
   const put = await call(api.base, 'PUT', '/v1/jobs/existing', {

@@ -46,19 +46,18 @@ afterAll(async () => {
   await db?.teardown();
 });
 
-/** `n` ready runs of a fresh job in a pool of their own; returns the pool. */
-async function readyPool(n: number): Promise<string> {
+/** `n` ready runs of a fresh job (of acme, or of the tenant of `by`) in a pool of their own; returns the pool. */
+async function readyPool(n: number, by: RoleKeys = keys, pool = uniqueId('p')): Promise<string> {
   const http = client(api.base);
-  const pool = uniqueId('p');
   const jobId = uniqueId('j');
   const put = await http('PUT', `/v1/jobs/${jobId}`, {
-    key: keys.operator,
+    key: by.operator,
     body: { schedule: '@every 1h', handler: 'h', pool },
   });
   expect(put.status, put.text).toBe(200);
   for (let i = 0; i < n; i++) {
     const t = await http('POST', `/v1/jobs/${jobId}/runs`, {
-      key: keys.operator,
+      key: by.operator,
       body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
     });
     expect(t.status, t.text).toBe(201);
@@ -101,6 +100,45 @@ test('a claim retried with its claim_id, to the same or another server, gets the
     body: { ...body, claim_id: 'not-a-uuid' },
   });
   expect(bad.status).toBe(400);
+});
+
+test('a claim id another tenant, or another worker of the tenant, already used claims their own runs (F6)', async () => {
+  // One pool name, runs of both tenants in it. Before migration 0010 the claim id was unique across
+  // tenants and workers: the second and third claims hit the unique index and answered no runs.
+  const pool = await readyPool(2);
+  await readyPool(2, other, pool);
+  const claim_id = randomUUID();
+  const body = { worker_id: 'w-shared', pool, max: 1, claim_id };
+  const http = client(api.base);
+  const acme = await http('POST', '/v1/leases', { key: keys.worker, body });
+  expect(acme.status, acme.text).toBe(200);
+  expect(acme.json.runs).toHaveLength(1);
+  const globex = await http('POST', '/v1/leases', { key: other.worker, body });
+  expect(globex.status, globex.text).toBe(200);
+  expect(globex.json.runs).toHaveLength(1);
+  const acmeTwin = await http('POST', '/v1/leases', {
+    key: keys.worker,
+    body: { ...body, worker_id: 'w-twin' },
+  });
+  expect(acmeTwin.status, acmeTwin.text).toBe(200);
+  expect(acmeTwin.json.runs).toHaveLength(1);
+  const ids = [acme, globex, acmeTwin].map((a) => a.json.runs[0].run_id);
+  expect(new Set(ids).size).toBe(3);
+  // Each run is its claimer's tenant's.
+  const tenantOf = async (runId: string) =>
+    (await rowsOf('SELECT tenant_id FROM runs WHERE run_id = $1', [runId]))[0]?.tenant_id;
+  expect(await Promise.all(ids.map(tenantOf))).toEqual(['acme', 'globex', 'acme']);
+  // Each retry (max 2 now) answers its own claim, same run and token, and claims nothing more.
+  for (const [key, b, first] of [
+    [keys.worker, body, acme],
+    [other.worker, body, globex],
+    [keys.worker, { ...body, worker_id: 'w-twin' }, acmeTwin],
+  ] as const) {
+    const again = await http('POST', '/v1/leases', { key, body: { ...b, max: 2 } });
+    expect(again.status, again.text).toBe(200);
+    expect(leases(again.json.runs)).toEqual(leases(first.json.runs));
+  }
+  expect(await rowsOf('SELECT run_id FROM run_queue WHERE pool = $1', [pool])).toHaveLength(1);
 });
 
 test.each([

@@ -1,7 +1,7 @@
 /**
  * Retry-safe claims at the store (issue 14, item 10): a claim id names one claim. Sent again, by the
  * same or another server on the same database, it answers that claim's runs and tokens and claims
- * nothing new; another tenant's or worker's claim id finds nothing of theirs; a claim id whose
+ * nothing new; another tenant's or worker's claim id finds nothing of theirs (and claims their own runs); a claim id whose
  * claim has expired claims nothing (and takes nothing off the queue); and a claim whose client went
  * away is released without spending an attempt, unless a retry was answered with it.
  */
@@ -53,22 +53,35 @@ test('the same claim id, again and from a second store, answers the same runs an
   expect(next).toHaveLength(2);
 });
 
-test("another tenant's or worker's claim id finds nothing of theirs, and claims nothing", async () => {
-  const pool = await readyPool('t-owner', 2);
+test("another tenant's or worker's claim id finds nothing of theirs, and claims their own runs", async () => {
+  const pool = await readyPool('t-owner', 3);
   const claimId = randomUUID();
   const now = db.clock.nowMs();
-  const mine = await db.store.claimRuns({ workerId: 'w-a', pool, max: 1, now, tenantId: 't-owner', claimId });
+  const owner = { workerId: 'w-a', pool, max: 1, now, tenantId: 't-owner', claimId };
+  const mine = await db.store.claimRuns(owner);
   expect(mine).toHaveLength(1);
-  await readyPool('t-thief', 1);
-  expect(
-    await db.store.claimRuns({ workerId: 'w-a', pool, max: 1, now, tenantId: 't-thief', claimId }),
-  ).toEqual([]);
-  expect(
-    await db.store.claimRuns({ workerId: 'w-b', pool, max: 1, now, tenantId: 't-owner', claimId }),
-  ).toEqual([]);
-  // The owner's other run is still queued: the refused claims took nothing.
-  expect(await count('SELECT 1 FROM run_queue WHERE pool = $1', [pool])).toBe(1);
-  expect(await count('SELECT 1 FROM run_claims WHERE claim_id = $1 AND NOT retried', [claimId])).toBe(1);
+  const theirPool = await readyPool('t-thief', 1);
+  const theirs = await db.store.claimRuns({ ...owner, pool: theirPool, tenantId: 't-thief' });
+  expect(theirs).toHaveLength(1);
+  const twin = await db.store.claimRuns({ ...owner, workerId: 'w-b' });
+  expect(twin).toHaveLength(1);
+  // A database worker (no tenant) with the same id and worker is a scope of its own too.
+  const all = await db.store.claimRuns({ workerId: 'w-a', pool, max: 1, now, claimId });
+  expect(all).toHaveLength(1);
+  const runs = [mine, theirs, twin, all].map((c) => c[0]!.runId);
+  expect(new Set(runs).size).toBe(4);
+  // Each scope's retry answers its own claim: same run, same token; nothing new claimed.
+  for (const [p, first] of [
+    [owner, mine],
+    [{ ...owner, pool: theirPool, tenantId: 't-thief' }, theirs],
+    [{ ...owner, workerId: 'w-b' }, twin],
+    [{ workerId: 'w-a', pool, max: 1, now, claimId }, all],
+  ] as const) {
+    const again = await db.store.claimRuns({ ...p, max: 2, now: now + 1000 });
+    expect(again.map((r) => [r.runId, r.leaseToken])).toEqual(first.map((r) => [r.runId, r.leaseToken]));
+  }
+  expect(await count('SELECT 1 FROM run_queue WHERE pool = ANY($1)', [[pool, theirPool]])).toBe(0);
+  expect(await count('SELECT 1 FROM run_claims WHERE claim_id = $1', [claimId])).toBe(4);
 });
 
 test('a claim id whose claim expired (not reaped yet) claims nothing and leaves the queue as it was', async () => {

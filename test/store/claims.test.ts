@@ -319,7 +319,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       await pool.query(insert, [id(5), lease(-500), 'succeeded', 'w-old', token(5), null, lease(-9_000), t]);
 
       // 0007 and every later migration.
-      expect(await migrate(pool)).toEqual([7, 8, 9]);
+      expect(await migrate(pool)).toEqual([7, 8, 9, 10]);
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });

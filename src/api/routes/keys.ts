@@ -1,4 +1,7 @@
-/** The keys routes: create, list and revoke a tenant's API keys (admin only). */
+/**
+ * The keys routes: create, list and revoke a tenant's API keys (admin only). A cluster-admin key is
+ * listed like any key (never its secret) but revoked only by a caller with the `cluster` permission.
+ */
 import { API_ROLES, type ApiRole, TockError } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
 import { keyJson } from '../present.js';
@@ -67,7 +70,14 @@ export function registerKeyRoutes(app: App, o: AppOptions): void {
     async (request) => {
       const { key_id } = request.params as { key_id: string };
       return keyJson(
-        await store.revokeApiKey({ tenantId: request.principal.tenantId, keyId: key_id, now: now() }),
+        // A cluster-admin key can only be revoked by a caller with the cluster permission (the store
+        // checks the key's role and refuses with 403 forbidden, changing nothing).
+        await store.revokeApiKey({
+          tenantId: request.principal.tenantId,
+          keyId: key_id,
+          now: now(),
+          by: request.principal.role,
+        }),
       );
     },
   );

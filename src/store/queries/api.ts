@@ -16,11 +16,24 @@ export const apiKeyList = `
 SELECT key_id, tenant_id, role, name, created_at, revoked_at FROM api_keys
 WHERE tenant_id = $1 ORDER BY created_at, key_id`;
 
-/** $1 tenant, $2 key id, $3 now. Revoking twice keeps the first revocation time. */
+/**
+ * $1 tenant, $2 key id, $3 now, $4 whether the caller may revoke a cluster-admin key (it has the
+ * `cluster` permission, or is the database itself).
+ * Revoking twice keeps the first revocation time. One row when the key is the tenant's: `revoked`
+ * false (and the key's columns null) when it is a cluster-admin key and $4 is false, and nothing was
+ * changed. No row: no such key in the tenant. A key's role never changes, so the check and the
+ * update see the same role.
+ */
 export const apiKeyRevoke = `
-UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $3)
-WHERE tenant_id = $1 AND key_id = $2
-RETURNING key_id, tenant_id, role, name, created_at, revoked_at`;
+WITH target AS (
+  SELECT key_id FROM api_keys WHERE tenant_id = $1 AND key_id = $2
+), revoked AS (
+  UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $3)
+  WHERE tenant_id = $1 AND key_id = $2 AND (role <> 'cluster-admin' OR $4::boolean)
+  RETURNING key_id, tenant_id, role, name, created_at, revoked_at
+)
+SELECT r.key_id IS NOT NULL AS revoked, r.key_id, r.tenant_id, r.role, r.name, r.created_at, r.revoked_at
+FROM target t LEFT JOIN revoked r ON true`;
 
 /** Whether any key exists (a server without keys refuses to start unless --insecure). */
 export const apiKeyAny = `SELECT EXISTS (SELECT 1 FROM api_keys WHERE revoked_at IS NULL) AS any`;

@@ -9,7 +9,8 @@ import { enqueue, MEMBERS, recordEnded, unclaim } from './runs.js';
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
  * The live claims a claim id names, of the same worker and tenant (another tenant's id finds
  * nothing), marked retried, with the runs they still hold in `sort_key` order: the answer a retry
- * gets, same runs and same tokens. On run_claims_claim_id, so only ever a probe of that index.
+ * gets, same runs and same tokens. On run_claims_claim_id, whose key (migration 0010) is this scope
+ * (claim id, tenant, worker, lease length), so only ever a probe of that index.
  */
 export const claimAgain = `
 WITH found AS (
