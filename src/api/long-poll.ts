@@ -14,7 +14,6 @@
  *
  * Invariants: at most `longPollsPerKey` waiting long-polls per API key and `longPollsPerTenant`
  * per tenant (more answer 429 `rate_limited` with `Retry-After`, before touching the database);
- * one long-poll claims at most once per {@link LONG_POLL_MIN_SLEEP_MS}, however often it is woken;
  * every claim is counted against a quota of the tenant: the request's first claim against the
  * request quota (the token its request took), each re-claim after a wake against the tenant's
  * re-claim quota, a bucket of its own of the same size (when it is empty, the re-claim waits for a
@@ -31,9 +30,10 @@ export const LONG_POLL_FALLBACK_MS = 5000;
 /** Longest sleep of a waiting long-poll while the listener is down (or the app has none), ms. */
 export const LONG_POLL_UNLISTENED_MS = 1000;
 /**
- * Shortest time between two claims of one long-poll, ms: a run that is claimable within `ahead_ms`
- * but not for this request (another handler, or another worker took it first) must not make it
- * claim in a loop, nor may a stream of notifications (any tenant's triggers and releases).
+ * Shortest sleep between two claims of one long-poll, ms: a run that is claimable within
+ * `ahead_ms` but not for this request (another handler, or another worker took it first) must not
+ * make it claim in a loop. (A notification still wakes it at once: a run triggered while it waits
+ * is answered without delay. What bounds re-claims after notifications is the re-claim quota.)
  */
 export const LONG_POLL_MIN_SLEEP_MS = 100;
 /** `Retry-After` of a long-poll refused for the per-key or per-tenant cap, seconds. */
@@ -126,7 +126,6 @@ export class LongPolls {
       // A client that went away gets no runs: a claim now would strand them under a lease nobody
       // renews until the reaper takes them back.
       if (r.signal.aborted) return [];
-      const claimedAt = clock.nowMs();
       const runs = await r.claim();
       if (runs.length > 0 || deadline - clock.nowMs() <= 0 || r.signal.aborted) return runs;
       const next = await r.nextAvailableAt();
@@ -137,11 +136,6 @@ export class LongPolls {
       const ms = Math.min(interval, remaining, Math.max(until, LONG_POLL_MIN_SLEEP_MS));
       if (wakeups) await wakeups.wait(ms, r.signal);
       else await clock.sleep(ms, r.signal);
-      // Woken early (a notification): still at most one claim per LONG_POLL_MIN_SLEEP_MS.
-      const since = clock.nowMs() - claimedAt;
-      if (since < LONG_POLL_MIN_SLEEP_MS && !r.signal.aborted) {
-        await clock.sleep(Math.min(LONG_POLL_MIN_SLEEP_MS - since, remaining), r.signal);
-      }
       // Each re-claim counts against the tenant's re-claim quota; with none left, it waits for a token.
       for (let short = reclaims.take(r.tenantId); short > 0; short = reclaims.take(r.tenantId)) {
         const left = deadline - clock.nowMs();
