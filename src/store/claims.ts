@@ -12,6 +12,7 @@
  */
 import type pg from 'pg';
 import { ValidationError, validateId } from '../core/index.js';
+import { checkInstant, UUID } from './checks.js';
 import * as C from './queries/claims.js';
 import * as R from './queries/runs.js';
 import type { ClaimedRun, Store } from './types.js';
@@ -19,21 +20,11 @@ import type { ClaimedRun, Store } from './types.js';
 /** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
 export const MAX_CLAIM_AHEAD_MS = 10_000;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** The unique index that makes a claim id name one claim (per tenant, worker and lease length). */
 const CLAIM_ID_INDEX = 'run_claims_claim_id';
 
 /** What a claim is given: the `Store` interface's parameters of `claimRuns`. */
 export type ClaimParams = Parameters<Store['claimRuns']>[0];
-
-function instant(ms: number): Date {
-  const d = new Date(ms);
-  if (!Number.isFinite(ms) || d.getUTCFullYear() < 1970 || d.getUTCFullYear() > 9999) {
-    throw new ValidationError('now must be an instant in the years 1970-9999', { field: 'now' });
-  }
-  return d;
-}
 
 function toClaimed(r: Record<string, unknown>): ClaimedRun {
   const timeout = r.timeout_seconds as number | null;
@@ -76,7 +67,7 @@ function checkClaim(p: ClaimParams): number {
 async function claimAgain(pool: pg.Pool, p: ClaimParams & { claimId: string }): Promise<ClaimedRun[]> {
   const { rows } = await pool.query(C.claimAgain, [
     p.claimId,
-    instant(p.now),
+    checkInstant(p.now, 'now'),
     p.workerId,
     p.tenantId ?? null,
   ]);
@@ -97,7 +88,7 @@ export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams):
   try {
     const { rows } = await pool.query(R.runClaim, [
       p.pool,
-      instant(p.now),
+      checkInstant(p.now, 'now'),
       p.max,
       p.workerId,
       leaseMs,
@@ -129,7 +120,7 @@ export async function releaseClaim(
   const { rows } = await pool.query(C.claimRelease, [
     p.claimId,
     p.workerId,
-    instant(p.now),
+    checkInstant(p.now, 'now'),
     p.reason.slice(0, 1000),
     p.tenantId ?? null,
   ]);

@@ -38,6 +38,7 @@ import {
   validateId,
   validateJob,
 } from '../core/index.js';
+import { checkInstant, checkLimit, UUID } from './checks.js';
 import { type ClaimParams, claimRuns, releaseClaim } from './claims.js';
 import { inTransaction } from './db.js';
 import * as A from './queries/api.js';
@@ -79,8 +80,6 @@ export interface PostgresStoreOptions {
 
 // biome-ignore lint/suspicious/noExplicitAny: pg rows are untyped until mapped here
 type Row = Record<string, any>;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function toJob(r: Row): Job {
   return {
@@ -180,29 +179,6 @@ function decodeCursor(cursor: string): unknown[] {
 
 /** The largest page of nodes. */
 export const MAX_NODE_PAGE = 500;
-
-function checkNodeLimit(limit: number): number {
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_NODE_PAGE) {
-    throw new ValidationError(`limit must be an integer from 1 to ${MAX_NODE_PAGE}`, { field: 'limit' });
-  }
-  return limit;
-}
-
-function checkLimit(limit: number): number {
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
-    throw new ValidationError('limit must be an integer from 1 to 500', { field: 'limit' });
-  }
-  return limit;
-}
-
-function checkInstant(ms: number, what: string): Date {
-  if (!Number.isFinite(ms)) throw new ValidationError(`${what} must be a finite instant`, { field: what });
-  const d = new Date(ms);
-  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1970 || d.getUTCFullYear() > 9999) {
-    throw new ValidationError(`${what} is outside the years 1970-9999`, { field: what });
-  }
-  return d;
-}
 
 /**
  * Output, error and release-reason text as it is stored (`resultText`: the last 64 KiB, U+0000 and
@@ -1166,7 +1142,7 @@ export class PostgresStore implements Store {
     limit: number;
     cursor?: string | null;
   }): Promise<Page<NodeInfo>> {
-    const limit = checkNodeLimit(p.limit);
+    const limit = checkLimit(p.limit, MAX_NODE_PAGE);
     let after: [string | null, Date | null, string | null] = [null, null, null];
     if (p.cursor) {
       const [role, ms, id] = decodeCursor(p.cursor);
