@@ -7,7 +7,7 @@
  * page; `test/docs/reference.test.ts` fails when the committed page differs.
  */
 import pino from 'pino';
-import { SystemClock } from '../core/index.js';
+import { ID_PATTERN, SystemClock } from '../core/index.js';
 import type { Store } from '../store/index.js';
 import { buildApp } from './app.js';
 import { Metrics } from './metrics.js';
@@ -65,6 +65,15 @@ function typeOf(s: Json): string {
   return s.nullable ? `${base} or null` : base;
 }
 
+const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+/** A pattern in words where it is a common one (an id, a uuid), else as it is. */
+function patternOf(pattern: string): string {
+  if (pattern === ID_PATTERN) return 'an id: `A-Z a-z 0-9 . _ : -`, not `.` or `..`';
+  if (pattern === UUID_PATTERN) return 'a uuid';
+  return `\`${pattern}\``;
+}
+
 /** Bounds and formats, in the words of the schema: `1-200 chars`, `0-100`, `date-time`. */
 function constraints(s: Json): string {
   if (s === undefined) return '';
@@ -78,7 +87,7 @@ function constraints(s: Json): string {
   range(s.minLength, s.maxLength, ' chars');
   range(s.minItems, s.maxItems, ' items');
   if (s.format) parts.push(s.format);
-  if (s.pattern) parts.push(`\`${s.pattern}\``);
+  if (s.pattern) parts.push(patternOf(s.pattern));
   for (const alt of s.anyOf ?? s.oneOf ?? []) {
     const c = constraints(alt);
     if (c !== '') parts.push(c);
