@@ -72,4 +72,15 @@ describe('generated references', () => {
     expect(text).toContain('`timeout_seconds`');
     expect(text).toContain('### POST /v1/runs/{run_id}/release');
   });
+
+  test('docs/configuration.md describes every field a job takes', async () => {
+    const doc = await openApiDocument();
+    const job = doc.paths['/v1/jobs/{job_id}'].put.requestBody.content['application/json'].schema;
+    const text = readFileSync(path.join(ROOT, 'docs/configuration.md'), 'utf8');
+    for (const field of ['job_id', ...Object.keys(job.properties)]) {
+      expect(text, `docs/configuration.md has no row for ${field}`).toMatch(
+        new RegExp(`^\\| \`${field}\` `, 'm'),
+      );
+    }
+  });
 });
