@@ -55,7 +55,8 @@ test('examples/hello.ts registers its job, runs it, records the success and stop
       );
       child.stdout.on('data', (d) => {
         stdout += d;
-        for (const part of stdout.split('\n')) {
+        // Complete lines only: a chunk may end inside one.
+        for (const part of stdout.split('\n').slice(0, -1)) {
           if (!part.startsWith('{')) continue;
           const l = JSON.parse(part) as Record<string, unknown>;
           if (l.msg === 'run succeeded') {
