@@ -74,7 +74,7 @@ function commandLine(argv) {
   return `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`;
 }
 
-/** The run as markdown, for BENCHMARKS.md: machine, versions, command, then each scenario's table. */
+/** The run as markdown, for docs/benchmarks.md: machine, versions, command, then each scenario's table. */
 function markdownReport(report, names) {
   const m = report.machine;
   const lines = [
