@@ -448,9 +448,13 @@ export function buildProgram(): Command {
       import('../runtime/logger.js'),
       import('../runtime/demo.js'),
     ]);
+    // Its stdout is the ten lines; warnings (embedded PostgreSQL's set-up as root) go to stderr.
     const logger = createLogger(
       opts.logFormat as LogFormat,
       opts.logLevel === 'info' ? 'warn' : opts.logLevel,
+      {
+        stderr: true,
+      },
     );
     await runDemo({
       logger,
