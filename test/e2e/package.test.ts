@@ -8,6 +8,7 @@
  * embedded PostgreSQL): each step is bounded.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -86,7 +87,8 @@ beforeAll(async () => {
     'migrations',
     'examples',
   ]) {
-    await cp(path.join(ROOT, entry), path.join(checkout, entry), { recursive: true });
+    if (existsSync(path.join(ROOT, entry)))
+      await cp(path.join(ROOT, entry), path.join(checkout, entry), { recursive: true });
   }
   await symlink(path.join(ROOT, 'node_modules'), path.join(checkout, 'node_modules'), 'dir');
 });
