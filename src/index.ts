@@ -34,6 +34,8 @@ export {
   execExecutor,
   type Handler,
   type HttpExecutorConfig,
+  HttpLeaseStore,
+  type HttpLeaseStoreOptions,
   httpExecutor,
   parseWorkerConfig,
   type RunContext,

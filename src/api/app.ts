@@ -17,7 +17,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { allows, type Clock, type Permission, type Role } from '../core/index.js';
+import { allows, type Clock, keyOfRole, type Permission, type Role } from '../core/index.js';
 import type { Store } from '../store/index.js';
 import { answerClientError, answerError, envelope } from './errors.js';
 import { capConnectionsPerAddress, type HttpLimits, httpLimits, serverOptions } from './limits.js';
@@ -84,7 +84,7 @@ const DOING: Record<Permission, string> = {
   read: 'read',
   operate: 'operate',
   work: 'work runs',
-  admin: 'admin',
+  admin: 'manage API keys',
   cluster: 'read cluster-wide facts (a cluster-admin key is needed)',
 };
 
@@ -159,7 +159,12 @@ export async function buildApp(o: AppOptions): Promise<App> {
       request.principal = { tenantId: key.tenantId, role: key.role, keyId: key.keyId };
     }
     if (!allows(request.principal.role, permission)) {
-      return refuse(reply, 403, 'forbidden', `a ${request.principal.role} key may not ${DOING[permission]}`);
+      return refuse(
+        reply,
+        403,
+        'forbidden',
+        `${keyOfRole(request.principal.role)} may not ${DOING[permission]}`,
+      );
     }
     const wait = quota.take(request.principal.tenantId);
     if (wait > 0) {

@@ -7,7 +7,7 @@
  */
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { TockError } from '../core/index.js';
+import { ID_PATTERN, TockError } from '../core/index.js';
 
 export function envelope(code: string, message: string, extra: Record<string, unknown> = {}) {
   return { error: { code, message, ...extra } };
@@ -104,6 +104,130 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
   socket.destroySoon();
 }
 
+/** One schema validator issue, as Fastify hands it over (Ajv's `ErrorObject`, the fields we read). */
+export interface ValidationIssue {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  integer: 'an integer',
+  number: 'a number',
+  string: 'a string',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+/** `/leases/0/run_id` → `leases[0].run_id`: the field as a user wrote it, not a JSON pointer. */
+function fieldName(instancePath: string): string {
+  let name = '';
+  for (const raw of instancePath.split('/').slice(1)) {
+    const part = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    name += /^[0-9]+$/.test(part) ? `[${part}]` : name === '' ? part : `.${part}`;
+  }
+  return name;
+}
+
+/** What a field is called where it was sent: a body field, a query or path parameter, a header. */
+function noun(context: string | undefined, name: string): string {
+  if (context === 'querystring') return `query parameter "${name}"`;
+  if (context === 'params') return `path parameter "${name}"`;
+  if (context === 'headers') return `header "${name}"`;
+  return `field "${name}"`;
+}
+
+const plural = (n: unknown, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** What the value at the issue's path must be, in words (no validator paths, no `NOT`). */
+function requirement(
+  context: string | undefined,
+  issue: ValidationIssue,
+  all: readonly ValidationIssue[],
+): string {
+  const p = issue.params;
+  switch (issue.keyword) {
+    case 'type': {
+      // A query parameter arrives as a string, or as an array when it was given more than once.
+      if (context === 'querystring' && p.type === 'string') return 'must be given once';
+      const types = String(p.type).split(',');
+      return `must be ${types.map((t) => TYPE_NAMES[t] ?? t).join(' or ')}`;
+    }
+    case 'const':
+    case 'enum': {
+      // A union of literals: every branch failed; name all the allowed values.
+      const allowed = all
+        .filter(
+          (i) => i.instancePath === issue.instancePath && (i.keyword === 'const' || i.keyword === 'enum'),
+        )
+        .flatMap((i) =>
+          i.keyword === 'const' ? [i.params.allowedValue] : (i.params.allowedValues as unknown[]),
+        );
+      return `must be ${allowed.length === 1 ? '' : 'one of '}${allowed.map((v) => JSON.stringify(v)).join(', ')}`;
+    }
+    case 'minLength':
+      return p.limit === 1 ? 'must not be empty' : `must be at least ${plural(p.limit, 'character')}`;
+    case 'maxLength':
+      return `must be at most ${plural(p.limit, 'character')}`;
+    case 'minItems':
+      return `must have at least ${plural(p.limit, 'item')}`;
+    case 'maxItems':
+      return `must have at most ${plural(p.limit, 'item')}`;
+    case 'minimum':
+      return `must be at least ${p.limit}`;
+    case 'maximum':
+      return `must be at most ${p.limit}`;
+    case 'exclusiveMinimum':
+      return `must be more than ${p.limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${p.limit}`;
+    case 'format':
+      return p.format === 'date-time'
+        ? 'must be an RFC 3339 date-time with an offset, such as 2026-01-01T09:00:00Z'
+        : `must be a valid ${p.format}`;
+    case 'pattern':
+      if (p.pattern === ID_PATTERN)
+        return 'may hold only letters, digits and . _ : - (at most 200 characters, not . or ..)';
+      if (p.pattern === '^[0-9]{1,3}$') return 'must be a whole number';
+      return `must match ${p.pattern}`;
+    default:
+      return (issue.message ?? 'is not valid').replace('must NOT', 'must not');
+  }
+}
+
+/**
+ * The message of a request that failed its schema: names the field and says what it must be
+ * (`unknown field "max_attempt"`, `field "priority" must be at most 100`…), instead of Ajv's
+ * `body/priority must be <= 100` or `body must NOT have additional properties`.
+ */
+export function validationMessage(context: string | undefined, issues: readonly ValidationIssue[]): string {
+  // Of a union (`anyOf`), the branch issues say more than the union's own "must match a schema".
+  // A nullable field's `null` branch says nothing useful either: prefer the other branch's issue.
+  const useful = issues.filter((i) => i.keyword !== 'anyOf' && i.keyword !== 'oneOf');
+  const issue =
+    useful.find((i) => !(i.keyword === 'type' && i.params.type === 'null')) ?? useful[0] ?? issues[0];
+  if (issue === undefined) return 'the request is not valid';
+  const at = fieldName(issue.instancePath);
+  if (issue.keyword === 'additionalProperties') {
+    const name = String(issue.params.additionalProperty);
+    const full = at === '' ? name : `${at}.${name}`;
+    return context === 'querystring' ? `unknown query parameter "${name}"` : `unknown ${noun(context, full)}`;
+  }
+  if (issue.keyword === 'required') {
+    const name = String(issue.params.missingProperty);
+    return `missing ${noun(context, at === '' ? name : `${at}.${name}`)}`;
+  }
+  if (at === '') {
+    const what = context === 'querystring' ? 'the query' : context === 'params' ? 'the path' : 'the body';
+    if (issue.keyword === 'type' && issue.params.type === 'object') return `${what} must be a JSON object`;
+    return `${what} ${requirement(context, issue, issues)}`;
+  }
+  return `${noun(context, at)} ${requirement(context, issue, issues)}`;
+}
+
 /** The app's error handler: the envelope and status of every error a route or hook throws. */
 export function answerError(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof TockError) {
@@ -114,6 +238,10 @@ export function answerError(err: FastifyError | Error, request: FastifyRequest, 
     return reply.code(status).send(envelope(err.code, err.message, extra));
   }
   const e = err as { validation?: unknown; statusCode?: number; code?: string; message: string };
+  if (Array.isArray(e.validation) && e.validation.length > 0) {
+    const context = (err as { validationContext?: string }).validationContext;
+    return reply.code(400).send(envelope('validation_error', validationMessage(context, e.validation)));
+  }
   if (e.validation) return reply.code(400).send(envelope('validation_error', e.message));
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return reply.code(413).send(envelope('payload_too_large', 'the request body is larger than 1 MiB'));

@@ -4,6 +4,7 @@
  * modules are imported when their command runs, so a quick command (`tock jobs list`, `--help`)
  * does not load the API server, the database driver and the embedded PostgreSQL.
  */
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseInstant, SystemClock } from '../core/index.js';
@@ -13,6 +14,24 @@ import { databaseOptions, duration, heldRunOptions, intInRange, positiveInt } fr
 import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
+
+/** The package's version, from its package.json (two levels up from both src/cli and dist/cli). */
+function packageVersion(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  return String((JSON.parse(text) as { version?: unknown }).version);
+}
+
+/**
+ * After a usage error (an unknown option, a bad value, a missing argument) commander prints its
+ * one-line `error: …`; this adds one line saying where the options are, on every command, instead
+ * of the whole usage text (which buried the error above a screenful of options).
+ */
+function hintHelpAfterErrors(cmd: Command, path: string): void {
+  cmd.showHelpAfterError(
+    `(tock${path} --help lists the ${cmd.commands.length > 0 ? 'commands' : 'options'})`,
+  );
+  for (const sub of cmd.commands) hintHelpAfterErrors(sub, `${path} ${sub.name()}`);
+}
 
 function port(value: string): number {
   const n = Number(value);
@@ -103,7 +122,7 @@ export function buildProgram(): Command {
     .description(
       'Tock: a distributed job scheduler on PostgreSQL — cron, intervals and one-shots, on time and once each.',
     )
-    .showHelpAfterError()
+    .version(packageVersion(), '-V, --version', "print tock's version")
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
   heldRunOptions(
@@ -429,9 +448,13 @@ export function buildProgram(): Command {
       import('../runtime/logger.js'),
       import('../runtime/demo.js'),
     ]);
+    // Its stdout is the ten lines; warnings (embedded PostgreSQL's set-up as root) go to stderr.
     const logger = createLogger(
       opts.logFormat as LogFormat,
       opts.logLevel === 'info' ? 'warn' : opts.logLevel,
+      {
+        stderr: true,
+      },
     );
     await runDemo({
       logger,
@@ -462,6 +485,7 @@ export function buildProgram(): Command {
     });
 
   registerRemoteCommands(program);
+  hintHelpAfterErrors(program, '');
   return program;
 }
 

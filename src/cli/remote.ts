@@ -21,7 +21,7 @@ import {
 } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { databaseOptions, duration, positiveInt } from './options.js';
-import { formatFields, formatTable, truncate } from './table.js';
+import { counted, formatFields, formatTable, truncate } from './table.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:8080';
 /** Most characters of an error shown in a list; `tock runs show` prints it whole. */
@@ -275,7 +275,7 @@ function keyTable(keys: readonly Api.ApiKey[]): string {
 function changeSummary(answers: readonly Api.UpsertedJob[]): string {
   const count = (c: Api.UpsertChange) => answers.filter((a) => a.change === c).length;
   const n = answers.length;
-  return `${n} job${n === 1 ? '' : 's'}: ${count('created')} created, ${count('updated')} updated, ${count('unchanged')} unchanged\n`;
+  return `${counted(n, 'job')}: ${count('created')} created, ${count('updated')} updated, ${count('unchanged')} unchanged\n`;
 }
 
 function changeTable(answers: readonly Api.UpsertedJob[]): string {
@@ -787,7 +787,7 @@ export function formatStatus(s: Api.StatusAnswer): string {
     s.shards && s.backlog
       ? [
           `shards   ${s.shards.count}: ${s.shards.owned} under a live lease, ${s.shards.unowned} not${s.shards.unowned > 0 ? ' (nobody ticks those now)' : ''}`,
-          `backlog  ${s.backlog.due_jobs} jobs due and not materialised, ${s.backlog.ready_runs} runs waiting for a worker`,
+          `backlog  ${counted(s.backlog.due_jobs, 'job')} due and not materialised, ${counted(s.backlog.ready_runs, 'run')} waiting for a worker`,
         ]
       : ["scope    this tenant's remote workers (a cluster-admin key shows the cluster)"];
   const lines = [

@@ -11,6 +11,11 @@ export function cell(value: unknown): string {
   return text.replace(/\s*[\r\n]+\s*/g, ' ').replace(/\t/g, ' ');
 }
 
+/** `1 run`, `2 runs`: a count with its noun (regular English plurals only). */
+export function counted(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 /** Shortens `text` to `max` characters, marking the cut with `…`. */
 export function truncate(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`;

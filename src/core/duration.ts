@@ -3,24 +3,32 @@ import { ValidationError } from './errors.js';
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y;
 
+/** What every duration message ends with: the units and an example. */
+const UNITS_HINT = 'units are ms, s, m, h and d (lower case), e.g. 90s, 5m, 1h30m, 250ms';
+
+/** Why `rest` (the unread end of `text`, from `at`) does not continue a duration, in words. */
+function unreadable(what: string, text: string, rest: string, at: number): string {
+  const number = /^(\d+(?:\.\d+)?)(\S*)/.exec(rest);
+  if (number && number[2] === '') return `${what} "${text}" has no unit after ${number[1]}; ${UNITS_HINT}`;
+  if (number) return `${what} "${text}" has an unknown unit "${number[2]}"; ${UNITS_HINT}`;
+  if (at === 0) return `${what} "${text}" is not a duration: expected a number and a unit; ${UNITS_HINT}`;
+  return `${what} "${text}" is not a duration at "${rest}" (write it without spaces or signs); ${UNITS_HINT}`;
+}
+
 /**
  * Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` or `2d` into milliseconds.
  * Units may repeat only in decreasing order; the total must be positive and a whole number of ms.
  */
 export function parseDuration(text: string, what = 'duration'): number {
   const input = text.trim();
-  if (input === '') throw new ValidationError(`${what} is empty; expected e.g. 90s, 5m, 1h30m`);
+  if (input === '') throw new ValidationError(`${what} is empty; ${UNITS_HINT}`);
   let total = 0;
   let lastUnit = Number.POSITIVE_INFINITY;
   PART.lastIndex = 0;
   while (PART.lastIndex < input.length) {
     const at = PART.lastIndex;
     const m = PART.exec(input);
-    if (!m) {
-      throw new ValidationError(
-        `${what} "${text}" is not a duration at "${input.slice(at)}"; expected e.g. 90s, 5m, 1h30m`,
-      );
-    }
+    if (!m) throw new ValidationError(unreadable(what, text, input.slice(at), at));
     const unit = UNIT_MS[m[2] as string] as number;
     if (unit >= lastUnit) throw new ValidationError(`${what} "${text}" repeats or reorders its units`);
     lastUnit = unit;

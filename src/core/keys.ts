@@ -32,6 +32,11 @@ export function parseRole(value: string): Role {
   throw new ValidationError(`role "${value}" is not one of ${ROLES.join(', ')}`, { field: 'role' });
 }
 
+/** `an operator key`, `a reader key`: a role's key in a sentence, with the right article. */
+export function keyOfRole(role: string): string {
+  return `${/^[aeiou]/i.test(role) ? 'an' : 'a'} ${role} key`;
+}
+
 export function allows(role: Role, permission: Permission): boolean {
   return GRANTS[role].includes(permission);
 }

@@ -34,12 +34,47 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   return out;
 }
 
-/** Applies every pending migration; returns the versions applied (empty when already current). */
+/** A schema `migrate` may create: a plain lower-case name, as `createPool`'s `schema` takes. */
+const PLAIN_SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * The schema the migrations go into, and whether it must be created first: the current schema, or,
+ * when the `search_path` names none that exists (a pool made with `createPool(url, { schema })`
+ * for a new schema), the first name on the path.
+ */
+async function targetSchema(client: pg.PoolClient): Promise<{ schema: string; create: boolean }> {
+  const { rows } = await client.query<{ current: string | null; path: string }>(
+    `SELECT current_schema() AS current, current_setting('search_path') AS path`,
+  );
+  const row = rows[0]!;
+  if (row.current !== null) return { schema: row.current, create: false };
+  const first =
+    row.path
+      .split(',')[0]
+      ?.trim()
+      .replace(/^"(.*)"$/, '$1') ?? '';
+  if (!PLAIN_SCHEMA.test(first))
+    throw new Error(
+      `no schema to migrate into: search_path is ${row.path}; pass a schema (createPool(url, { schema }) or --schema) or create one`,
+    );
+  return { schema: first, create: true };
+}
+
+/**
+ * Applies every pending migration; returns the versions applied (empty when already current).
+ * Creates the schema the pool's `search_path` names first if it does not exist yet.
+ */
 export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<number[]> {
   const migrations = await loadMigrations(dir);
   return inTransaction(pool, async (client) => {
-    // Keyed by schema, so isolated test schemas on one server do not serialise each other.
-    await client.query(`SELECT pg_advisory_xact_lock(hashtext('tock.migrate.' || current_schema()))`);
+    const target = await targetSchema(client);
+    // Keyed by schema, so isolated test schemas on one server do not serialise each other. Taken
+    // before the schema is created, so two nodes creating it at once do not collide.
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext('tock.migrate.' || $1::text))`, [
+      target.schema,
+    ]);
+    if (target.create)
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${client.escapeIdentifier(target.schema)}`);
     await client.query(`CREATE TABLE IF NOT EXISTS tock_migrations (
       version integer PRIMARY KEY,
       name text NOT NULL,

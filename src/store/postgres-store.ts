@@ -17,6 +17,7 @@ import {
   type JobInput,
   jitterOffsetMs,
   KEY_PREFIX,
+  keyOfRole,
   LeaseLostError,
   NotFoundError,
   newApiKey,
@@ -867,7 +868,7 @@ export class PostgresStore implements Store {
     if (!rows[0].revoked) {
       throw new TockError(
         'forbidden',
-        `a ${p.by} key may not revoke a cluster-admin key: that needs a cluster-admin key or the database`,
+        `${keyOfRole(p.by)} may not revoke a cluster-admin key: that needs a cluster-admin key or the database`,
         { key_id: p.keyId },
       );
     }

@@ -110,6 +110,20 @@ describe('formatStatus', () => {
     );
   });
 
+  test('one job and one run are singular ("1 run", not "1 runs")', () => {
+    const one: StatusAnswer = {
+      server_time: '2026-01-01T00:00:00.000Z',
+      scope: 'cluster',
+      next_cursor: null,
+      nodes: [],
+      shards: { count: 1, owned: 1, unowned: 0, by_owner: {} },
+      backlog: { due_jobs: 1, ready_runs: 1 },
+    };
+    expect(formatStatus(one).split('\n')[1]).toBe(
+      'backlog  1 job due and not materialised, 1 run waiting for a worker',
+    );
+  });
+
   test("a tenant's answer: no shards or backlog, its remote workers", () => {
     const tenant: StatusAnswer = {
       server_time: '2026-01-01T00:10:00.000Z',

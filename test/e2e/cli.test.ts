@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
@@ -245,6 +245,38 @@ describe('tock dev', () => {
 });
 
 describe('help', () => {
+  test.each([
+    [
+      ['dev', '--lease', '5'],
+      "error: option '--lease <duration>' argument '5' is invalid. duration \"5\" has no unit after 5; units are ms, s, m, h and d (lower case), e.g. 90s, 5m, 1h30m, 250ms",
+      '(tock dev --help lists the options)',
+    ],
+    [
+      ['jobs', 'list', '--bogus'],
+      "error: unknown option '--bogus'",
+      '(tock jobs list --help lists the options)',
+    ],
+    [['frob'], "error: unknown command 'frob'", '(tock --help lists the commands)'],
+    [
+      ['schedule'],
+      "error: missing required argument 'expression'",
+      '(tock schedule --help lists the options)',
+    ],
+  ])('a usage error of %j is one line and a --help hint, not the whole usage', async (args, error, hint) => {
+    const out = await run(args);
+    expect(out.code).toBe(1);
+    expect(out.stdout).toBe('');
+    expect(out.stderr).toBe(`${error}\n${hint}\n`);
+  });
+
+  test('tock --version prints the version of the package', async () => {
+    const pkg = JSON.parse(await readFile(path.join(path.dirname(BIN), '..', 'package.json'), 'utf8'));
+    for (const flag of ['--version', '-V']) {
+      const out = await run([flag]);
+      expect([out.code, out.stdout, out.stderr]).toEqual([0, `${pkg.version}\n`, '']);
+    }
+  });
+
   test('every command documents its options', async () => {
     const top = await run(['--help']);
     expect(top.code).toBe(0);

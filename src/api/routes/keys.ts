@@ -2,7 +2,7 @@
  * The keys routes: create, list and revoke a tenant's API keys (admin only). A cluster-admin key is
  * listed like any key (never its secret) but revoked only by a caller with the `cluster` permission.
  */
-import { API_ROLES, type ApiRole, TockError } from '../../core/index.js';
+import { API_ROLES, type ApiRole, keyOfRole, TockError } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
 import { keyJson } from '../present.js';
 import * as S from '../schemas.js';
@@ -29,7 +29,7 @@ export function registerKeyRoutes(app: App, o: AppOptions): void {
       if (!(API_ROLES as readonly string[]).includes(b.role))
         throw new TockError(
           'forbidden',
-          `a ${b.role} key can only be made with tock keys create on the database`,
+          `${keyOfRole(b.role)} can only be made with tock keys create on the database`,
         );
       const { key, secret } = await store.createApiKey({
         tenantId: request.principal.tenantId,

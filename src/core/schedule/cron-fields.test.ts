@@ -110,7 +110,10 @@ describe('invalid cron expressions name the field and the reason', () => {
 
   it.each([
     ['@every 0s', '@every interval "0s" must be positive'],
-    ['@every -5m', '@every interval "-5m" is not a duration at "-5m"; expected e.g. 90s, 5m, 1h30m'],
+    [
+      '@every -5m',
+      '@every interval "-5m" is not a duration: expected a number and a unit; units are ms, s, m, h and d (lower case), e.g. 90s, 5m, 1h30m, 250ms',
+    ],
     ['@every 0.5s', '@every interval 500ms is below the minimum of 1s'],
     ['@every 367d', '@every interval "367d" is longer than a year'],
     [

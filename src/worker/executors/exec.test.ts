@@ -83,7 +83,7 @@ async function pidFrom(file: string): Promise<number> {
 }
 
 describe('execExecutor', () => {
-  test('exit 0 succeeds with stdout and stderr, interleaved as they came', async () => {
+  test('exit 0 succeeds with stdout and stderr in one text, in the order they reached the worker', async () => {
     const handler = sh('echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three');
     expect(await handler(ctx())).toEqual({ output: 'one\ntwo\nthree\n' });
   });

@@ -12,8 +12,13 @@
  *
  * Exit codes: 0 succeeds; the `retry_exit_codes` (default 75, `EX_TEMPFAIL` in sysexits.h)
  * retry; the `permanent_exit_codes` dead-letter the run at once (`others`: every other non-zero
- * code). A code in neither list retries, as a thrown error does. Output: stdout and stderr,
- * interleaved as they arrive, of which the last 64 KiB is kept.
+ * code). A code in neither list retries, as a thrown error does.
+ *
+ * Output: the command's stdout and stderr are two pipes, read separately and appended to one text
+ * in the order their chunks reach the worker; the last 64 KiB is kept. Each stream keeps its own
+ * order, but the two are not exactly in the order the command wrote them: writes to stdout and
+ * stderr close together in time may appear swapped. (A command that needs one exact order can
+ * write everything to one stream, e.g. `sh -c '… 2>&1'`.)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -175,6 +180,7 @@ export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOp
         return;
       }
       if (child.pid !== undefined) track(child.pid);
+      // Two pipes, one text: chunks in the order they arrive here (see the header on ordering).
       child.stdout!.on('data', (chunk: Buffer) => output.write(chunk));
       child.stderr!.on('data', (chunk: Buffer) => output.write(chunk));
 
