@@ -80,6 +80,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     dataDir: o.dataDir,
     schema: o.schema,
     logger,
+    exclusive: true,
     idleInTransactionMs: o.shardLeaseMs,
   });
   try {
@@ -166,7 +167,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
         lease: formatDuration(o.leaseMs),
         worker: worker.workerId,
         handlers: Object.keys(handlers),
-        database: db.embedded ? 'embedded' : 'DATABASE_URL',
+        database: db.where,
       },
       'tock dev is running; Ctrl-C stops it',
     );

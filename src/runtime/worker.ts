@@ -204,6 +204,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       dataDir: o.dataDir,
       schema: o.schema,
       logger,
+      exclusive: true,
       // Claims, heartbeats, completions and failures: a few at a time, never one per handler.
       poolSize: Math.min(o.concurrency, 16) + 4,
     });
@@ -250,7 +251,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       pool: worker.pool,
       concurrency: worker.concurrency,
       handlers: Object.keys(handlers),
-      via: o.url ?? (db?.embedded ? 'embedded database' : 'DATABASE_URL'),
+      via: o.url ?? db?.where,
       grace: formatDuration(o.graceMs),
     },
     'tock worker is running; SIGTERM or Ctrl-C drains it',
