@@ -95,7 +95,7 @@ async function onDatabase<T>(fn: (pool: ReturnType<typeof createPool>) => Promis
 describe('tock dev on the embedded database', () => {
   test('Ctrl-C to the process group drains within the grace; each finished run recorded once, none re-run', async () => {
     const first = dev();
-    await first.waitFor(msg('embedded PostgreSQL is up'), 'the embedded database', 60_000);
+    await first.waitFor((l) => String(l.msg).startsWith('tock listening on'), 'tock dev to start', 60_000);
     // Enough work done, then Ctrl-C while a handler is still running.
     await first.waitFor(() => first.lines.filter(msg('run succeeded')).length >= JOBS, 'a round of runs');
     const inFlight = await first.waitFor(
