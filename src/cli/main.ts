@@ -414,7 +414,7 @@ export function buildProgram(): Command {
         poolSize: 2,
       });
       await db.close();
-      logger.info('schema is current');
+      logger.info({ database: db.where }, 'schema is current');
     },
   );
 

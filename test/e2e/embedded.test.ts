@@ -28,7 +28,8 @@ beforeAll(async () => {
   jobs = path.join(dir, 'jobs.yaml');
   const entries = Array.from(
     { length: JOBS },
-    (_, i) => `  - { job_id: slow-${i}, schedule: "@every 1s", handler: sleep, payload: { ms: ${HANDLER_MS} } }`,
+    (_, i) =>
+      `  - { job_id: slow-${i}, schedule: "@every 1s", handler: sleep, payload: { ms: ${HANDLER_MS} } }`,
   );
   await writeFile(jobs, `jobs:\n${entries.join('\n')}\n`);
 });
@@ -108,8 +109,14 @@ describe('tock dev on the embedded database', () => {
     const tookMs = Date.now() - signalledAt;
     expect(code, first.stderr).toBe(0);
     expect(tookMs).toBeLessThan(GRACE_MS);
-    expect(first.lines.filter((l) => Number(l.level) >= 50), 'no errors logged').toEqual([]);
-    expect(first.lines.some((l) => l.err !== undefined), 'no stack traces').toBe(false);
+    expect(
+      first.lines.filter((l) => Number(l.level) >= 50),
+      'no errors logged',
+    ).toEqual([]);
+    expect(
+      first.lines.some((l) => l.err !== undefined),
+      'no stack traces',
+    ).toBe(false);
     expect(ids(first.lines, 'run succeeded')).toContain(String(inFlight.run_id));
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid')), 'the database stopped').toBe(false);
 
@@ -126,14 +133,85 @@ describe('tock dev on the embedded database', () => {
       return rows;
     });
     expect(recorded).toHaveLength(succeeded.length);
-    for (const r of recorded) expect(r, 'one succeeded attempt').toMatchObject({ state: 'succeeded', attempt: 1, earlier: 0 });
+    for (const r of recorded)
+      expect(r, 'one succeeded attempt').toMatchObject({ state: 'succeeded', attempt: 1, earlier: 0 });
 
     // The next start runs new slots only.
     const second = dev();
-    await second.waitFor(() => second.lines.filter(msg('run succeeded')).length >= JOBS, 'runs after a restart');
+    await second.waitFor(
+      () => second.lines.filter(msg('run succeeded')).length >= JOBS,
+      'runs after a restart',
+    );
     ctrlC(second);
     expect(await second.exited, second.stderr).toBe(0);
     const again = ids(second.lines, 'run started').filter((id) => succeeded.includes(id));
     expect(again, 'runs that had succeeded ran again').toEqual([]);
   }, 120_000);
+
+  test('a second dev, server or worker on the data directory is refused; a short command shares it and says so', async () => {
+    const env = {
+      DATABASE_URL: undefined,
+      TOCK_SCHEMA: undefined,
+      TOCK_DATA_DIR: dataDir,
+      TOCK_LOG_FORMAT: 'json',
+    };
+    const handlers = path.join(dir, 'handlers.mjs');
+    await writeFile(handlers, 'export default { noop: () => {} };\n');
+    const first = dev();
+    await first.waitFor((l) => String(l.msg).startsWith('tock listening on'), 'tock dev to start', 60_000);
+    const inUse = `tock: data directory ${dataDir} in use by pid ${first.child.pid}`;
+    for (const args of [
+      ['dev', '--port', '0', '--jobs', jobs],
+      ['server', '--port', '0', '--insecure'],
+      ['worker', '--handlers', handlers],
+    ]) {
+      const second = await run(args, env);
+      expect(second.code, `tock ${args[0]}`).toBe(1);
+      expect(second.stderr.startsWith(`${inUse}:`), second.stderr).toBe(true);
+    }
+
+    const key = await run(['keys', 'create', '--tenant', 'acme', '--role', 'admin'], env);
+    expect(key.code, key.stderr).toBe(0);
+    expect(key.stderr).toContain(
+      `key created in embedded PostgreSQL in ${dataDir} (run by tock process ${first.child.pid})`,
+    );
+    expect(key.stdout.trimEnd().split('\n').pop()).toMatch(/^tock_/);
+
+    // The first keeps running on its database.
+    const before = first.lines.filter(msg('run succeeded')).length;
+    await first.waitFor(
+      () => first.lines.filter(msg('run succeeded')).length > before,
+      'dev to keep running jobs',
+    );
+    ctrlC(first);
+    expect(await first.exited, first.stderr).toBe(0);
+  }, 120_000);
+});
+
+describe('tock keys create --tenant', () => {
+  test('without DATABASE_URL and without an existing data directory: refused, nothing created', async () => {
+    const cwd = await mkdtemp(path.join(dir, 'empty-'));
+    const env = { DATABASE_URL: undefined, TOCK_SCHEMA: undefined, TOCK_DATA_DIR: undefined };
+    const out = await run(['keys', 'create', '--tenant', 'acme', '--role', 'admin'], env, cwd);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain(
+      `tock: no database to write the key to: ${path.join(cwd, '.tock')} holds no embedded database`,
+    );
+    expect(out.stdout).toBe('');
+    expect(existsSync(path.join(cwd, '.tock'))).toBe(false);
+
+    const elsewhere = await run(['keys', 'create', '--tenant', 'acme', '--role', 'admin'], {
+      ...env,
+      TOCK_DATA_DIR: path.join(dir, 'nowhere'),
+    });
+    expect(elsewhere.code).toBe(1);
+    expect(existsSync(path.join(dir, 'nowhere'))).toBe(false);
+  });
+
+  test('on a stopped data directory: starts its database, writes there and says so', async () => {
+    const env = { DATABASE_URL: undefined, TOCK_SCHEMA: undefined, TOCK_DATA_DIR: dataDir };
+    const out = await run(['keys', 'create', '--tenant', 'acme', '--role', 'reader'], env);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toContain(`key created in embedded PostgreSQL in ${dataDir}\n`);
+  }, 60_000);
 });
