@@ -5,8 +5,8 @@
  * directory is refused; `tock keys create --tenant` says where it wrote and refuses to invent a
  * database.
  */
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -34,13 +34,23 @@ beforeAll(async () => {
   await writeFile(jobs, `jobs:\n${entries.join('\n')}\n`);
 });
 
+// Whatever a failed test leaves running: the tock processes, then the database they left behind.
+const started: ChildProcess[] = [];
 afterAll(async () => {
+  for (const child of started)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  const pidFile = path.join(dataDir, 'pg', 'postmaster.pid');
+  try {
+    process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 'SIGQUIT');
+  } catch {
+    // Stopped cleanly: no pid file, or no such process.
+  }
   await rm(dir, { recursive: true, force: true });
 });
 
 /** `tock` on the embedded database under `dataDir`, as a terminal runs it: leader of its own process group. */
 function dev(extra: Record<string, string | undefined> = {}): TockProcess {
-  return new TockProcess(
+  const proc = new TockProcess(
     ['dev', '--port', '0', '--poll', '100ms', '--tick', '200ms', '--grace', `${GRACE_MS / 1000}s`],
     {
       DATABASE_URL: undefined,
@@ -53,6 +63,8 @@ function dev(extra: Record<string, string | undefined> = {}): TockProcess {
     undefined,
     { detached: true },
   );
+  started.push(proc.child);
+  return proc;
 }
 
 interface Exited {
@@ -64,6 +76,7 @@ interface Exited {
 function run(args: string[], env: Record<string, string | undefined>, cwd?: string): Promise<Exited> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env } });
+    started.push(child);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
