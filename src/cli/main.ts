@@ -394,9 +394,10 @@ export function buildProgram(): Command {
         schema: opts.schema,
         leaseMs: opts.lease,
       });
-      await signal;
+      const refused = await Promise.race([signal.then(() => null), running.refused]);
+      if (refused) logger.error(refused.message);
       await running.stop();
-      process.exit(0);
+      process.exit(refused ? 1 : 0);
     });
 
   databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
