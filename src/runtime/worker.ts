@@ -167,7 +167,7 @@ export async function loadHandlers(o: {
 }
 
 /** One log line as each run starts and one as it ends, with how long it took. */
-function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
+export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
   const started = new Map<string, number>();
   const took = (runId: string) => {
     const at = started.get(runId);
