@@ -716,19 +716,21 @@ function registerKeys(program: Command): void {
             .catch((err: unknown) => {
               throw err instanceof TockError ? new Error(err.message) : err;
             });
-          process.stderr.write(`key created in ${db.where}\n`);
-          printCreatedKey(
-            {
-              key_id: key.keyId,
-              tenant_id: key.tenantId,
-              role: key.role,
-              name: key.name,
-              created_at: key.createdAt.toISOString(),
-              revoked_at: key.revokedAt === null ? null : key.revokedAt.toISOString(),
-              key: secret,
-            },
-            o.json,
-          );
+          const created: Api.CreatedKey = {
+            key_id: key.keyId,
+            tenant_id: key.tenantId,
+            role: key.role,
+            name: key.name,
+            created_at: key.createdAt.toISOString(),
+            revoked_at: key.revokedAt === null ? null : key.revokedAt.toISOString(),
+            key: secret,
+          };
+          // Say which database holds the key: a key in a database no server reads answers 401.
+          if (o.json) printJson({ ...created, database: db.where });
+          else {
+            process.stderr.write(`key created in ${db.where}\n`);
+            printCreatedKey(created, false);
+          }
         } finally {
           await db.close();
         }
