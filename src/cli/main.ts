@@ -413,9 +413,10 @@ export function buildProgram(): Command {
         schema: opts.schema,
         leaseMs: opts.lease,
       });
-      await signal;
+      const refused = await Promise.race([signal.then(() => null), running.refused]);
+      if (refused) logger.error(refused.message);
       await running.stop();
-      process.exit(0);
+      process.exit(refused ? 1 : 0);
     });
 
   databaseOptions(program.command('migrate').description('apply pending schema migrations and exit')).action(
@@ -433,7 +434,7 @@ export function buildProgram(): Command {
         poolSize: 2,
       });
       await db.close();
-      logger.info('schema is current');
+      logger.info({ database: db.where }, 'schema is current');
     },
   );
 

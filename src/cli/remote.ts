@@ -6,6 +6,8 @@
  * flag never reaches the server. The one command that does not use the API is
  * `tock keys create --tenant`, which writes the first key of a tenant straight to the database.
  */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import type * as Api from '../client/index.js';
 import { type TockClient as Client, TockApiError, TockClient } from '../client/index.js';
@@ -648,7 +650,7 @@ function registerKeys(program: Command): void {
       keys
         .command('create')
         .description(
-          'create an API key and print it once, alone on the last line. With --tenant it writes to the database directly (DATABASE_URL, or the embedded one under --data-dir) and makes the first key of a tenant; without, it asks the server with an admin --key',
+          'create an API key and print it once, alone on the last line. With --tenant it writes to the database directly (DATABASE_URL, or the existing embedded one under --data-dir), says which, and makes the first key of a tenant; without, it asks the server with an admin --key',
         )
         .addOption(
           new Option(
@@ -686,6 +688,12 @@ function registerKeys(program: Command): void {
           return printCreatedKey(key, o.json);
         }
         const tenant = o.tenant;
+        // A key written to a database no server uses is a key that answers 401: never make one up.
+        const dataDir = path.resolve(o.dataDir);
+        if (!o.databaseUrl && !existsSync(path.join(dataDir, 'pg', 'PG_VERSION')))
+          throw new Error(
+            `no database to write the key to: ${dataDir} holds no embedded database. Set DATABASE_URL (--database-url) to your server's database, or --data-dir (TOCK_DATA_DIR) to the data directory of your tock dev or tock server`,
+          );
         const [{ createLogger }, { openDatabase }, { PostgresStore }] = await Promise.all([
           import('../runtime/logger.js'),
           import('../runtime/database.js'),
@@ -708,18 +716,21 @@ function registerKeys(program: Command): void {
             .catch((err: unknown) => {
               throw err instanceof TockError ? new Error(err.message) : err;
             });
-          printCreatedKey(
-            {
-              key_id: key.keyId,
-              tenant_id: key.tenantId,
-              role: key.role,
-              name: key.name,
-              created_at: key.createdAt.toISOString(),
-              revoked_at: key.revokedAt === null ? null : key.revokedAt.toISOString(),
-              key: secret,
-            },
-            o.json,
-          );
+          const created: Api.CreatedKey = {
+            key_id: key.keyId,
+            tenant_id: key.tenantId,
+            role: key.role,
+            name: key.name,
+            created_at: key.createdAt.toISOString(),
+            revoked_at: key.revokedAt === null ? null : key.revokedAt.toISOString(),
+            key: secret,
+          };
+          // Say which database holds the key: a key in a database no server reads answers 401.
+          if (o.json) printJson({ ...created, database: db.where });
+          else {
+            process.stderr.write(`key created in ${db.where}\n`);
+            printCreatedKey(created, false);
+          }
         } finally {
           await db.close();
         }

@@ -21,13 +21,35 @@ export interface OpenOptions {
   schema?: string;
   /** See `PoolOptions.idleInTransactionMs`. */
   idleInTransactionMs?: number;
+  /**
+   * Embedded only: refuse a data directory another tock process runs ("data directory … in use by
+   * pid N") instead of sharing its server. `tock dev`, `server` and `worker` set it. Default false.
+   */
+  exclusive?: boolean;
 }
 
 export interface OpenDatabase {
   url: string;
   pool: pg.Pool;
   embedded: EmbeddedDatabase | null;
+  /**
+   * Which database this is, for people and without the password: `embedded PostgreSQL in <dir>`
+   * (and whose, when shared), or `<host>:<port>/<database>` with the schema.
+   */
+  where: string;
   close(): Promise<void>;
+}
+
+/** `host:port/database` of a connection string, never its credentials; the string itself if unparsable. */
+export function describeUrl(url: string, schema?: string): string {
+  let text: string;
+  try {
+    const u = new URL(url);
+    text = `${u.hostname || 'localhost'}:${u.port || '5432'}${u.pathname || '/'}`;
+  } catch {
+    text = 'DATABASE_URL';
+  }
+  return schema ? `${text} (schema ${schema})` : text;
 }
 
 export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
@@ -37,12 +59,21 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
     o.logger.info({ data_dir: o.dataDir ?? '.tock' }, 'starting embedded PostgreSQL');
     embedded = await startEmbedded({
       dataDir: o.dataDir,
+      exclusive: o.exclusive,
       onLog: (line) => o.logger.trace({ postgres: line }),
       onNotice: (line) => o.logger.warn(line),
     });
     url = embedded.url;
-    o.logger.info({ port: embedded.port }, 'embedded PostgreSQL is up');
+    o.logger.info(
+      embedded.sharedWith === null
+        ? { port: embedded.port }
+        : { port: embedded.port, owner_pid: embedded.sharedWith },
+      embedded.sharedWith === null ? 'embedded PostgreSQL is up' : 'using the running embedded PostgreSQL',
+    );
   }
+  const where = embedded
+    ? `embedded PostgreSQL in ${embedded.dataDir}${embedded.sharedWith === null ? '' : ` (run by tock process ${embedded.sharedWith})`}${o.schema ? ` (schema ${o.schema})` : ''}`
+    : describeUrl(url, o.schema);
   try {
     if (o.schema) {
       if (!/^[a-z_][a-z0-9_]{0,62}$/.test(o.schema))
@@ -65,6 +96,7 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
       url,
       pool,
       embedded,
+      where,
       async close() {
         await pool.end().catch(() => {});
         if (embedded) await embedded.stop();

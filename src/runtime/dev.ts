@@ -12,7 +12,7 @@ import { databaseClock, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
 import { readJobsFile } from './jobs-file.js';
 import { startServices } from './services.js';
-import { defaultNodeId, loadHandlers } from './worker.js';
+import { defaultNodeId, loadHandlers, logRuns } from './worker.js';
 
 export interface DevOptions {
   logger: Logger;
@@ -80,6 +80,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     dataDir: o.dataDir,
     schema: o.schema,
     logger,
+    exclusive: true,
     idleInTransactionMs: o.shardLeaseMs,
   });
   try {
@@ -134,27 +135,10 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       for (const r of t.created)
         logger.info({ job_id: r.jobId, slot: r.scheduledFor.toISOString() }, 'run materialised');
     });
-    worker.on('run:started', (r) => {
-      metrics.runStarted(r.pool, r.availableAt.getTime(), clock.nowMs());
-      logger.info({ job_id: r.jobId, run_id: r.runId, attempt: r.attempt }, 'run started');
-    });
-    worker.on('run:succeeded', (r) => logger.info({ job_id: r.jobId, run_id: r.runId }, 'run succeeded'));
-    worker.on('run:failed', (r, f) => {
-      (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
-      logger.warn(
-        {
-          job_id: r.jobId,
-          run_id: r.runId,
-          attempt: r.attempt,
-          next: f.state,
-          error: f.error.split('\n')[0],
-        },
-        f.state === 'dead' ? 'run failed; dead-lettered' : 'run failed; will retry',
-      );
-    });
-    worker.on('run:dropped', (r, why) =>
-      logger.warn({ job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`),
-    );
+    // The same run lines as `tock worker` (with `duration_ms`), and the metrics the API serves.
+    logRuns(worker, logger, clock);
+    worker.on('run:started', (r) => metrics.runStarted(r.pool, r.availableAt.getTime(), clock.nowMs()));
+    worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
     worker.start();
     logger.warn(
       { url: services.url },
@@ -166,7 +150,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
         lease: formatDuration(o.leaseMs),
         worker: worker.workerId,
         handlers: Object.keys(handlers),
-        database: db.embedded ? 'embedded' : 'DATABASE_URL',
+        database: db.where,
       },
       'tock dev is running; Ctrl-C stops it',
     );

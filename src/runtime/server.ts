@@ -40,6 +40,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
     dataDir: o.dataDir,
     schema: o.schema,
     logger,
+    exclusive: true,
     // A node frozen inside a tick must not keep its jobs locked much past its shard leases.
     idleInTransactionMs: o.shardLeaseMs,
   });

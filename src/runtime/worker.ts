@@ -12,6 +12,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
+import { TockApiError, TockConnectionError } from '../client/index.js';
 import {
   type Clock,
   formatDuration,
@@ -61,7 +62,36 @@ export interface WorkerRuntimeOptions {
 
 export interface RunningWorker {
   worker: Worker;
+  /**
+   * Resolves (never rejects) when the server refuses this worker's key while it runs (revoked, or
+   * its role changed): a configuration error to exit on, not a failure to retry. Through `--url` only.
+   */
+  refused: Promise<Error>;
   stop(): Promise<void>;
+}
+
+/**
+ * A server's answer that retrying cannot change: the key is wrong (401), lacks the role (403), or
+ * the URL is not a Tock server's (another 4xx). Connection errors, timeouts, 408, 429 and 5xx are
+ * worth retrying.
+ */
+export function refusedByServer(err: unknown): err is TockApiError {
+  return (
+    err instanceof TockApiError &&
+    err.status >= 400 &&
+    err.status < 500 &&
+    err.status !== 408 &&
+    err.status !== 429
+  );
+}
+
+/** One line for a refused key: what the server said and what to check. */
+function refusal(url: string, err: TockApiError): Error {
+  const hint =
+    err.status === 401 || err.status === 403
+      ? ': check --key (TOCK_KEY): it needs the worker role in the tenant whose runs to work'
+      : `: check --url (TOCK_URL) names a Tock server`;
+  return new Error(`${url} refused this worker: ${err.status} ${err.code}: ${err.message}${hint}`);
 }
 
 /** `<role>-<host>-<pid>-<random>`: unique per process start, and says where the node runs. */
@@ -137,7 +167,7 @@ export async function loadHandlers(o: {
 }
 
 /** One log line as each run starts and one as it ends, with how long it took. */
-function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
+export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
   const started = new Map<string, number>();
   const took = (runId: string) => {
     const at = started.get(runId);
@@ -190,20 +220,35 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
     );
   // Handlers first: a bad configuration fails before anything connects.
   const handlers = await loadHandlers(o);
+  const workerId = o.workerId ?? defaultWorkerId();
   let store: LeaseStore;
   let clock: Clock;
   let db: OpenDatabase | null = null;
   let sync: ClockSync | null = null;
   if (o.url) {
+    const url = o.url;
     // The worker's own clock: the store converts the server's lease expiries to it.
     clock = new SystemClock();
-    store = new HttpLeaseStore({ url: o.url, key: o.key, clock });
+    const remote = new HttpLeaseStore({ url, key: o.key, clock });
+    store = remote;
+    // A wrong key is a configuration error: say so once and exit, rather than retry it forever. A
+    // server not up yet is not: the claim loop retries it.
+    await remote.checkAccess(workerId).catch((err: unknown) => {
+      if (refusedByServer(err)) throw refusal(url, err);
+      logger.warn(
+        { error: err instanceof Error ? err.message : String(err) },
+        err instanceof TockConnectionError
+          ? 'the server is not reachable yet; the worker keeps trying'
+          : 'the server could not check this worker yet; the worker keeps trying',
+      );
+    });
   } else {
     db = await openDatabase({
       databaseUrl: o.databaseUrl,
       dataDir: o.dataDir,
       schema: o.schema,
       logger,
+      exclusive: true,
       // Claims, heartbeats, completions and failures: a few at a time, never one per handler.
       poolSize: Math.min(o.concurrency, 16) + 4,
     });
@@ -230,7 +275,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       concurrency: o.concurrency,
       prefetch: o.prefetch,
       claimAheadMs: o.claimAheadMs,
-      workerId: o.workerId ?? defaultWorkerId(),
+      workerId,
       pollIntervalMs: o.pollMs,
       clockState:
         clock instanceof OffsetClock
@@ -243,6 +288,10 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
     throw err;
   }
   logRuns(worker, logger, clock);
+  const url = o.url;
+  const refused = new Promise<Error>((resolve) => {
+    if (url) worker.on('error', (err) => refusedByServer(err) && resolve(refusal(url, err)));
+  });
   worker.start();
   logger.info(
     {
@@ -250,13 +299,14 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       pool: worker.pool,
       concurrency: worker.concurrency,
       handlers: Object.keys(handlers),
-      via: o.url ?? (db?.embedded ? 'embedded database' : 'DATABASE_URL'),
+      via: o.url ?? db?.where,
       grace: formatDuration(o.graceMs),
     },
     'tock worker is running; SIGTERM or Ctrl-C drains it',
   );
   return {
     worker,
+    refused,
     async stop() {
       logger.info({ in_flight: worker.inFlight }, 'stopping: no new claims, draining running handlers');
       await worker.stop(o.graceMs);

@@ -131,16 +131,17 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
       .sort((a, b) => a - b);
     if (lost.length > 0) {
       this.o.logger.warn(
-        { shards: lost },
+        { shards: idRanges(lost) },
         'shard leases lost (another node holds them now); stopped ticking them',
       );
     }
     if (step.taken.length > 0 || step.released.length > 0 || lost.length > 0) {
       this.o.logger.info(
         {
-          taken: step.taken,
-          released: step.released,
-          lost,
+          // Ranges (`0-63`), not one id each: a node that starts alone takes every shard.
+          taken: idRanges(step.taken),
+          released: idRanges(step.released),
+          lost: idRanges(lost),
           holding: step.owned.length,
           shards: step.shardCount,
           fair_share: step.fairShare,
@@ -176,4 +177,17 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
       this.o.logger.warn({ err }, 'could not give shards back; they are free when their leases run out');
     }
   }
+}
+
+/** Shard ids as sorted ranges for a log line: `[0, 1, 2, 3, 7, 9, 10]` → `0-3,7,9-10`; none → ``. */
+function idRanges(ids: readonly number[]): string {
+  const sorted = [...ids].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length; ) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === (sorted[j] as number) + 1) j++;
+    parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
+    i = j + 1;
+  }
+  return parts.join(',');
 }

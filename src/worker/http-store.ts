@@ -70,6 +70,14 @@ export class HttpLeaseStore implements LeaseStore {
     this.claimTimeoutMs = o.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   }
 
+  /**
+   * Asks the server whether this worker may work: an empty lease heartbeat, which needs what every
+   * lease request needs (a key with the `worker` role, or admin). Throws what the request threw.
+   */
+  async checkAccess(workerId: string): Promise<void> {
+    await this.client.heartbeatMany(workerId, []);
+  }
+
   /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
   private localExpiry(expiresAt: string, serverTime: string, sentAt: number): Date {
     return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));

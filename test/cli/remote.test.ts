@@ -430,6 +430,12 @@ describe('tock keys', () => {
     const secret = lastLine(out.stdout);
     expect(secret).toMatch(/^tock_/);
     expect(out.stdout).toMatch(/^tenant_id\s+beta$/m);
+    // Which database, without the password.
+    const where = new URL(inject('databaseUrl'));
+    expect(out.stderr).toContain(
+      `key created in ${where.hostname}:${where.port || '5432'}${where.pathname} (schema ${db.schema})\n`,
+    );
+    expect(out.stderr).not.toContain(where.password || 'no password');
 
     // A key of tenant beta: it sees beta's (empty) job list, not acme's.
     expect(await okJson(['jobs', 'list'], { TOCK_KEY: secret })).toEqual({ jobs: [], next_cursor: null });
@@ -438,7 +444,12 @@ describe('tock keys', () => {
     expect(keys.keys[0]).toMatchObject({ tenant_id: 'beta', role: 'admin', name: 'first' });
 
     const asJson = await okJson(['keys', 'create', '--tenant', 'beta', '--role', 'reader'], env);
-    expect(asJson).toMatchObject({ tenant_id: 'beta', role: 'reader', key: expect.stringMatching(/^tock_/) });
+    expect(asJson).toMatchObject({
+      tenant_id: 'beta',
+      role: 'reader',
+      key: expect.stringMatching(/^tock_/),
+      database: `${where.hostname}:${where.port || '5432'}${where.pathname} (schema ${db.schema})`,
+    });
 
     expect(await fails(['keys', 'create', '--tenant', 'no spaces', '--role', 'admin'], env)).toContain(
       'tenant_id',

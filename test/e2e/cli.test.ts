@@ -89,6 +89,10 @@ describe('tock dev', () => {
         'that run to succeed',
       );
       expect(done.job_id).toBe('tictoc');
+      expect(done.duration_ms).toEqual(expect.any(Number));
+      // One line says where the API listens: Tock's own, not Fastify's as well.
+      expect(first.lines.filter((l) => String(l.msg).startsWith('Server listening'))).toEqual([]);
+      expect(first.lines.filter((l) => String(l.msg).startsWith('tock listening on'))).toHaveLength(1);
       first.child.kill('SIGINT');
       expect(await first.exited).toBe(0);
       expect(first.lines.some(msg('stopped'))).toBe(true);

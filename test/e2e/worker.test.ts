@@ -239,3 +239,79 @@ describe('tock worker refuses to start', () => {
     ).toMatch(/^tock: choose one connection/);
   });
 });
+
+describe('tock worker with a key the server refuses', () => {
+  let api: Api;
+
+  beforeAll(async () => {
+    api = await startApi(db, { clock: new SystemClock(), auth: 'keys' });
+  });
+  afterAll(async () => {
+    await api.close();
+  });
+
+  /** The worker's exit code and stderr; a worker still running after `ms` is killed and fails the test. */
+  const exits = async (key: string, ms = 15_000) => {
+    const p = new Proc([
+      'worker',
+      '--config',
+      config,
+      '--url',
+      api.base,
+      '--key',
+      key,
+      '--log-format',
+      'json',
+    ]);
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), ms);
+    const code = await p.exited;
+    clearTimeout(timer);
+    return { code, stderr: p.stderr, errors: p.lines.filter((l) => Number(l.level) >= 50) };
+  };
+
+  test('an unknown key: exit 1 with one line, no retries', async () => {
+    const out = await exits('tock_not-a-key-at-all');
+    expect(out.code).toBe(1);
+    expect(out.stderr).toBe(
+      `tock: ${api.base} refused this worker: 401 unauthorized: the API key is unknown or revoked: check --key (TOCK_KEY): it needs the worker role in the tenant whose runs to work\n`,
+    );
+    expect(out.errors).toEqual([]);
+  });
+
+  test('a key without the worker role: exit 1 with one line', async () => {
+    const { secret } = await db.store.createApiKey({
+      tenantId: TENANT,
+      role: 'reader',
+      now: new SystemClock().nowMs(),
+    });
+    const out = await exits(secret);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toMatch(new RegExp(`^tock: ${api.base} refused this worker: 403 forbidden: .*\\n$`));
+    expect(out.stderr.split('\n')).toHaveLength(2);
+  });
+
+  test('a key revoked while it works: the worker drains and exits 1, saying why once', async () => {
+    const now = new SystemClock().nowMs();
+    const { key, secret } = await db.store.createApiKey({ tenantId: TENANT, role: 'worker', now });
+    const p = new Proc([
+      'worker',
+      '--config',
+      config,
+      '--url',
+      api.base,
+      '--key',
+      secret,
+      '--log-format',
+      'json',
+    ]);
+    await p.waitFor((l) => String(l.msg).startsWith('tock worker is running'), 'start');
+    await db.store.revokeApiKey({ tenantId: TENANT, keyId: key.keyId, now, by: 'database' });
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), 20_000);
+    const code = await p.exited;
+    clearTimeout(timer);
+    expect(code).toBe(1);
+    const why = p.lines.filter((l) => String(l.msg).includes('refused this worker'));
+    expect(why).toHaveLength(1);
+    expect(why[0]!.msg).toContain('401 unauthorized');
+  }, 30_000);
+});

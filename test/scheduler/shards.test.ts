@@ -135,6 +135,22 @@ describe('ShardManager', () => {
     expect(errors.length).toBeGreaterThan(0);
   });
 
+  test('the ownership log line names shards as ranges, not one id each', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const recording = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const m = new ShardManager({
+      store: db.store,
+      clock,
+      logger: recording,
+      nodeId: 'node-a',
+      leaseMs: LEASE_MS,
+    });
+    stops.push(() => m.stop({ keep: true }));
+    await m.stepOnce();
+    const changed = lines.find((l) => l.msg === 'shard ownership changed');
+    expect(changed).toMatchObject({ taken: '0-63', released: '', lost: '', holding: 64, shards: 64 });
+  });
+
   test('a shard missing from a step is out of the fence at once and reported lost', async () => {
     const m = manager();
     await m.stepOnce();

@@ -17,9 +17,22 @@ export class TockProcess {
   stderr = '';
   private waiters: { test: (l: Line) => boolean; resolve: (l: Line) => void }[] = [];
 
-  /** `env` is laid over this process's environment; an `undefined` value removes a variable. */
-  constructor(args: string[], env: Record<string, string | undefined> = {}, cwd?: string) {
-    this.child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env } });
+  /**
+   * `env` is laid over this process's environment; an `undefined` value removes a variable.
+   * `detached` makes the child a process-group leader, as a shell makes a command it runs in a
+   * terminal: `process.kill(-pid, 'SIGINT')` then signals the whole group, as Ctrl-C does.
+   */
+  constructor(
+    args: string[],
+    env: Record<string, string | undefined> = {},
+    cwd?: string,
+    options: { detached?: boolean } = {},
+  ) {
+    this.child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
+      env: { ...process.env, ...env },
+      detached: options.detached ?? false,
+    });
     let buffer = '';
     this.child.stdout!.on('data', (d) => {
       this.stdout += d;
