@@ -135,10 +135,13 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
         logger.info({ job_id: r.jobId, slot: r.scheduledFor.toISOString() }, 'run materialised');
     });
     worker.on('run:started', (r) => {
-      metrics.runStarted(r.pool, r.availableAt.getTime(), clock.nowMs());
+      metrics.runStarted(r, clock.nowMs());
       logger.info({ job_id: r.jobId, run_id: r.runId, attempt: r.attempt }, 'run started');
     });
-    worker.on('run:succeeded', (r) => logger.info({ job_id: r.jobId, run_id: r.runId }, 'run succeeded'));
+    worker.on('run:succeeded', (r) => {
+      metrics.jobSucceeded(r.tenantId, r.jobId, clock.nowMs());
+      logger.info({ job_id: r.jobId, run_id: r.runId }, 'run succeeded');
+    });
     worker.on('run:failed', (r, f) => {
       (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
       logger.warn(
