@@ -290,9 +290,11 @@ test('complete succeeded: 200 {state: succeeded}; the run and its attempt record
       attempt: 1,
       worker_id: 'w-ok',
       started_at: iso(db.clock.nowMs() - 2_000),
+      claimed_at: iso(db.clock.nowMs() - 2_000),
       finished_at: iso(db.clock.nowMs()),
       outcome: 'succeeded',
       error: null,
+      error_stack: null,
       output: null,
     },
   ]);
@@ -333,9 +335,11 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
       attempt: 1,
       worker_id: 'w-r',
       started_at: iso(t),
+      claimed_at: iso(t),
       finished_at: iso(t),
       outcome: 'failed',
       error: 'timeout talking to smtp',
+      error_stack: null,
       output: null,
     },
   ]);
@@ -460,10 +464,74 @@ test('ahead_ms claims a run up to that long before it becomes claimable; the lea
     available_at: iso(t + 300),
     lease_expires_at: iso(t + LEASE_MS),
   });
-  expect((await runRow(db.pool, made.json.run_id)).started_at).toEqual(new Date(t));
+  // Running: claimed now, it shows as starting at its instant, where its worker starts it.
+  expect(await runRow(db.pool, made.json.run_id)).toMatchObject({
+    claimed_at: new Date(t),
+    started_at: new Date(t + 300),
+  });
 
   for (const bad of [-1, 10_001, 1.5, '100']) {
     const r = await lease({ worker_id: 'w-1', pool: 'p-ahead', ahead_ms: bad });
     expectError(r, 400, 'validation_error');
   }
+});
+
+test('a worker reports its handler start and error stack: kept within [claim, now]; the message apart from the stack', async () => {
+  const runIds = await jobWithRuns('timed', 'p-timed', 3);
+  const got = (await lease({ worker_id: 'w-t', pool: 'p-timed', max: 3 })).json.runs;
+  expect(got).toHaveLength(3);
+  const claimedAt = db.clock.nowMs();
+  db.clock.advance(1000);
+  const byId = new Map(got.map((r: { run_id: string }) => [r.run_id, r]));
+  const token = (id: string) => (byId.get(id) as { lease_token: string }).lease_token;
+  const [a, b, c] = runIds as [string, string, string];
+  const stack = 'TypeError: x is not a function\n    at handler (/app/h.js:1:2)';
+  // Failed, started 400 ms after the claim, with its stack.
+  const failed = await http('POST', `/v1/runs/${a}/complete`, {
+    key: keys.worker,
+    body: {
+      lease_token: token(a),
+      status: 'failed',
+      retryable: false,
+      error: 'TypeError: x is not a function',
+      error_stack: stack,
+      started_at: iso(claimedAt + 400),
+    },
+  });
+  expect(failed.status, failed.text).toBe(200);
+  const ra = (await http('GET', `/v1/runs/${a}`, { key: keys.reader })).json;
+  expect(ra.last_error).toBe('TypeError: x is not a function');
+  expect(ra.attempts).toMatchObject([
+    {
+      started_at: iso(claimedAt + 400),
+      claimed_at: iso(claimedAt),
+      error: 'TypeError: x is not a function',
+      error_stack: stack,
+    },
+  ]);
+  // A start claimed to be an hour ahead of the server: kept at now.
+  const done = await http('POST', `/v1/runs/${b}/complete`, {
+    key: keys.worker,
+    body: { lease_token: token(b), status: 'succeeded', started_at: iso(claimedAt + 3_600_000) },
+  });
+  expect(done.status, done.text).toBe(200);
+  expect((await http('GET', `/v1/runs/${b}`, { key: keys.reader })).json).toMatchObject({
+    started_at: iso(db.clock.nowMs()),
+    claimed_at: iso(claimedAt),
+  });
+  // Released with a start a day before the claim: kept at the claim.
+  const released = await http('POST', `/v1/runs/${c}/release`, {
+    key: keys.worker,
+    body: { lease_token: token(c), started_at: iso(claimedAt - 86_400_000) },
+  });
+  expect(released.status, released.text).toBe(200);
+  expect((await http('GET', `/v1/runs/${c}`, { key: keys.reader })).json.attempts).toMatchObject([
+    { outcome: 'released', started_at: iso(claimedAt), claimed_at: iso(claimedAt) },
+  ]);
+  // Not an instant: 400, nothing written.
+  const bad = await http('POST', `/v1/runs/${c}/complete`, {
+    key: keys.worker,
+    body: { lease_token: token(c), status: 'succeeded', started_at: 'yesterday' },
+  });
+  expectError(bad, 400, 'validation_error');
 });
