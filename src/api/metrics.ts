@@ -33,10 +33,7 @@ export const MAX_JOB_SERIES = 1000;
  * available from the replay on. Without a creation time (a run claimed over HTTP that the server
  * did not read it for), from `available_at`.
  */
-export function schedulingDelayMs(
-  run: { availableAt: Date; createdAt?: Date },
-  startMs: number,
-): number {
+export function schedulingDelayMs(run: { availableAt: Date; createdAt?: Date }, startMs: number): number {
   const dueMs = Math.max(run.availableAt.getTime(), run.createdAt?.getTime() ?? Number.NEGATIVE_INFINITY);
   return Math.max(0, startMs - dueMs);
 }
@@ -131,7 +128,9 @@ export class Metrics {
   private readonly untrackedJobs = new Set<string>();
   private readonly maxJobSeries: number;
 
-  constructor(options: { processMetrics?: boolean; /** Default MAX_JOB_SERIES. */ maxJobSeries?: number } = {}) {
+  constructor(
+    options: { processMetrics?: boolean /** Default MAX_JOB_SERIES. */; maxJobSeries?: number } = {},
+  ) {
     this.maxJobSeries = options.maxJobSeries ?? MAX_JOB_SERIES;
     // prom-client's default metrics are named process_* and nodejs_* already: `tock_` makes them
     // tock_process_cpu_seconds_total, not tock_process_process_cpu_seconds_total.

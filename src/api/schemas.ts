@@ -277,11 +277,14 @@ export const CompleteBody = Type.Object(
     status: Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]),
     error: Type.Optional(Type.String({ maxLength: 65536, description: "the error's message" })),
     error_stack: Type.Optional(
-      Type.String({ maxLength: 65536, description: "the error's stack, kept on the attempt apart from the message" }),
+      Type.String({
+        maxLength: 65536,
+        description: "the error's stack, kept on the attempt apart from the message",
+      }),
     ),
     started_at: Type.Optional(
       Instant(
-        "when the handler started (server clock; kept within the claim and now); default the later of the claim and available_at",
+        'when the handler started (server clock; kept within the claim and now); default the later of the claim and available_at',
       ),
     ),
     retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),

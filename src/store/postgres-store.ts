@@ -626,7 +626,10 @@ export class PostgresStore implements Store {
     const ok = new Set(completed);
     const answer = { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
     if (!p.withJobs) return answer;
-    return { ...answer, jobs: rows.map((r: Row) => ({ runId: r.run_id, tenantId: r.tenant_id, jobId: r.job_id })) };
+    return {
+      ...answer,
+      jobs: rows.map((r: Row) => ({ runId: r.run_id, tenantId: r.tenant_id, jobId: r.job_id })),
+    };
   }
 
   async failRun(p: {

@@ -647,7 +647,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const output = outputOf(outcome.value);
       this.report(
         run,
-        await this.completer.complete(run, output === null ? null : resultText(output), budgetMs, a.startedAt),
+        await this.completer.complete(
+          run,
+          output === null ? null : resultText(output),
+          budgetMs,
+          a.startedAt,
+        ),
       );
       return;
     }
@@ -695,7 +700,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (runs.length === 0) return;
     try {
       const { released } = await this.o.store.releaseRuns({
-        leases: runs.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken, startedAt: a.startedAt })),
+        leases: runs.map((a) => ({
+          runId: a.run.runId,
+          leaseToken: a.run.leaseToken,
+          startedAt: a.startedAt,
+        })),
         reason: 'worker shutdown',
         now: this.o.clock.nowMs(),
       });

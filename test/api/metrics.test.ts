@@ -143,7 +143,9 @@ describe('metric names and meanings (issue 15)', () => {
   test('scheduling delay counts from the later of available_at and creation', () => {
     const t = Date.UTC(2026, 0, 1);
     // A run materialised ahead of its slot, started 3 s after it: 3 s.
-    expect(schedulingDelayMs({ availableAt: new Date(t), createdAt: new Date(t - 1000) }, t + 3000)).toBe(3000);
+    expect(schedulingDelayMs({ availableAt: new Date(t), createdAt: new Date(t - 1000) }, t + 3000)).toBe(
+      3000,
+    );
     // Triggered now for a slot two days ago, started 50 ms later: 50 ms, not two days.
     expect(
       schedulingDelayMs({ availableAt: new Date(t - 2 * 86_400_000), createdAt: new Date(t) }, t + 50),
@@ -176,7 +178,12 @@ describe('metric names and meanings (issue 15)', () => {
 
       // A run due 1 s from now, started 3 s after its slot: 3 s of delay.
       const slot = db.clock.nowMs() + 1000;
-      await db.store.triggerRun({ tenantId: 'acme', jobId: 'past', scheduledFor: slot, now: db.clock.nowMs() });
+      await db.store.triggerRun({
+        tenantId: 'acme',
+        jobId: 'past',
+        scheduledFor: slot,
+        now: db.clock.nowMs(),
+      });
       db.clock.set(slot + 3000);
       expect((await lease({ pool: 'p-delay', max: 10 })).json.runs).toHaveLength(1);
       m = (await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })).text;

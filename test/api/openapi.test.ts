@@ -260,7 +260,12 @@ describe('GET /metrics', () => {
     // Two runs materialised 3 s ago that became claimable 2.5 s and 1 s ago; one more not yet
     // claimable. (Scheduling delay runs from the later of available_at and creation.)
     for (const ago of [2500, 1000]) {
-      await db.store.triggerRun({ tenantId: 'metered', jobId: 'metered-job', scheduledFor: t - ago, now: t - 3000 });
+      await db.store.triggerRun({
+        tenantId: 'metered',
+        jobId: 'metered-job',
+        scheduledFor: t - ago,
+        now: t - 3000,
+      });
     }
     const later = await http('POST', '/v1/jobs/metered-job/runs', {
       key: keys.operator,

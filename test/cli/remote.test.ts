@@ -373,7 +373,9 @@ describe('tock dlq', () => {
     expect(dead.runs.every((r: { state: string }) => r.state === 'dead')).toBe(true);
     // Tables show the message, not the stack.
     const table = await ok(['dlq', 'list', '--job', 'd-job']);
-    expect(table).toMatch(new RegExp(`^${runId}\\s+d-job\\s+\\S+\\s+dead\\s+1/3\\s+\\S+\\s+upstream 500$`, 'm'));
+    expect(table).toMatch(
+      new RegExp(`^${runId}\\s+d-job\\s+\\S+\\s+dead\\s+1/3\\s+\\S+\\s+upstream 500$`, 'm'),
+    );
 
     // runs show: the message in the table and the fields; the stack and the output below, line by
     // line (the output's escape sequences made harmless).

@@ -161,7 +161,11 @@ describe('plans', () => {
     const ids = got.map((c) => c.runId);
     const tokens = got.map((c) => c.leaseToken);
     const statements: [string, string, unknown[]][] = [
-      ['complete', R.runCompleteMany, [ids, tokens, new Date(now), null, ids.map(() => null), ids.map(() => null)]],
+      [
+        'complete',
+        R.runCompleteMany,
+        [ids, tokens, new Date(now), null, ids.map(() => null), ids.map(() => null)],
+      ],
       ['heartbeat', R.runHeartbeatMany, [ids, tokens, new Date(now), null]],
       ['release', R.runReleaseMany, [ids, tokens, new Date(now), 'test', null, ids.map(() => null)]],
     ];
@@ -339,9 +343,9 @@ describe('upgrading from migration 0006 with live leases', () => {
         leaseExpiresAt: lease(20_000),
       });
       // Running: claimed at -10 s, it shows as started at its slot (-3 s), the earliest its handler could.
-      expect(
-        (await get(2)).attempts.map((a) => [a.workerId, a.claimedAt, a.startedAt, a.outcome]),
-      ).toEqual([['w-old', lease(-10_000), lease(-3_000), null]]);
+      expect((await get(2)).attempts.map((a) => [a.workerId, a.claimedAt, a.startedAt, a.outcome])).toEqual([
+        ['w-old', lease(-10_000), lease(-3_000), null],
+      ]);
       // 0011 split the stored stack: the message on the run and the attempt, the stack apart.
       expect(await get(4)).toMatchObject({ state: 'dead', lastError: 'Error: boom\n  on two lines' });
       expect((await get(4)).attempts).toMatchObject([

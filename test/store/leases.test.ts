@@ -498,7 +498,11 @@ describe('claiming ahead', () => {
 
   test('started_at is the handler start the worker reports, kept within [claim, end]; claimed_at is the claim', async () => {
     const tenantId = uniqueId('t-start');
-    await db.store.upsertJob({ tenantId, job: job({ jobId: 'start', maxAttempts: 5 }), now: db.clock.nowMs() });
+    await db.store.upsertJob({
+      tenantId,
+      job: job({ jobId: 'start', maxAttempts: 5 }),
+      now: db.clock.nowMs(),
+    });
     const now = db.clock.nowMs();
     const slots = [1, 2, 3, 4, 5].map((i) => now + 10_000 * i + 200);
     const runs = [];
@@ -527,13 +531,24 @@ describe('claiming ahead', () => {
     });
     // Failed, reporting a start before the claim (a skewed clock): kept at the claim, never earlier.
     const b = await claimAt(slots[1]!);
-    await db.store.failRun({ ...b, error: 'x', permanent: true, startedAt: slots[1]! - 60_000, now: slots[1]! + 500 });
+    await db.store.failRun({
+      ...b,
+      error: 'x',
+      permanent: true,
+      startedAt: slots[1]! - 60_000,
+      now: slots[1]! + 500,
+    });
     const [failed] = (await db.store.getRun({ tenantId, runId: b.runId })).attempts;
-    expect(failed).toMatchObject({ startedAt: new Date(slots[1]! - 200), claimedAt: new Date(slots[1]! - 200) });
+    expect(failed).toMatchObject({
+      startedAt: new Date(slots[1]! - 200),
+      claimedAt: new Date(slots[1]! - 200),
+    });
     // Completed reporting a start after the end: kept at the end.
     const c = await claimAt(slots[2]!);
     await db.store.completeRuns({ leases: [{ ...c, startedAt: slots[2]! + 60_000 }], now: slots[2]! + 100 });
-    expect((await db.store.getRun({ tenantId, runId: c.runId })).startedAt).toEqual(new Date(slots[2]! + 100));
+    expect((await db.store.getRun({ tenantId, runId: c.runId })).startedAt).toEqual(
+      new Date(slots[2]! + 100),
+    );
     // No start reported (an older worker): the later of the claim and the slot, not the claim.
     const d = await claimAt(slots[3]!);
     await db.store.completeRuns({ leases: [d], now: slots[3]! + 100 });
@@ -554,7 +569,13 @@ describe('claiming ahead', () => {
     });
     // A start that is no instant is refused.
     const f = await db.store.triggerRun({ tenantId, jobId: 'start', scheduledFor: now + 99_000, now });
-    const heldNow = await db.store.claimRuns({ workerId: 'w-start', pool: 'default', max: 10, now: now + 99_000, tenantId });
+    const heldNow = await db.store.claimRuns({
+      workerId: 'w-start',
+      pool: 'default',
+      max: 10,
+      now: now + 99_000,
+      tenantId,
+    });
     const held = heldNow.find((r) => r.runId === f.runId);
     await expectTockError(
       db.store.completeRuns({ leases: [{ ...held!, startedAt: Number.NaN }], now: now + 99_001 }),
