@@ -440,6 +440,17 @@ test("HttpLeaseStore puts the server's lease expiries on the worker's own clock,
   workerClock.advance(7_200_000);
   const again = await store.heartbeatRuns({ leases: [claimed!] });
   expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  // A handler start goes the other way: on the server's clock, not the worker's hour-ahead one.
+  const startedLocal = workerClock.nowMs();
+  const startedOnServer = db.clock.nowMs();
+  db.clock.advance(500);
+  workerClock.advance(500);
+  expect(await store.completeRuns({ leases: [{ ...claimed!, startedAt: startedLocal }] })).toMatchObject({
+    completed: [runId],
+  });
+  expect((await db.store.getRun({ tenantId: 'acme', runId: runId! })).startedAt).toEqual(
+    new Date(startedOnServer),
+  );
 });
 
 test('ahead_ms claims a run up to that long before it becomes claimable; the lease starts now; out of range is a 400', async () => {
