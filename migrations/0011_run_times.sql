@@ -6,7 +6,7 @@
 --   duration was inflated. It is now the handler's start as the worker reports it, kept within
 --   [claimed_at, the attempt's end]; where no start is reported (a reaped attempt, an older
 --   worker), the earliest the handler could have started, the later of the claim and
---   `available_at`. The claim's time is kept apart in `claimed_at`.
+--   `available_at`. The claim's time is kept apart in `claimed_at` (null on rows written before).
 -- * `last_error` and `attempts.error` were the whole stack. They are now the message, and
 --   `attempts.error_stack` the stack. Rows written before are split here: the text before the
 --   first line of the form "    at …" is the message.
@@ -19,8 +19,8 @@ ALTER TABLE runs ADD COLUMN first_attempt integer NOT NULL DEFAULT 1;
 ALTER TABLE attempts ADD COLUMN claimed_at timestamptz;
 ALTER TABLE attempts ADD COLUMN error_stack text;
 
-UPDATE runs SET claimed_at = started_at WHERE started_at IS NOT NULL;
-UPDATE attempts SET claimed_at = started_at;
+-- Rows written before keep claimed_at null (their started_at is the claim's time): filling it in
+-- would rewrite every ended run, in the one transaction the migrations run in.
 
 UPDATE attempts SET error_stack = error, error = substring(error FROM '^(.*?)\n {4}at ')
 WHERE error ~ '\n {4}at ';

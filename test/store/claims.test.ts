@@ -349,7 +349,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       // 0011 split the stored stack: the message on the run and the attempt, the stack apart.
       expect(await get(4)).toMatchObject({ state: 'dead', lastError: 'Error: boom\n  on two lines' });
       expect((await get(4)).attempts).toMatchObject([
-        { attempt: 1, error: 'Error: boom\n  on two lines', errorStack: stack, claimedAt: lease(-9_000) },
+        { attempt: 1, error: 'Error: boom\n  on two lines', errorStack: stack, claimedAt: null },
       ]);
       expect(await get(5)).toMatchObject({ state: 'succeeded' });
       expect(
