@@ -55,6 +55,13 @@ export const CLAIM_RETRY_BACKOFF_MS = 200;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
 
+/**
+ * A server from before `started_at` and `error_stack` refusing them as unknown fields (its bodies
+ * are strict): the request is sent again without them.
+ */
+const olderServer = (err: unknown) =>
+  err instanceof TockApiError && err.status === 400 && /additional propert/i.test(err.message);
+
 /** A failed request that may have claimed runs whose answer was lost: worth retrying with its id. */
 const retryable = (err: unknown) =>
   err instanceof TockConnectionError || (err instanceof TockApiError && err.status >= 500);
@@ -67,6 +74,25 @@ export class HttpLeaseStore implements LeaseStore {
   private workerId = 'worker';
   /** The server's clock minus this worker's, as the last answer told (0 before any). */
   private serverOffsetMs = 0;
+  /** False once the server refused `started_at` and `error_stack` (an older server): not sent again. */
+  private sendsAttemptDetails = true;
+
+  /**
+   * Sends a result with the fields older servers do not know (`started_at`, `error_stack`), or,
+   * once a server has refused them, without: a worker upgraded before its server still records its
+   * results (with the claim's time as their start, and no stack).
+   */
+  private async withDetails<T>(send: (details: boolean) => Promise<T>): Promise<T> {
+    if (!this.sendsAttemptDetails) return send(false);
+    try {
+      return await send(true);
+    } catch (err) {
+      if (!olderServer(err)) throw err;
+      const answer = await send(false);
+      this.sendsAttemptDetails = false;
+      return answer;
+    }
+  }
 
   constructor(o: HttpLeaseStoreOptions) {
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
@@ -170,12 +196,14 @@ export class HttpLeaseStore implements LeaseStore {
     await Promise.all(
       p.leases.map(async (l) => {
         try {
-          await this.client.complete(l.runId, {
-            leaseToken: l.leaseToken,
-            status: 'succeeded',
-            output: l.output ?? undefined,
-            startedAt: this.serverInstant(l.startedAt),
-          });
+          await this.withDetails((details) =>
+            this.client.complete(l.runId, {
+              leaseToken: l.leaseToken,
+              status: 'succeeded',
+              output: l.output ?? undefined,
+              startedAt: details ? this.serverInstant(l.startedAt) : undefined,
+            }),
+          );
           completed.push(l.runId);
         } catch (err) {
           if (!lost(err)) throw err;
@@ -198,16 +226,19 @@ export class HttpLeaseStore implements LeaseStore {
   }) {
     const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
     try {
-      const answer = await this.client.complete(p.runId, {
-        leaseToken: p.leaseToken,
-        status: 'failed',
-        error: tail(p.error),
-        errorStack: p.errorStack === undefined || p.errorStack === null ? undefined : tail(p.errorStack),
-        startedAt: this.serverInstant(p.startedAt),
-        retryable: p.permanent !== true,
-        retryAfterMs: p.retryAfterMs,
-        output: p.output ?? undefined,
-      });
+      const answer = await this.withDetails((details) =>
+        this.client.complete(p.runId, {
+          leaseToken: p.leaseToken,
+          status: 'failed',
+          error: tail(p.error),
+          errorStack:
+            !details || p.errorStack === undefined || p.errorStack === null ? undefined : tail(p.errorStack),
+          startedAt: details ? this.serverInstant(p.startedAt) : undefined,
+          retryable: p.permanent !== true,
+          retryAfterMs: p.retryAfterMs,
+          output: p.output ?? undefined,
+        }),
+      );
       return {
         state: answer.state === 'dead' ? ('dead' as const) : ('pending' as const),
         attempt: answer.attempt ?? 0,
@@ -224,11 +255,13 @@ export class HttpLeaseStore implements LeaseStore {
     await Promise.all(
       p.leases.map(async (l) => {
         try {
-          await this.client.release(l.runId, {
-            leaseToken: l.leaseToken,
-            reason: p.reason,
-            startedAt: this.serverInstant(l.startedAt),
-          });
+          await this.withDetails((details) =>
+            this.client.release(l.runId, {
+              leaseToken: l.leaseToken,
+              reason: p.reason,
+              startedAt: details ? this.serverInstant(l.startedAt) : undefined,
+            }),
+          );
           released.push(l.runId);
         } catch (err) {
           if (!lost(err)) throw err;

@@ -4,6 +4,8 @@
  * stale token after the reaper took the run back, which must answer 409 and change nothing.
  * Each test uses its own pool so that runs of other tests are never claimed.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { listenForRuns, RunWakeups } from '../../src/api/index.js';
 import { LONG_POLL_FALLBACK_MS } from '../../src/api/long-poll.js';
@@ -545,4 +547,46 @@ test('a worker reports its handler start and error stack: kept within [claim, no
     body: { lease_token: token(c), status: 'succeeded', started_at: 'yesterday' },
   });
   expectError(bad, 400, 'validation_error');
+});
+
+test('HttpLeaseStore talking to a server from before started_at and error_stack sends its results without them', async () => {
+  // What such a server does with the new fields: its strict bodies refuse them as unknown.
+  const bodies: Record<string, unknown>[] = [];
+  const older = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => {
+      text += chunk;
+    });
+    req.on('end', () => {
+      const body = JSON.parse(text) as Record<string, unknown>;
+      bodies.push(body);
+      res.setHeader('content-type', 'application/json');
+      if ('started_at' in body || 'error_stack' in body) {
+        res.statusCode = 400;
+        res.end(
+          JSON.stringify({
+            error: { code: 'validation_error', message: 'body must NOT have additional properties' },
+          }),
+        );
+      } else res.end(JSON.stringify({ state: body.status === 'failed' ? 'dead' : 'succeeded' }));
+    });
+  });
+  await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`;
+    const store = new HttpLeaseStore({ url, key: 'k', clock: new FakeClock(db.clock.nowMs()), waitMs: 0 });
+    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
+    expect(await store.completeRuns({ leases: [{ ...lease, startedAt: db.clock.nowMs() }] })).toEqual({
+      completed: [lease.runId],
+      lost: [],
+    });
+    expect(bodies.map((b) => 'started_at' in b)).toEqual([true, false]);
+    // Known to be older now: the next results go without the fields at once.
+    await store.failRun({ ...lease, error: 'boom', errorStack: 'Error: boom', startedAt: db.clock.nowMs() });
+    expect(bodies).toHaveLength(3);
+    expect(bodies[2]).toMatchObject({ status: 'failed', error: 'boom' });
+    expect(bodies[2]).not.toHaveProperty('error_stack');
+  } finally {
+    await new Promise((resolve) => older.close(resolve));
+  }
 });
