@@ -590,3 +590,17 @@ test('HttpLeaseStore talking to a server from before started_at and error_stack 
     await new Promise((resolve) => older.close(resolve));
   }
 });
+
+test('a failure from a worker that sends its stack as the error (before error_stack) is split: the message apart', async () => {
+  const [runId] = await jobWithRuns('old-worker', 'p-old', 1);
+  const claimed = (await lease({ worker_id: 'w-old', pool: 'p-old' })).json.runs[0];
+  const stack = 'Error: upstream 500\n    at fetch (/app/h.js:3:9)';
+  const failed = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token, status: 'failed', retryable: false, error: stack },
+  });
+  expect(failed.status, failed.text).toBe(200);
+  const run = (await http('GET', `/v1/runs/${runId}`, { key: keys.reader })).json;
+  expect(run.last_error).toBe('Error: upstream 500');
+  expect(run.attempts).toMatchObject([{ error: 'Error: upstream 500', error_stack: stack }]);
+});

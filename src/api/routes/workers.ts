@@ -4,6 +4,7 @@ import {
   parseInstant,
   REMOTE_WORKER_LIVE_MS,
   remoteNodeId,
+  splitErrorText,
   TockError,
 } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
@@ -238,12 +239,17 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         for (const j of jobs ?? []) o.metrics.jobSucceeded(j.tenantId, j.jobId, at);
         return { state: 'succeeded' };
       }
+      // A worker from before `error_stack` sends the whole stack as the error: split it here.
+      const error =
+        b.error_stack === undefined
+          ? splitErrorText(b.error ?? 'failed')
+          : { message: b.error ?? 'failed', stack: b.error_stack };
       try {
         const result = await store.failRun({
           runId: run_id,
           leaseToken: b.lease_token,
-          error: b.error ?? 'failed',
-          errorStack: b.error_stack,
+          error: error.message,
+          errorStack: error.stack,
           startedAt,
           permanent: b.retryable === false,
           retryAfterMs: b.retry_after_ms,
