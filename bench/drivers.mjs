@@ -40,7 +40,8 @@ async function withPg(pool) {
       rows.map((x) => x.lease_token),
       new Date(),
       null,
-      rows.map(() => null),
+      rows.map(() => null), // outputs
+      rows.map(() => null), // handler starts: unreported
     ]);
     done += r.rows.length;
   }
@@ -59,7 +60,14 @@ async function withPostgresJs(sql) {
     if (rows.length === 0) return done;
     const r = await sql.unsafe(
       runCompleteMany,
-      [rows.map((x) => x.run_id), rows.map((x) => x.lease_token), new Date(), null, rows.map(() => null)],
+      [
+        rows.map((x) => x.run_id),
+        rows.map((x) => x.lease_token),
+        new Date(),
+        null,
+        rows.map(() => null),
+        rows.map(() => null),
+      ],
       { prepare: true },
     );
     done += r.length;

@@ -85,7 +85,8 @@ async function measureVariant({ url, batches, batch }) {
         rows.map((r) => r.lease_token),
         new Date(now.getTime() + 1),
         null,
-        rows.map(() => null),
+        rows.map(() => null), // outputs
+        rows.map(() => null), // handler starts: unreported
       ]);
       if (completion.rows !== batch) throw new Error(`completed ${completion.rows} runs, expected ${batch}`);
       claims.push(claim);

@@ -236,7 +236,8 @@ function bareSql({ connections, batch }) {
                 rows.map((r) => r.lease_token),
                 new Date(),
                 null,
-                rows.map(() => null),
+                rows.map(() => null), // outputs
+                rows.map(() => null), // handler starts: unreported
               ]);
             }
           };

@@ -2,4 +2,12 @@
 export { type App, type AppOptions, buildApp } from './app.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './limits.js';
 export { listenForRuns, RunWakeups, type Wakeups } from './long-poll.js';
-export { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, OTHER_POOL_LABEL, RunGaugeSampler } from './metrics.js';
+export {
+  MAX_JOB_SERIES,
+  MAX_POOL_LABELS,
+  METRICS_SAMPLE_MS,
+  Metrics,
+  OTHER_POOL_LABEL,
+  RunGaugeSampler,
+  schedulingDelayMs,
+} from './metrics.js';

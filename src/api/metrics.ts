@@ -2,8 +2,9 @@
  * Prometheus metrics (prom-client), one registry per process. The API records request durations;
  * the runtime feeds scheduler and worker events in through the methods below. Bounded whatever
  * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
- * `pool="other"`), and the run gauges are a sample the `RunGaugeSampler` reads at most once per
- * METRICS_SAMPLE_MS, however often `/metrics` is scraped.
+ * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, and the run gauges are a
+ * sample the `RunGaugeSampler` reads at most once per METRICS_SAMPLE_MS, however often `/metrics`
+ * is scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
@@ -15,12 +16,33 @@ export const METRICS_SAMPLE_MS = 15_000;
 export const MAX_POOL_LABELS = 100;
 /** The `pool` label of every pool past MAX_POOL_LABELS. */
 export const OTHER_POOL_LABEL = 'other';
+/**
+ * At most this many jobs (tenant and job) have a `tock_job_last_success_timestamp_seconds` series
+ * in one process: the first jobs this process sees succeed, kept for its life (a series that came
+ * and went would look like a job that stopped succeeding). A million jobs must not be a million
+ * series; the jobs past the bound are counted in `tock_job_last_success_untracked_jobs`, and every
+ * job's last success is in the API (`GET /v1/jobs/{id}/runs?state=succeeded&limit=1`).
+ */
+export const MAX_JOB_SERIES = 1000;
+
+/**
+ * How long a run waited to start, ms: from when it became due, the later of its `available_at` (its
+ * slot plus jitter, or the end of a retry's backoff) and its creation, to its start. A run created
+ * with a slot already in the past (a trigger for a past instant, a catch-up slot, a backfill) was not
+ * waiting for the scheduler before it existed, so that time is not scheduling delay; a replay is
+ * available from the replay on. Without a creation time (a run claimed over HTTP that the server
+ * did not read it for), from `available_at`.
+ */
+export function schedulingDelayMs(run: { availableAt: Date; createdAt?: Date }, startMs: number): number {
+  const dueMs = Math.max(run.availableAt.getTime(), run.createdAt?.getTime() ?? Number.NEGATIVE_INFINITY);
+  return Math.max(0, startMs - dueMs);
+}
 
 export class Metrics {
   readonly registry = new Registry();
   readonly schedulingDelay = new Histogram({
     name: 'tock_scheduling_delay_seconds',
-    help: 'Start of a run minus the time it became available (available_at), by pool',
+    help: 'Start of a run minus when it became due: the later of its available_at and its creation (a run triggered or materialised for a past slot counts from its creation), by pool',
     labelNames: ['pool'],
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
@@ -80,6 +102,17 @@ export class Metrics {
     help: 'Shard leases this scheduler node holds',
     registers: [this.registry],
   });
+  readonly jobLastSuccess = new Gauge({
+    name: 'tock_job_last_success_timestamp_seconds',
+    help: `When a run of the job last succeeded, as recorded by this process (Unix seconds); at most ${MAX_JOB_SERIES} jobs`,
+    labelNames: ['tenant', 'job'],
+    registers: [this.registry],
+  });
+  readonly jobLastSuccessUntracked = new Gauge({
+    name: 'tock_job_last_success_untracked_jobs',
+    help: `Jobs whose runs succeeded here but that have no last-success series (past the first ${MAX_JOB_SERIES})`,
+    registers: [this.registry],
+  });
   readonly requestDuration = new Histogram({
     name: 'tock_http_request_duration_seconds',
     help: 'API request duration by route and status',
@@ -90,17 +123,40 @@ export class Metrics {
 
   /** The pools that have a label of their own (at most MAX_POOL_LABELS). */
   private readonly poolLabels = new Set<string>();
+  /** The jobs that have a last-success series (at most `maxJobSeries`), and those seen past it. */
+  private readonly jobSeries = new Set<string>();
+  private readonly untrackedJobs = new Set<string>();
+  private readonly maxJobSeries: number;
 
-  constructor(options: { processMetrics?: boolean } = {}) {
-    if (options.processMetrics !== false)
-      collectDefaultMetrics({ register: this.registry, prefix: 'tock_process_' });
+  constructor(
+    options: { processMetrics?: boolean /** Default MAX_JOB_SERIES. */; maxJobSeries?: number } = {},
+  ) {
+    this.maxJobSeries = options.maxJobSeries ?? MAX_JOB_SERIES;
+    // prom-client's default metrics are named process_* and nodejs_* already: `tock_` makes them
+    // tock_process_cpu_seconds_total, not tock_process_process_cpu_seconds_total.
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'tock_' });
   }
 
-  /** A run started (claimed) at `startMs`; it had been claimable since `availableAtMs`. */
-  runStarted(pool: string, availableAtMs: number, startMs: number): void {
-    const label = this.poolLabel(pool);
+  /** A run started (or, over HTTP, was handed to its worker) at `startMs`: counts it and its scheduling delay. */
+  runStarted(run: { pool: string; availableAt: Date; createdAt?: Date }, startMs: number): void {
+    const label = this.poolLabel(run.pool);
     this.claims.inc({ pool: label });
-    this.schedulingDelay.observe({ pool: label }, Math.max(0, startMs - availableAtMs) / 1000);
+    this.schedulingDelay.observe({ pool: label }, schedulingDelayMs(run, startMs) / 1000);
+  }
+
+  /** A run of the job succeeded at `atMs`: its last-success series, if it has or may get one. */
+  jobSucceeded(tenantId: string, jobId: string, atMs: number): void {
+    const key = `${tenantId}\u0000${jobId}`;
+    if (!this.jobSeries.has(key)) {
+      if (this.jobSeries.size >= this.maxJobSeries) {
+        // Bounded too: counted up to 10 × the series bound, then the gauge stays there.
+        if (this.untrackedJobs.size < 10 * this.maxJobSeries) this.untrackedJobs.add(key);
+        this.jobLastSuccessUntracked.set(this.untrackedJobs.size);
+        return;
+      }
+      this.jobSeries.add(key);
+    }
+    this.jobLastSuccess.set({ tenant: tenantId, job: jobId }, atMs / 1000);
   }
 
   /** `pool` itself while fewer than MAX_POOL_LABELS pools have a label, else `other`. */

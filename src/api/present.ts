@@ -46,6 +46,7 @@ export function runJson(r: Run) {
     last_error: r.lastError,
     created_at: r.createdAt.toISOString(),
     started_at: iso(r.startedAt),
+    claimed_at: iso(r.claimedAt),
     finished_at: iso(r.finishedAt),
   };
 }
@@ -57,9 +58,11 @@ export function runWithAttemptsJson(r: RunWithAttempts) {
       attempt: a.attempt,
       worker_id: a.workerId,
       started_at: a.startedAt.toISOString(),
+      claimed_at: iso(a.claimedAt),
       finished_at: iso(a.finishedAt),
       outcome: a.outcome,
       error: a.error,
+      error_stack: a.errorStack,
       output: a.output,
     })),
   };

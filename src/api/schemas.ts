@@ -121,12 +121,16 @@ export const BulkJobsAnswer = Type.Object({
 export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) }, {});
 
 export const Attempt = Type.Object({
-  attempt: Type.Integer(),
+  attempt: Type.Integer({ description: 'from 1, numbered on across replays' }),
   worker_id: Type.String(),
-  started_at: Instant('claimed'),
+  started_at: Instant(
+    "the handler's start as its worker reported it (within the claim and the end); unreported: the later of the claim and available_at",
+  ),
+  claimed_at: Nullable(Instant('claimed (null on attempts recorded before it was kept)')),
   finished_at: Nullable(Instant('ended')),
   outcome: Nullable(Type.String({ description: 'succeeded, failed, lease_expired or released' })),
-  error: Nullable(Type.String()),
+  error: Nullable(Type.String({ description: "the error's message" })),
+  error_stack: Nullable(Type.String({ description: "the error's stack, when the handler threw an Error" })),
   output: Nullable(Type.String({ description: 'the last 64 KiB of what the handler printed' })),
 });
 
@@ -145,9 +149,14 @@ export const Run = Type.Object(
     available_at: Instant('claimable from'),
     lease_owner: Nullable(Type.String()),
     lease_expires_at: Nullable(Instant('lease expiry while running')),
-    last_error: Nullable(Type.String()),
+    last_error: Nullable(Type.String({ description: "the last failed attempt's error message" })),
     created_at: Instant('materialised'),
-    started_at: Nullable(Instant('last claimed')),
+    started_at: Nullable(
+      Instant(
+        "the last ended attempt's handler start; running: the later of its claim and available_at, when the handler can start",
+      ),
+    ),
+    claimed_at: Nullable(Instant('when the attempt of started_at was claimed')),
     finished_at: Nullable(Instant('ended')),
   },
   {},
@@ -228,6 +237,9 @@ export const ReleaseBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
     reason: Type.Optional(Type.String({ maxLength: 1000, description: 'default "worker shutdown"' })),
+    started_at: Type.Optional(
+      Instant("when the run's handler started, if it did (server clock; kept within the claim and now)"),
+    ),
   },
   { additionalProperties: false },
 );
@@ -263,7 +275,18 @@ export const CompleteBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
     status: Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]),
-    error: Type.Optional(Type.String({ maxLength: 65536 })),
+    error: Type.Optional(Type.String({ maxLength: 65536, description: "the error's message" })),
+    error_stack: Type.Optional(
+      Type.String({
+        maxLength: 65536,
+        description: "the error's stack, kept on the attempt apart from the message",
+      }),
+    ),
+    started_at: Type.Optional(
+      Instant(
+        'when the handler started (server clock; kept within the claim and now); default the later of the claim and available_at',
+      ),
+    ),
     retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),
     retry_after_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 604800000 })),
     output: Type.Optional(

@@ -23,10 +23,10 @@ import {
 } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { databaseOptions, duration, positiveInt } from './options.js';
-import { counted, formatFields, formatTable, truncate } from './table.js';
+import { counted, formatBlock, formatFields, formatTable, truncate } from './table.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:8080';
-/** Most characters of an error shown in a list; `tock runs show` prints it whole. */
+/** Most characters of an error message shown in a table; `tock runs show` prints it whole, with its stack. */
 const ERROR_COLUMN = 60;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 const MAX_PAGE = 500;
@@ -252,9 +252,10 @@ function runFields(r: Api.Run): string {
     ['lease_owner', r.lease_owner],
     ['lease_expires_at', r.lease_expires_at],
     ['created_at', r.created_at],
+    ['claimed_at', r.claimed_at],
     ['started_at', r.started_at],
     ['finished_at', r.finished_at],
-    ['last_error', r.last_error],
+    ['last_error', errorCell(r.last_error)],
   ]);
 }
 
@@ -262,8 +263,26 @@ function attemptTable(attempts: readonly Api.Attempt[]): string {
   if (attempts.length === 0) return 'no attempts yet\n';
   return formatTable(
     ['ATTEMPT', 'WORKER', 'STARTED', 'FINISHED', 'OUTCOME', 'ERROR'],
-    attempts.map((a) => [a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, a.error]),
+    attempts.map((a) => [a.attempt, a.worker_id, a.started_at, a.finished_at, a.outcome, errorCell(a.error)]),
   );
+}
+
+/**
+ * What the attempts table cannot hold, attempt by attempt: the error's message whole (when it
+ * spans lines or was cut in the table), its stack and the handler's output, each on lines of its
+ * own. Attempts with none of them are left out.
+ */
+function attemptDetails(attempts: readonly Api.Attempt[]): string {
+  const parts: string[] = [];
+  for (const a of attempts) {
+    const error = a.error ?? '';
+    const body =
+      (errorCell(error) === error ? '' : formatBlock('ERROR', error)) +
+      formatBlock('STACK', a.error_stack) +
+      formatBlock('OUTPUT', a.output);
+    if (body !== '') parts.push(`\nattempt ${a.attempt} (${a.outcome ?? 'running'}):\n${body}`);
+  }
+  return parts.join('');
 }
 
 function keyTable(keys: readonly Api.ApiKey[]): string {
@@ -588,13 +607,13 @@ function registerRuns(program: Command): void {
   remoteOptions(
     runs
       .command('show')
-      .description('show a run and its attempts, with their errors')
+      .description("show a run and its attempts, with their errors' stacks and the handlers' output")
       .argument('<run_id>', 'the run'),
   ).action(
     remote(async (runId: string, o: RemoteOptions) => {
       const run = await clientOf(o).getRun(runId);
       if (o.json) return printJson(run);
-      write(`${runFields(run)}\nattempts:\n${attemptTable(run.attempts)}`);
+      write(`${runFields(run)}\nattempts:\n${attemptTable(run.attempts)}${attemptDetails(run.attempts)}`);
     }),
   );
 }
@@ -629,7 +648,9 @@ function registerDlq(program: Command): void {
   remoteOptions(
     dlq
       .command('replay')
-      .description('requeue a dead run (a fresh set of attempts); a run in any other state is a 409')
+      .description(
+        'requeue a dead run (a fresh set of attempts, numbered on from its last); a run in any other state is a 409',
+      )
       .argument('<run_id>', 'the dead run'),
   ).action(
     remote(async (runId: string, o: RemoteOptions) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cell, formatFields, formatTable, truncate } from './table.js';
+import { cell, formatBlock, formatFields, formatTable, truncate } from './table.js';
 
 describe('formatTable', () => {
   it('aligns columns two spaces apart, with no trailing spaces', () => {
@@ -54,5 +54,21 @@ describe('cell and truncate', () => {
     expect(cell(undefined)).toBe('-');
     expect(truncate('abcdef', 4)).toBe('abc…');
     expect(truncate('abc', 4)).toBe('abc');
+  });
+});
+
+describe('formatBlock', () => {
+  it('keeps the lines, indented under the title; nothing for no text', () => {
+    expect(formatBlock('STACK', 'Error: boom\n    at f (a.js:1:2)\n')).toBe(
+      'STACK\n  Error: boom\n      at f (a.js:1:2)\n',
+    );
+    expect(formatBlock('OUTPUT', null)).toBe('');
+    expect(formatBlock('OUTPUT', '')).toBe('');
+  });
+
+  it('turns control characters (escape sequences, carriage returns) into U+FFFD; tabs stay', () => {
+    expect(formatBlock('OUTPUT', '\u001b[31mred\u001b[0m\tok\r\nover\rwrite\u009b')).toBe(
+      'OUTPUT\n  \ufffd[31mred\ufffd[0m\tok\n  over\ufffdwrite\ufffd\n',
+    );
   });
 });

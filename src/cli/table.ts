@@ -41,3 +41,21 @@ export function formatFields(fields: readonly (readonly [string, unknown])[]): s
   const width = Math.max(0, ...fields.map(([name]) => name.length));
   return fields.map(([name, value]) => `${`${name.padEnd(width)}  ${cell(value)}`.trimEnd()}\n`).join('');
 }
+
+/**
+ * A titled section of text that keeps its lines (a stack, a handler's output): the title on a line
+ * of its own, then each line indented by `indent` spaces; empty when `text` is null or empty.
+ * Control characters other than tab and newline (escape sequences a handler printed, a carriage
+ * return that would overwrite the line) become U+FFFD, so the text cannot drive the terminal.
+ */
+export function formatBlock(title: string, text: string | null | undefined, indent = 2): string {
+  if (text === null || text === undefined || text === '') return '';
+  const pad = ' '.repeat(indent);
+  const lines = text
+    .replace(/\r\n/g, '\n')
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '\ufffd')
+    .replace(/\n+$/, '')
+    .split('\n');
+  return `${title}\n${lines.map((l) => `${pad}${l}`.trimEnd()).join('\n')}\n`;
+}

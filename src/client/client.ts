@@ -124,8 +124,16 @@ export interface CompleteOptions {
   /** The token of the live lease. */
   leaseToken: string;
   status: 'succeeded' | 'failed';
-  /** What went wrong (for `failed`). */
+  /** What went wrong (for `failed`): the error's message, what run tables show. */
   error?: string;
+  /** The error's stack (for `failed`), kept on the attempt apart from the message. */
+  errorStack?: string;
+  /**
+   * When the handler started, as an ISO 8601 instant on the server's clock: the attempt's
+   * `started_at` (the server keeps it within the claim and now). Default: the later of the claim
+   * and the run's `available_at`.
+   */
+  startedAt?: string;
   /** `false` dead-letters the run at once. Default true. */
   retryable?: boolean;
   /** Retry after this long instead of the job's backoff, ms. */
@@ -278,6 +286,8 @@ export class TockClient {
   complete(runId: string, options: CompleteOptions): Promise<StateAnswer> {
     const body: Record<string, unknown> = { lease_token: options.leaseToken, status: options.status };
     if (options.error !== undefined) body.error = options.error;
+    if (options.errorStack !== undefined) body.error_stack = options.errorStack;
+    if (options.startedAt !== undefined) body.started_at = options.startedAt;
     if (options.retryable !== undefined) body.retryable = options.retryable;
     if (options.retryAfterMs !== undefined) body.retry_after_ms = options.retryAfterMs;
     if (options.output !== undefined) body.output = options.output;
@@ -285,9 +295,13 @@ export class TockClient {
   }
 
   /** Gives a run back without spending an attempt (worker shutdown); `lease_lost` (409) when it is not ours. */
-  release(runId: string, options: { leaseToken: string; reason?: string }): Promise<StateAnswer> {
+  release(
+    runId: string,
+    options: { leaseToken: string; reason?: string; startedAt?: string },
+  ): Promise<StateAnswer> {
     const body: Record<string, unknown> = { lease_token: options.leaseToken };
     if (options.reason !== undefined) body.reason = options.reason;
+    if (options.startedAt !== undefined) body.started_at = options.startedAt;
     return this.request('POST', `/v1/runs/${segment(runId)}/release`, { body });
   }
 

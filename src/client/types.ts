@@ -77,13 +77,20 @@ export interface JobList {
 }
 
 export interface Attempt {
+  /** From 1, numbered on across replays. */
   attempt: number;
   worker_id: string;
+  /** When the handler started (never before the claim, nor before the slot of a run claimed ahead). */
   started_at: string;
+  /** When the attempt was claimed; null on attempts recorded before it was kept. */
+  claimed_at: string | null;
   finished_at: string | null;
   /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
   outcome: string | null;
+  /** The error's message. */
   error: string | null;
+  /** The error's stack, when the handler threw an `Error`. */
+  error_stack: string | null;
   /** The last 64 KiB of what the handler printed. */
   output: string | null;
 }
@@ -103,9 +110,13 @@ export interface Run {
   available_at: string;
   lease_owner: string | null;
   lease_expires_at: string | null;
+  /** The last failed attempt's error message (its stack is on the attempt). */
   last_error: string | null;
   created_at: string;
+  /** When the last ended attempt's handler started; running: the later of its claim and `available_at`. */
   started_at: string | null;
+  /** When the attempt `started_at` belongs to was claimed. */
+  claimed_at: string | null;
   finished_at: string | null;
 }
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { badCharIn, badTextAt, describeBadText, sanitiseText } from './text.js';
+import { badCharIn, badTextAt, describeBadText, sanitiseText, splitErrorText } from './text.js';
 
 /** What PostgreSQL would refuse, judged independently of the module: a UTF-8 round trip changes a lone surrogate. */
 function storable(s: string): boolean {
@@ -89,5 +89,23 @@ describe('badTextAt', () => {
     expect(describeBadText({ path: 'priority', problem: 'non_finite', inKey: false })).toMatch(
       /^priority is not a finite number/,
     );
+  });
+});
+
+describe('splitErrorText', () => {
+  it('splits a stack at its first frame: the message before it, the stack whole', () => {
+    const stack = 'TypeError: x is not a function\n  (second line)\n    at f (a.js:1:2)\n    at g (b.js:3:4)';
+    expect(splitErrorText(stack)).toEqual({
+      message: 'TypeError: x is not a function\n  (second line)',
+      stack,
+    });
+  });
+
+  it('leaves a text without frames whole, as the message', () => {
+    expect(splitErrorText('upstream 500\n  at fetch')).toEqual({
+      message: 'upstream 500\n  at fetch',
+      stack: null,
+    });
+    expect(splitErrorText('')).toEqual({ message: '', stack: null });
   });
 });

@@ -130,3 +130,16 @@ export function resultText(text: string): string {
     text.length > RESULT_TEXT_MAX_CHARS ? text.slice(text.length - RESULT_TEXT_MAX_CHARS) : text,
   );
 }
+
+/** The first line of a V8 stack's frames: four spaces and `at `. */
+const STACK_FRAME = /\n {4}at /;
+
+/**
+ * An error text that may hold a whole stack (what workers before attempts kept the stack apart
+ * sent as the error) as its message and its stack: the message is the text before the first
+ * `    at ` line, the stack the whole text. A text with no such line is all message.
+ */
+export function splitErrorText(text: string): { message: string; stack: string | null } {
+  const at = text.search(STACK_FRAME);
+  return at < 0 ? { message: text, stack: null } : { message: text.slice(0, at), stack: text };
+}

@@ -137,7 +137,8 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     });
     // The same run lines as `tock worker` (with `duration_ms`), and the metrics the API serves.
     logRuns(worker, logger, clock);
-    worker.on('run:started', (r) => metrics.runStarted(r.pool, r.availableAt.getTime(), clock.nowMs()));
+    worker.on('run:started', (r) => metrics.runStarted(r, clock.nowMs()));
+    worker.on('run:succeeded', (r) => metrics.jobSucceeded(r.tenantId, r.jobId, clock.nowMs()));
     worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
     worker.start();
     logger.warn(

@@ -42,6 +42,7 @@ function toClaimed(r: Record<string, unknown>): ClaimedRun {
     leaseExpiresAt: r.lease_expires_at as Date,
     availableAt: r.available_at as Date,
     timeoutMs: timeout === null ? null : timeout * 1000,
+    createdAt: r.created_at as Date,
   };
 }
 

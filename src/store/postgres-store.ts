@@ -51,6 +51,7 @@ import type {
   Attempt,
   ClaimedRun,
   Completion,
+  EndedLease,
   IdempotentAnswer,
   Job,
   LeaseRef,
@@ -140,6 +141,7 @@ function toRun(r: Row): Run {
     lastError: r.last_error,
     createdAt: r.created_at,
     startedAt: r.started_at,
+    claimedAt: r.claimed_at,
     finishedAt: r.finished_at,
   };
 }
@@ -188,6 +190,10 @@ export const MAX_NODE_PAGE = 500;
  * batch would share).
  */
 const clip = resultText;
+
+/** A handler start a worker reported: null when it reported none. */
+const startedAtOf = (ms: number | null | undefined): Date | null =>
+  ms === undefined || ms === null ? null : checkInstant(ms, 'started_at');
 
 function checkLeases<L extends LeaseRef>(
   leases: readonly L[],
@@ -601,25 +607,38 @@ export class PostgresStore implements Store {
     leases: readonly Completion[];
     now: number;
     tenantId?: string;
-  }): Promise<{ completed: string[]; lost: string[] }> {
+    withJobs?: boolean;
+  }): Promise<{
+    completed: string[];
+    lost: string[];
+    jobs?: { runId: string; tenantId: string; jobId: string }[];
+  }> {
     const { ids, tokens, invalid, valid } = checkLeases(p.leases);
     const now = checkInstant(p.now, 'now');
     // In the order of `ids`: checkLeases keeps the well-formed leases in order.
     const outputs = valid.map((l) =>
       l.output === undefined || l.output === null ? null : clip(String(l.output)),
     );
+    const starts = valid.map((l) => startedAtOf(l.startedAt));
     const { rows } = ids.length
-      ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs])
+      ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs, starts])
       : { rows: [] };
     const completed = rows.map((r: Row) => r.run_id as string);
     const ok = new Set(completed);
-    return { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
+    const answer = { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
+    if (!p.withJobs) return answer;
+    return {
+      ...answer,
+      jobs: rows.map((r: Row) => ({ runId: r.run_id, tenantId: r.tenant_id, jobId: r.job_id })),
+    };
   }
 
   async failRun(p: {
     runId: string;
     leaseToken: string;
     error: string;
+    errorStack?: string | null;
+    startedAt?: number | null;
     permanent?: boolean;
     retryAfterMs?: number;
     output?: string | null;
@@ -627,6 +646,7 @@ export class PostgresStore implements Store {
     tenantId?: string;
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }> {
     const now = checkInstant(p.now, 'now');
+    const startedAt = startedAtOf(p.startedAt);
     const lost = () => new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
     if (!UUID.test(p.runId) || !UUID.test(p.leaseToken)) throw lost();
     if (p.retryAfterMs !== undefined && !(p.retryAfterMs >= 0 && Number.isFinite(p.retryAfterMs))) {
@@ -659,18 +679,20 @@ export class PostgresStore implements Store {
       key,
       error,
       p.output === undefined || p.output === null ? null : clip(String(p.output)),
+      startedAt,
+      p.errorStack === undefined || p.errorStack === null ? null : clip(String(p.errorStack)),
     ]);
     if (!rows[0]) throw lost();
     return { state: dead ? 'dead' : 'pending', attempt: rows[0].attempt, availableAt };
   }
 
   async releaseRuns(p: {
-    leases: readonly LeaseRef[];
+    leases: readonly EndedLease[];
     reason: string;
     now: number;
     tenantId?: string;
   }): Promise<{ released: string[] }> {
-    const { ids, tokens } = checkLeases(p.leases);
+    const { ids, tokens, valid } = checkLeases(p.leases);
     if (ids.length === 0) return { released: [] };
     const { rows } = await this.pool.query(R.runReleaseMany, [
       ids,
@@ -678,6 +700,7 @@ export class PostgresStore implements Store {
       checkInstant(p.now, 'now'),
       clip(p.reason),
       p.tenantId ?? null,
+      valid.map((l) => startedAtOf(l.startedAt)),
     ]);
     if (rows.length > 0) await this.pool.query(R.runNotify);
     return { released: rows.map((r: Row) => r.run_id as string) };
@@ -753,9 +776,11 @@ export class PostgresStore implements Store {
           attempt: a.attempt,
           workerId: a.worker_id,
           startedAt: a.started_at,
+          claimedAt: a.claimed_at,
           finishedAt: a.finished_at,
           outcome: a.outcome,
           error: a.error,
+          errorStack: a.error_stack,
           output: a.output,
         }),
       ),

@@ -46,19 +46,35 @@ export interface Run {
   availableAt: Date;
   leaseOwner: string | null;
   leaseExpiresAt: Date | null;
+  /** The last failed attempt's error message (its stack is on the attempt). */
   lastError: string | null;
   createdAt: Date;
+  /**
+   * When the handler of the last ended attempt started, as its worker reported it (kept within
+   * the claim and the attempt's end); running: the later of the claim and `availableAt`; an attempt
+   * that reported no start (reaped): the later of its claim and `availableAt` too. Never before the
+   * slot a worker claimed ahead of.
+   */
   startedAt: Date | null;
+  /** When the attempt `startedAt` belongs to was claimed (up to the claim-ahead before its slot). */
+  claimedAt: Date | null;
   finishedAt: Date | null;
 }
 
 export interface Attempt {
+  /** Numbered from 1, and on across replays (a replayed run's next attempt is its last + 1). */
   attempt: number;
   workerId: string;
+  /** When the handler started (see `Run.startedAt`). */
   startedAt: Date;
+  /** When the attempt was claimed; null on rows written before migration 0011. */
+  claimedAt: Date | null;
   finishedAt: Date | null;
   outcome: AttemptOutcome | null;
+  /** The error's message. */
   error: string | null;
+  /** The error's stack, when the handler threw an `Error` (null for a lease expiry or release). */
+  errorStack: string | null;
   /** The last 64 KiB of what the handler printed or returned. */
   output: string | null;
 }
@@ -84,6 +100,12 @@ export interface ClaimedRun {
   availableAt: Date;
   /** Abort the handler after this long (the job's `timeout_seconds`), or null for no limit. */
   timeoutMs: number | null;
+  /**
+   * When the run was materialised or triggered (absent over HTTP): a run that became available
+   * before it existed (a trigger or catch-up slot in the past) was not delayed by scheduling
+   * before then (`schedulingDelayMs`).
+   */
+  createdAt?: Date;
 }
 
 export interface LeaseRef {
@@ -91,8 +113,14 @@ export interface LeaseRef {
   leaseToken: string;
 }
 
+/** A lease being ended, with when its handler started (epoch ms; absent or null: never started, or unknown). */
+export interface EndedLease extends LeaseRef {
+  /** Kept within [the claim, the end] by the store: a worker's clock is trusted no further. */
+  startedAt?: number | null;
+}
+
 /** A lease being completed, with the tail of what the handler printed or returned. */
-export interface Completion extends LeaseRef {
+export interface Completion extends EndedLease {
   output?: string | null;
 }
 
@@ -263,12 +291,24 @@ export interface Store {
     now: number;
     /** Only this tenant's runs (the API passes the caller's). */
     tenantId?: string;
-  }): Promise<{ completed: string[]; lost: string[] }>;
+    /** Also answer the completed runs' tenants and jobs (`jobs`). Default false. */
+    withJobs?: boolean;
+  }): Promise<{
+    completed: string[];
+    lost: string[];
+    /** With `withJobs`: each completed run's tenant and job. */
+    jobs?: { runId: string; tenantId: string; jobId: string }[];
+  }>;
   /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
   failRun(p: {
     runId: string;
     leaseToken: string;
+    /** The error's message (what run tables show). */
     error: string;
+    /** The error's stack, kept on the attempt. Default none. */
+    errorStack?: string | null;
+    /** When the handler started, epoch ms (kept within [the claim, now]). Default unknown. */
+    startedAt?: number | null;
     permanent?: boolean;
     retryAfterMs?: number;
     /** The tail of what the handler printed before it failed. */
@@ -278,7 +318,7 @@ export interface Store {
   }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
   /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
   releaseRuns(p: {
-    leases: readonly LeaseRef[];
+    leases: readonly EndedLease[];
     reason: string;
     now: number;
     tenantId?: string;
@@ -286,7 +326,10 @@ export interface Store {
   /** Requeues (or dead-letters) the runs of up to `batchSize` claims whose lease expired before `now`. */
   reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
 
-  /** Requeues a dead run with fresh attempts; any other state is a `ConflictError`. */
+  /**
+   * Requeues a dead run with a fresh budget of attempts, numbered on from its last; any other state
+   * is a `ConflictError`.
+   */
   replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
   /** Newest first by `(scheduled_for, run_id)`. */

@@ -30,14 +30,19 @@ export type ResultOutcome =
 
 /** A failed attempt to record. Text fields are stored as given (the caller makes them `resultText`). */
 export interface FailureResult {
+  /** The error's message. */
   error: string;
+  /** The error's stack, if it has one. */
+  errorStack?: string | null;
+  /** When the handler started (epoch ms), if it did. */
+  startedAt?: number | null;
   permanent: boolean;
   retryAfterMs?: number;
   output: string | null;
 }
 
 type Write =
-  | { kind: 'complete'; output: string | null }
+  | { kind: 'complete'; output: string | null; startedAt: number | null }
   | ({ kind: 'fail'; refused: boolean } & FailureResult);
 
 interface Pending {
@@ -98,8 +103,13 @@ export class Completer {
   }
 
   /** Records a success (batched with others); resolves with how it ended. */
-  complete(run: ClaimedRun, output: string | null, budgetMs: number): Promise<ResultOutcome> {
-    return this.enqueue(run, { kind: 'complete', output }, budgetMs);
+  complete(
+    run: ClaimedRun,
+    output: string | null,
+    budgetMs: number,
+    startedAt: number | null = null,
+  ): Promise<ResultOutcome> {
+    return this.enqueue(run, { kind: 'complete', output, startedAt }, budgetMs);
   }
 
   /** Records a failure of the handler; resolves with how it ended. */
@@ -217,6 +227,7 @@ export class Completer {
             runId: p.run.runId,
             leaseToken: p.run.leaseToken,
             output: (p.write as { output: string | null }).output,
+            startedAt: (p.write as { startedAt: number | null }).startedAt,
           }),
         ),
         now: this.o.clock.nowMs(),
@@ -242,6 +253,7 @@ export class Completer {
         error: `the handler's result could not be stored: ${reasonOf(err)}`,
         permanent: true,
         output: null,
+        startedAt: (p.write as { startedAt: number | null }).startedAt,
       };
       await this.writeFailure(p, onOutage);
     }
@@ -259,6 +271,8 @@ export class Completer {
         runId: p.run.runId,
         leaseToken: p.run.leaseToken,
         error: w.error,
+        errorStack: w.errorStack,
+        startedAt: w.startedAt,
         permanent: w.permanent,
         retryAfterMs: w.retryAfterMs,
         output: w.output,
@@ -275,6 +289,7 @@ export class Completer {
         ...w,
         refused: true,
         error: `the handler's error could not be stored: ${reasonOf(err)}`,
+        errorStack: null,
         retryAfterMs: undefined,
         output: null,
       };

@@ -6,7 +6,10 @@
  * Lease expiries are the server's instants. The worker judges them by its own clock, so each one is
  * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
  * request left before the server read its clock, so a converted expiry is never later than the
- * real one, whatever the skew between the two machines.
+ * real one, whatever the skew between the two machines. A handler's start goes the other way, to
+ * the server's clock, with the offset of the last answer (its `server_time` − when its request was
+ * sent): an estimate never earlier than the real start; the server keeps it within the claim and
+ * its now whatever is sent.
  *
  * Claims are retry-safe: each carries a claim id (the worker's, or one made here), and a claim
  * whose request failed without an answer (a network error, a timeout, a 5xx) is sent again with the
@@ -16,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { TockApiError, TockClient, TockConnectionError } from '../client/index.js';
 import { type Clock, LeaseLostError, SystemClock } from '../core/index.js';
-import type { ClaimedRun, Completion, LeaseRef } from '../store/index.js';
+import type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../store/index.js';
 import type { LeaseStore } from './worker.js';
 
 export interface HttpLeaseStoreOptions {
@@ -52,6 +55,13 @@ export const CLAIM_RETRY_BACKOFF_MS = 200;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
 
+/**
+ * A server from before `started_at` and `error_stack` refusing them as unknown fields (its bodies
+ * are strict): the request is sent again without them.
+ */
+const olderServer = (err: unknown) =>
+  err instanceof TockApiError && err.status === 400 && /additional propert/i.test(err.message);
+
 /** A failed request that may have claimed runs whose answer was lost: worth retrying with its id. */
 const retryable = (err: unknown) =>
   err instanceof TockConnectionError || (err instanceof TockApiError && err.status >= 500);
@@ -62,6 +72,27 @@ export class HttpLeaseStore implements LeaseStore {
   private readonly clock: Clock;
   private readonly claimTimeoutMs: number;
   private workerId = 'worker';
+  /** The server's clock minus this worker's, as the last answer told (0 before any). */
+  private serverOffsetMs = 0;
+  /** False once the server refused `started_at` and `error_stack` (an older server): not sent again. */
+  private sendsAttemptDetails = true;
+
+  /**
+   * Sends a result with the fields older servers do not know (`started_at`, `error_stack`), or,
+   * once a server has refused them, without: a worker upgraded before its server still records its
+   * results (with the claim's time as their start, and no stack).
+   */
+  private async withDetails<T>(send: (details: boolean) => Promise<T>): Promise<T> {
+    if (!this.sendsAttemptDetails) return send(false);
+    try {
+      return await send(true);
+    } catch (err) {
+      if (!olderServer(err)) throw err;
+      const answer = await send(false);
+      this.sendsAttemptDetails = false;
+      return answer;
+    }
+  }
 
   constructor(o: HttpLeaseStoreOptions) {
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
@@ -81,6 +112,19 @@ export class HttpLeaseStore implements LeaseStore {
   /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
   private localExpiry(expiresAt: string, serverTime: string, sentAt: number): Date {
     return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));
+  }
+
+  /** Notes the server's clock of an answer to a request sent at `sentAt`. */
+  private noteServerTime(serverTime: string, sentAt: number): void {
+    const offset = Date.parse(serverTime) - sentAt;
+    if (Number.isFinite(offset)) this.serverOffsetMs = offset;
+  }
+
+  /** A handler start on this worker's clock as an instant on the server's, or undefined. */
+  private serverInstant(ms: number | null | undefined): string | undefined {
+    if (ms === undefined || ms === null) return undefined;
+    const d = new Date(ms + this.serverOffsetMs);
+    return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
   }
 
   async claimRuns(p: {
@@ -121,6 +165,7 @@ export class HttpLeaseStore implements LeaseStore {
         if (retry > 0) await this.clock.sleep(CLAIM_RETRY_BACKOFF_MS * 2 ** (retry - 1), p.signal);
       }
     }
+    this.noteServerTime(answer.server_time, sentAt);
     return answer.runs.map((r) => ({
       runId: r.run_id,
       tenantId: r.tenant_id,
@@ -142,6 +187,7 @@ export class HttpLeaseStore implements LeaseStore {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
     const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);
+    this.noteServerTime(answer.server_time, sentAt);
     return {
       renewed: answer.renewed.map((r) => ({
         runId: r.run_id,
@@ -158,11 +204,14 @@ export class HttpLeaseStore implements LeaseStore {
     await Promise.all(
       p.leases.map(async (l) => {
         try {
-          await this.client.complete(l.runId, {
-            leaseToken: l.leaseToken,
-            status: 'succeeded',
-            output: l.output ?? undefined,
-          });
+          await this.withDetails((details) =>
+            this.client.complete(l.runId, {
+              leaseToken: l.leaseToken,
+              status: 'succeeded',
+              output: l.output ?? undefined,
+              startedAt: details ? this.serverInstant(l.startedAt) : undefined,
+            }),
+          );
           completed.push(l.runId);
         } catch (err) {
           if (!lost(err)) throw err;
@@ -177,19 +226,27 @@ export class HttpLeaseStore implements LeaseStore {
     runId: string;
     leaseToken: string;
     error: string;
+    errorStack?: string | null;
+    startedAt?: number | null;
     permanent?: boolean;
     retryAfterMs?: number;
     output?: string | null;
   }) {
+    const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
     try {
-      const answer = await this.client.complete(p.runId, {
-        leaseToken: p.leaseToken,
-        status: 'failed',
-        error: p.error.length > 65_536 ? p.error.slice(-65_536) : p.error,
-        retryable: p.permanent !== true,
-        retryAfterMs: p.retryAfterMs,
-        output: p.output ?? undefined,
-      });
+      const answer = await this.withDetails((details) =>
+        this.client.complete(p.runId, {
+          leaseToken: p.leaseToken,
+          status: 'failed',
+          error: tail(p.error),
+          errorStack:
+            !details || p.errorStack === undefined || p.errorStack === null ? undefined : tail(p.errorStack),
+          startedAt: details ? this.serverInstant(p.startedAt) : undefined,
+          retryable: p.permanent !== true,
+          retryAfterMs: p.retryAfterMs,
+          output: p.output ?? undefined,
+        }),
+      );
       return {
         state: answer.state === 'dead' ? ('dead' as const) : ('pending' as const),
         attempt: answer.attempt ?? 0,
@@ -201,12 +258,18 @@ export class HttpLeaseStore implements LeaseStore {
     }
   }
 
-  async releaseRuns(p: { leases: readonly LeaseRef[]; reason: string }) {
+  async releaseRuns(p: { leases: readonly EndedLease[]; reason: string }) {
     const released: string[] = [];
     await Promise.all(
       p.leases.map(async (l) => {
         try {
-          await this.client.release(l.runId, { leaseToken: l.leaseToken, reason: p.reason });
+          await this.withDetails((details) =>
+            this.client.release(l.runId, {
+              leaseToken: l.leaseToken,
+              reason: p.reason,
+              startedAt: details ? this.serverInstant(l.startedAt) : undefined,
+            }),
+          );
           released.push(l.runId);
         } catch (err) {
           if (!lost(err)) throw err;

@@ -170,6 +170,8 @@ interface Active {
   finishing: boolean;
   /** Its handler has been called (false while it is held, waiting for a slot or its instant). */
   started: boolean;
+  /** When its handler was called (epoch ms, the worker's clock): the attempt's `started_at`. */
+  startedAt: number | null;
   done: Promise<void>;
 }
 
@@ -192,13 +194,28 @@ function abortRun(a: Active, reason: unknown): void {
   a.controller.abort(reason);
 }
 
-/** A thrown value as the attempt's error: the stack (or JSON), its last 64 KiB, sanitised. */
-function errorText(err: unknown): string {
-  if (err instanceof Error) return resultText(err.stack ?? `${err.name}: ${err.message}`);
+/**
+ * A thrown value as the attempt's error, each part its last 64 KiB, sanitised: the message (what
+ * run tables show: an `Error`'s message, prefixed by its name unless that is plain `Error`; a
+ * string; or JSON) and, for an `Error`, its stack.
+ */
+export function errorParts(err: unknown): { message: string; stack: string | null } {
+  if (err instanceof Error) {
+    const name = typeof err.name === 'string' && err.name !== '' ? err.name : 'Error';
+    const text = typeof err.message === 'string' ? err.message : String(err.message);
+    const message = name === 'Error' ? text || name : text ? `${name}: ${text}` : name;
+    return {
+      message: resultText(message),
+      stack: typeof err.stack === 'string' && err.stack !== '' ? resultText(err.stack) : null,
+    };
+  }
   try {
-    return resultText(typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err)));
+    return {
+      message: resultText(typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err))),
+      stack: null,
+    };
   } catch {
-    return resultText(String(err));
+    return { message: resultText(String(err)), stack: null };
   }
 }
 
@@ -390,6 +407,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       dropped: null,
       finishing: false,
       started: false,
+      startedAt: null,
       done: Promise.resolve(),
     };
     this.active.set(run.runId, active);
@@ -552,6 +570,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private begin(active: Active): void {
     active.started = true;
+    active.startedAt = this.o.clock.nowMs();
     this.emit('run:started', active.run);
     active.done = this.runHandler(active).finally(() => {
       if (active.finishing) this.finishingCount -= 1;
@@ -628,7 +647,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const output = outputOf(outcome.value);
       this.report(
         run,
-        await this.completer.complete(run, output === null ? null : resultText(output), budgetMs),
+        await this.completer.complete(
+          run,
+          output === null ? null : resultText(output),
+          budgetMs,
+          a.startedAt,
+        ),
       );
       return;
     }
@@ -636,10 +660,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const code =
       typeof failure === 'object' && failure !== null ? (failure as { code?: unknown }).code : undefined;
     const output = outputOf(failure);
+    const { message, stack } = errorParts(failure);
     const result = await this.completer.fail(
       run,
       {
-        error: errorText(failure),
+        error: message,
+        errorStack: stack,
+        startedAt: a.startedAt,
         permanent: code === 'permanent_failure',
         retryAfterMs: failure instanceof RetryLaterError ? failure.retryAfterMs : undefined,
         output: output === null ? null : resultText(output),
@@ -673,7 +700,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (runs.length === 0) return;
     try {
       const { released } = await this.o.store.releaseRuns({
-        leases: runs.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+        leases: runs.map((a) => ({
+          runId: a.run.runId,
+          leaseToken: a.run.leaseToken,
+          startedAt: a.startedAt,
+        })),
         reason: 'worker shutdown',
         now: this.o.clock.nowMs(),
       });

@@ -220,6 +220,7 @@ describe('runs', () => {
       last_error: null,
       created_at: iso(t),
       started_at: null,
+      claimed_at: null,
       finished_at: null,
     });
     expect(await countRows(db.pool, 'run_states', "tenant_id = 'acme' AND job_id = 'triggered'")).toBe(1);
@@ -363,9 +364,11 @@ describe('runs', () => {
         attempt: 1,
         worker_id: 'w-dlq',
         started_at: iso(claimedAt),
+        claimed_at: iso(claimedAt),
         finished_at: iso(diedAt),
         outcome: 'failed',
         error: 'schema missing',
+        error_stack: null,
         output: null,
       },
     ]);
@@ -373,10 +376,12 @@ describe('runs', () => {
     db.clock.advance(60_000);
     const replayed = await http('POST', `/v1/runs/${runId}/replay`, { key: keys.operator });
     expect(replayed.status).toBe(200);
+    // Attempts go on from the last (1): the replay's is attempt 2, of a fresh budget of 3.
     expect(replayed.json).toMatchObject({
       run_id: runId,
       state: 'pending',
-      attempt: 1,
+      attempt: 2,
+      max_attempts: 4,
       available_at: iso(db.clock.nowMs()),
       finished_at: null,
     });
@@ -394,13 +399,13 @@ describe('runs', () => {
     expect(await attemptRows(db.pool, runId)).toEqual(attempts);
     expect(await snapshot(db.pool)).toEqual(before);
 
-    // And it can be claimed again, as attempt 1 of a fresh round.
+    // And it can be claimed again, as attempt 2, the first of a fresh round.
     const again = await http('POST', '/v1/leases', {
       key: keys.worker,
       body: { worker_id: 'w-2', pool: 'dlq' },
     });
     expect(again.json.runs).toHaveLength(1);
-    expect(again.json.runs[0]).toMatchObject({ run_id: runId, attempt: 1 });
+    expect(again.json.runs[0]).toMatchObject({ run_id: runId, attempt: 2, max_attempts: 4 });
   });
 });
 

@@ -3,9 +3,12 @@
  * (open only in open mode, `tock dev`); a burst of scrapes reads the run counts from the database
  * once per METRICS_SAMPLE_MS, not once per scrape; and the `pool` label takes at most
  * MAX_POOL_LABELS values however many pools there are.
+ * Issue 15, item 13: process metrics are `tock_process_*` (not `tock_process_process_*`); a run
+ * triggered for a past instant is not scheduling delay; each job's last success is a gauge, for at
+ * most a bounded number of jobs.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics } from '../../src/api/index.js';
+import { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, schedulingDelayMs } from '../../src/api/index.js';
 import type { Store } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job } from '../setup/factories.js';
@@ -94,7 +97,8 @@ describe('GET /metrics', () => {
 
   test(`after claims in 500 pools the pool label has at most ${MAX_POOL_LABELS} values, the rest "other"`, async () => {
     const t = db.clock.nowMs();
-    for (let i = 0; i < 500; i++) api.metrics.runStarted(`tenant-pool-${i}`, t - 10, t);
+    for (let i = 0; i < 500; i++)
+      api.metrics.runStarted({ pool: `tenant-pool-${i}`, availableAt: new Date(t - 10) }, t);
     const a = await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] });
     expect(a.status).toBe(200);
     const pools = new Set([...a.text.matchAll(/^tock_claims_total\{pool="([^"]*)"\}/gm)].map((m) => m[1]));
@@ -119,5 +123,115 @@ describe('GET /metrics in open mode (tock dev)', () => {
     } finally {
       await open.close();
     }
+  });
+});
+
+/** The sample of a metric line (`name{labels} value`), or undefined. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('metric names and meanings (issue 15)', () => {
+  test('process metrics are tock_process_* and tock_nodejs_*, never tock_process_process_*', async () => {
+    const text = await new Metrics().registry.metrics();
+    expect(text).toMatch(/^tock_process_cpu_seconds_total /m);
+    expect(text).toMatch(/^tock_nodejs_heap_size_total_bytes /m);
+    expect(text).not.toContain('tock_process_process_');
+  });
+
+  test('scheduling delay counts from the later of available_at and creation', () => {
+    const t = Date.UTC(2026, 0, 1);
+    // A run materialised ahead of its slot, started 3 s after it: 3 s.
+    expect(schedulingDelayMs({ availableAt: new Date(t), createdAt: new Date(t - 1000) }, t + 3000)).toBe(
+      3000,
+    );
+    // Triggered now for a slot two days ago, started 50 ms later: 50 ms, not two days.
+    expect(
+      schedulingDelayMs({ availableAt: new Date(t - 2 * 86_400_000), createdAt: new Date(t) }, t + 50),
+    ).toBe(50);
+    // Started before it was due (claimed ahead): 0. No creation time: from available_at.
+    expect(schedulingDelayMs({ availableAt: new Date(t) }, t - 100)).toBe(0);
+    expect(schedulingDelayMs({ availableAt: new Date(t) }, t + 20)).toBe(20);
+  });
+
+  test('a manual trigger for a slot in the past adds no scheduling delay; a late start of a due run does', async () => {
+    const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+    try {
+      const t = db.clock.nowMs();
+      await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId: 'past', pool: 'p-delay' }), now: t });
+      const past = new Date(t - 207_540_000).toISOString();
+      const trig = await call(api.base, 'POST', '/v1/jobs/past/runs', {
+        key: keys.admin,
+        body: { scheduled_for: past },
+      });
+      expect(trig.status, trig.text).toBe(201);
+      db.clock.advance(40);
+      const lease = (body: Record<string, unknown>) =>
+        call(api.base, 'POST', '/v1/leases', { key: keys.worker, body: { worker_id: 'w-delay', ...body } });
+      const first = await lease({ pool: 'p-delay', max: 10 });
+      expect(first.status, first.text).toBe(200);
+      expect(first.json.runs).toHaveLength(1);
+      let m = (await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })).text;
+      expect(sample(m, 'tock_scheduling_delay_seconds_count{pool="p-delay"}')).toBe(1);
+      expect(sample(m, 'tock_scheduling_delay_seconds_sum{pool="p-delay"}')).toBeCloseTo(0.04, 6);
+
+      // A run due 1 s from now, started 3 s after its slot: 3 s of delay.
+      const slot = db.clock.nowMs() + 1000;
+      await db.store.triggerRun({
+        tenantId: 'acme',
+        jobId: 'past',
+        scheduledFor: slot,
+        now: db.clock.nowMs(),
+      });
+      db.clock.set(slot + 3000);
+      expect((await lease({ pool: 'p-delay', max: 10 })).json.runs).toHaveLength(1);
+      m = (await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })).text;
+      expect(sample(m, 'tock_scheduling_delay_seconds_count{pool="p-delay"}')).toBe(2);
+      expect(sample(m, 'tock_scheduling_delay_seconds_sum{pool="p-delay"}')).toBeCloseTo(3.04, 6);
+    } finally {
+      await api.close();
+    }
+  });
+
+  test('a success over HTTP sets its job’s last-success gauge (tenant, job; Unix seconds)', async () => {
+    const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+    try {
+      const t = db.clock.nowMs();
+      await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId: 'ok', pool: 'p-ok' }), now: t });
+      await db.store.triggerRun({ tenantId: 'acme', jobId: 'ok', scheduledFor: t, now: t });
+      const got = await call(api.base, 'POST', '/v1/leases', {
+        key: keys.worker,
+        body: { worker_id: 'w-ok', pool: 'p-ok' },
+      });
+      const [run] = got.json.runs;
+      db.clock.advance(1500);
+      const done = await call(api.base, 'POST', `/v1/runs/${run.run_id}/complete`, {
+        key: keys.worker,
+        body: { lease_token: run.lease_token, status: 'succeeded' },
+      });
+      expect(done.status, done.text).toBe(200);
+      const m = (await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })).text;
+      expect(sample(m, 'tock_job_last_success_timestamp_seconds{tenant="acme",job="ok"}')).toBe(
+        db.clock.nowMs() / 1000,
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
+  test('the last-success gauge has at most maxJobSeries jobs (the first seen); the rest are counted', async () => {
+    const metrics = new Metrics({ processMetrics: false, maxJobSeries: 3 });
+    for (let i = 0; i < 10; i++) metrics.jobSucceeded('t', `job-${i}`, 1000 * i);
+    metrics.jobSucceeded('t', 'job-1', 99_000); // a tracked job keeps being updated
+    metrics.jobSucceeded('t', 'job-9', 99_000); // an untracked one is counted once
+    const m = await metrics.registry.metrics();
+    const series = m.split('\n').filter((l) => l.startsWith('tock_job_last_success_timestamp_seconds{'));
+    expect(series).toEqual([
+      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-0"} 0',
+      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-1"} 99',
+      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-2"} 2',
+    ]);
+    expect(sample(m, 'tock_job_last_success_untracked_jobs')).toBe(7);
   });
 });

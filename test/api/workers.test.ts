@@ -4,6 +4,8 @@
  * stale token after the reaper took the run back, which must answer 409 and change nothing.
  * Each test uses its own pool so that runs of other tests are never claimed.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { listenForRuns, RunWakeups } from '../../src/api/index.js';
 import { LONG_POLL_FALLBACK_MS } from '../../src/api/long-poll.js';
@@ -290,9 +292,11 @@ test('complete succeeded: 200 {state: succeeded}; the run and its attempt record
       attempt: 1,
       worker_id: 'w-ok',
       started_at: iso(db.clock.nowMs() - 2_000),
+      claimed_at: iso(db.clock.nowMs() - 2_000),
       finished_at: iso(db.clock.nowMs()),
       outcome: 'succeeded',
       error: null,
+      error_stack: null,
       output: null,
     },
   ]);
@@ -333,9 +337,11 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
       attempt: 1,
       worker_id: 'w-r',
       started_at: iso(t),
+      claimed_at: iso(t),
       finished_at: iso(t),
       outcome: 'failed',
       error: 'timeout talking to smtp',
+      error_stack: null,
       output: null,
     },
   ]);
@@ -436,6 +442,17 @@ test("HttpLeaseStore puts the server's lease expiries on the worker's own clock,
   workerClock.advance(7_200_000);
   const again = await store.heartbeatRuns({ leases: [claimed!] });
   expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  // A handler start goes the other way: on the server's clock, not the worker's hour-ahead one.
+  const startedLocal = workerClock.nowMs();
+  const startedOnServer = db.clock.nowMs();
+  db.clock.advance(500);
+  workerClock.advance(500);
+  expect(await store.completeRuns({ leases: [{ ...claimed!, startedAt: startedLocal }] })).toMatchObject({
+    completed: [runId],
+  });
+  expect((await db.store.getRun({ tenantId: 'acme', runId: runId! })).startedAt).toEqual(
+    new Date(startedOnServer),
+  );
 });
 
 test('ahead_ms claims a run up to that long before it becomes claimable; the lease starts now; out of range is a 400', async () => {
@@ -460,10 +477,130 @@ test('ahead_ms claims a run up to that long before it becomes claimable; the lea
     available_at: iso(t + 300),
     lease_expires_at: iso(t + LEASE_MS),
   });
-  expect((await runRow(db.pool, made.json.run_id)).started_at).toEqual(new Date(t));
+  // Running: claimed now, it shows as starting at its instant, where its worker starts it.
+  expect(await runRow(db.pool, made.json.run_id)).toMatchObject({
+    claimed_at: new Date(t),
+    started_at: new Date(t + 300),
+  });
 
   for (const bad of [-1, 10_001, 1.5, '100']) {
     const r = await lease({ worker_id: 'w-1', pool: 'p-ahead', ahead_ms: bad });
     expectError(r, 400, 'validation_error');
   }
+});
+
+test('a worker reports its handler start and error stack: kept within [claim, now]; the message apart from the stack', async () => {
+  const runIds = await jobWithRuns('timed', 'p-timed', 3);
+  const got = (await lease({ worker_id: 'w-t', pool: 'p-timed', max: 3 })).json.runs;
+  expect(got).toHaveLength(3);
+  const claimedAt = db.clock.nowMs();
+  db.clock.advance(1000);
+  const byId = new Map(got.map((r: { run_id: string }) => [r.run_id, r]));
+  const token = (id: string) => (byId.get(id) as { lease_token: string }).lease_token;
+  const [a, b, c] = runIds as [string, string, string];
+  const stack = 'TypeError: x is not a function\n    at handler (/app/h.js:1:2)';
+  // Failed, started 400 ms after the claim, with its stack.
+  const failed = await http('POST', `/v1/runs/${a}/complete`, {
+    key: keys.worker,
+    body: {
+      lease_token: token(a),
+      status: 'failed',
+      retryable: false,
+      error: 'TypeError: x is not a function',
+      error_stack: stack,
+      started_at: iso(claimedAt + 400),
+    },
+  });
+  expect(failed.status, failed.text).toBe(200);
+  const ra = (await http('GET', `/v1/runs/${a}`, { key: keys.reader })).json;
+  expect(ra.last_error).toBe('TypeError: x is not a function');
+  expect(ra.attempts).toMatchObject([
+    {
+      started_at: iso(claimedAt + 400),
+      claimed_at: iso(claimedAt),
+      error: 'TypeError: x is not a function',
+      error_stack: stack,
+    },
+  ]);
+  // A start claimed to be an hour ahead of the server: kept at now.
+  const done = await http('POST', `/v1/runs/${b}/complete`, {
+    key: keys.worker,
+    body: { lease_token: token(b), status: 'succeeded', started_at: iso(claimedAt + 3_600_000) },
+  });
+  expect(done.status, done.text).toBe(200);
+  expect((await http('GET', `/v1/runs/${b}`, { key: keys.reader })).json).toMatchObject({
+    started_at: iso(db.clock.nowMs()),
+    claimed_at: iso(claimedAt),
+  });
+  // Released with a start a day before the claim: kept at the claim.
+  const released = await http('POST', `/v1/runs/${c}/release`, {
+    key: keys.worker,
+    body: { lease_token: token(c), started_at: iso(claimedAt - 86_400_000) },
+  });
+  expect(released.status, released.text).toBe(200);
+  expect((await http('GET', `/v1/runs/${c}`, { key: keys.reader })).json.attempts).toMatchObject([
+    { outcome: 'released', started_at: iso(claimedAt), claimed_at: iso(claimedAt) },
+  ]);
+  // Not an instant: 400, nothing written.
+  const bad = await http('POST', `/v1/runs/${c}/complete`, {
+    key: keys.worker,
+    body: { lease_token: token(c), status: 'succeeded', started_at: 'yesterday' },
+  });
+  expectError(bad, 400, 'validation_error');
+});
+
+test('HttpLeaseStore talking to a server from before started_at and error_stack sends its results without them', async () => {
+  // What such a server does with the new fields: its strict bodies refuse them as unknown.
+  const bodies: Record<string, unknown>[] = [];
+  const older = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => {
+      text += chunk;
+    });
+    req.on('end', () => {
+      const body = JSON.parse(text) as Record<string, unknown>;
+      bodies.push(body);
+      res.setHeader('content-type', 'application/json');
+      if ('started_at' in body || 'error_stack' in body) {
+        res.statusCode = 400;
+        res.end(
+          JSON.stringify({
+            error: { code: 'validation_error', message: 'body must NOT have additional properties' },
+          }),
+        );
+      } else res.end(JSON.stringify({ state: body.status === 'failed' ? 'dead' : 'succeeded' }));
+    });
+  });
+  await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`;
+    const store = new HttpLeaseStore({ url, key: 'k', clock: new FakeClock(db.clock.nowMs()), waitMs: 0 });
+    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
+    expect(await store.completeRuns({ leases: [{ ...lease, startedAt: db.clock.nowMs() }] })).toEqual({
+      completed: [lease.runId],
+      lost: [],
+    });
+    expect(bodies.map((b) => 'started_at' in b)).toEqual([true, false]);
+    // Known to be older now: the next results go without the fields at once.
+    await store.failRun({ ...lease, error: 'boom', errorStack: 'Error: boom', startedAt: db.clock.nowMs() });
+    expect(bodies).toHaveLength(3);
+    expect(bodies[2]).toMatchObject({ status: 'failed', error: 'boom' });
+    expect(bodies[2]).not.toHaveProperty('error_stack');
+  } finally {
+    await new Promise((resolve) => older.close(resolve));
+  }
+});
+
+test('a failure from a worker that sends its stack as the error (before error_stack) is split: the message apart', async () => {
+  const [runId] = await jobWithRuns('old-worker', 'p-old', 1);
+  const claimed = (await lease({ worker_id: 'w-old', pool: 'p-old' })).json.runs[0];
+  const stack = 'Error: upstream 500\n    at fetch (/app/h.js:3:9)';
+  const failed = await http('POST', `/v1/runs/${runId}/complete`, {
+    key: keys.worker,
+    body: { lease_token: claimed.lease_token, status: 'failed', retryable: false, error: stack },
+  });
+  expect(failed.status, failed.text).toBe(200);
+  const run = (await http('GET', `/v1/runs/${runId}`, { key: keys.reader })).json;
+  expect(run.last_error).toBe('Error: upstream 500');
+  expect(run.attempts).toMatchObject([{ error: 'Error: upstream 500', error_stack: stack }]);
 });

@@ -359,7 +359,9 @@ describe('tock dlq', () => {
     await db.store.failRun({
       runId,
       leaseToken: claimed!.leaseToken,
-      error: 'upstream 500\n  at fetch (handler.ts:3)',
+      error: 'upstream 500',
+      errorStack: 'Error: upstream 500\n    at fetch (handler.ts:3)\n    at run (worker.ts:9)',
+      output: 'GET /api\n\u001b[31mgot 500\u001b[0m',
       permanent: true,
       now: db.clock.nowMs(),
     });
@@ -369,23 +371,41 @@ describe('tock dlq', () => {
     const dead = await okJson(['dlq', 'list']);
     expect(dead.runs.map((r: { run_id: string }) => r.run_id)).toContain(runId);
     expect(dead.runs.every((r: { state: string }) => r.state === 'dead')).toBe(true);
+    // Tables show the message, not the stack.
     const table = await ok(['dlq', 'list', '--job', 'd-job']);
     expect(table).toMatch(
-      new RegExp(
-        `^${runId}\\s+d-job\\s+\\S+\\s+dead\\s+1/3\\s+\\S+\\s+upstream 500 at fetch \\(handler.ts:3\\)$`,
-        'm',
-      ),
+      new RegExp(`^${runId}\\s+d-job\\s+\\S+\\s+dead\\s+1/3\\s+\\S+\\s+upstream 500$`, 'm'),
     );
 
+    // runs show: the message in the table and the fields; the stack and the output below, line by
+    // line (the output's escape sequences made harmless).
     const show = await ok(['runs', 'show', runId]);
+    expect(show).toMatch(/^last_error\s+upstream 500$/m);
     expect(show).toMatch(/^ATTEMPT\s+WORKER\s+STARTED\s+FINISHED\s+OUTCOME\s+ERROR$/m);
-    expect(show).toMatch(/^1\s+w-1\s+\S+\s+\S+\s+failed\s+upstream 500 at fetch \(handler.ts:3\)$/m);
+    expect(show).toMatch(/^1\s+w-1\s+\S+\s+\S+\s+failed\s+upstream 500$/m);
+    expect(show).toContain(
+      [
+        '',
+        'attempt 1 (failed):',
+        'STACK',
+        '  Error: upstream 500',
+        '      at fetch (handler.ts:3)',
+        '      at run (worker.ts:9)',
+        'OUTPUT',
+        '  GET /api',
+        '  \ufffd[31mgot 500\ufffd[0m',
+        '',
+      ].join('\n'),
+    );
+    expect(show).not.toContain('\u001b');
   });
 
   test('replay requeues a dead run; replaying it again is a 409', async () => {
     const text = await ok(['dlq', 'replay', runId]);
     expect(text).toMatch(new RegExp(`^replayed run ${runId} of job d-job: pending, claimable from 2026-`));
     expect((await okJson(['dlq', 'list', '--job', 'd-job'])).runs).toEqual([]);
+    // Its attempts go on from the last: the replay's first is attempt 2 (of a fresh budget of 3).
+    expect(await ok(['runs', 'show', runId])).toMatch(/^attempt\s+2 of 4$/m);
     expect(await fails(['dlq', 'replay', runId])).toMatch(/^tock: 409 conflict: run \S+ is pending/);
   });
 });

@@ -60,6 +60,7 @@ for (const [name, second] of [
         new Date(now),
         null,
         [null],
+        [null],
       ]);
       expect(done.rows).toHaveLength(1);
       const other = db.newStore();

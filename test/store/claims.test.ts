@@ -161,9 +161,13 @@ describe('plans', () => {
     const ids = got.map((c) => c.runId);
     const tokens = got.map((c) => c.leaseToken);
     const statements: [string, string, unknown[]][] = [
-      ['complete', R.runCompleteMany, [ids, tokens, new Date(now), null, ids.map(() => null)]],
+      [
+        'complete',
+        R.runCompleteMany,
+        [ids, tokens, new Date(now), null, ids.map(() => null), ids.map(() => null)],
+      ],
       ['heartbeat', R.runHeartbeatMany, [ids, tokens, new Date(now), null]],
-      ['release', R.runReleaseMany, [ids, tokens, new Date(now), 'test', null]],
+      ['release', R.runReleaseMany, [ids, tokens, new Date(now), 'test', null, ids.map(() => null)]],
     ];
     for (const [name, sql, params] of statements) {
       const client = await db.pool.connect();
@@ -318,8 +322,17 @@ describe('upgrading from migration 0006 with live leases', () => {
       await pool.query(insert, [id(4), lease(-1_000), 'dead', 'w-old', token(4), null, lease(-9_000), t]);
       await pool.query(insert, [id(5), lease(-500), 'succeeded', 'w-old', token(5), null, lease(-9_000), t]);
 
+      // The dead run's failure as versions before 0011 kept it: the whole stack as the error.
+      const stack = 'Error: boom\n  on two lines\n    at handler (/app/h.js:1:2)\n    at run (/app/w.js:3:4)';
+      await pool.query('UPDATE runs SET last_error = $2 WHERE run_id = $1', [id(4), stack]);
+      await pool.query(
+        `INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error)
+         VALUES ($1, $2, 1, 'w-old', $3, $4, 'failed', $5)`,
+        [token(4), id(4), lease(-9_000), t, stack],
+      );
+
       // 0007 and every later migration.
-      expect(await migrate(pool)).toEqual([7, 8, 9, 10]);
+      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11]);
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });
@@ -329,10 +342,15 @@ describe('upgrading from migration 0006 with live leases', () => {
         leaseOwner: 'w-old',
         leaseExpiresAt: lease(20_000),
       });
-      expect((await get(2)).attempts.map((a) => [a.workerId, a.startedAt, a.outcome])).toEqual([
-        ['w-old', lease(-10_000), null],
+      // Running: claimed at -10 s, it shows as started at its slot (-3 s), the earliest its handler could.
+      expect((await get(2)).attempts.map((a) => [a.workerId, a.claimedAt, a.startedAt, a.outcome])).toEqual([
+        ['w-old', lease(-10_000), lease(-3_000), null],
       ]);
-      expect(await get(4)).toMatchObject({ state: 'dead' });
+      // 0011 split the stored stack: the message on the run and the attempt, the stack apart.
+      expect(await get(4)).toMatchObject({ state: 'dead', lastError: 'Error: boom\n  on two lines' });
+      expect((await get(4)).attempts).toMatchObject([
+        { attempt: 1, error: 'Error: boom\n  on two lines', errorStack: stack, claimedAt: null },
+      ]);
       expect(await get(5)).toMatchObject({ state: 'succeeded' });
       expect(
         (await store.listRuns({ tenantId: 'up', state: 'dead', limit: 10 })).items.map((r) => r.runId),
@@ -353,7 +371,8 @@ describe('upgrading from migration 0006 with live leases', () => {
       expect(await get(2)).toMatchObject({
         state: 'succeeded',
         leaseOwner: 'w-old',
-        startedAt: lease(-10_000),
+        claimedAt: lease(-10_000),
+        startedAt: lease(-3_000),
       });
       const reaped = await store.reapExpired({ now: clock.nowMs(), batchSize: 10 });
       expect(reaped.requeued.map((r) => [r.runId, r.attempt])).toEqual([[id(3), 2]]);

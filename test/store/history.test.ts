@@ -326,9 +326,11 @@ describe('attempts (a row for each that failed, was released or expired)', () =>
         attempt: 1,
         workerId: 'w-att',
         startedAt: new Date(now),
+        claimedAt: new Date(now),
         finishedAt: null,
         outcome: null,
         error: null,
+        errorStack: null,
         output: null,
       },
     ]);
@@ -338,9 +340,11 @@ describe('attempts (a row for each that failed, was released or expired)', () =>
         attempt: 1,
         workerId: 'w-att',
         startedAt: new Date(now),
+        claimedAt: new Date(now),
         finishedAt: new Date(now + 5),
         outcome: 'succeeded',
         error: null,
+        errorStack: null,
         output: 'done',
       },
     ]);

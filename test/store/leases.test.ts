@@ -449,18 +449,22 @@ describe('attempt record', () => {
         attempt: 1,
         workerId: 'worker-a',
         startedAt: new Date(t1),
+        claimedAt: new Date(t1),
         finishedAt: new Date(f1),
         outcome: 'failed',
         error: 'handler threw',
+        errorStack: null,
         output: null,
       },
       {
         attempt: 2,
         workerId: 'worker-b',
         startedAt: new Date(t2),
+        claimedAt: new Date(t2),
         finishedAt: new Date(f2),
         outcome: 'succeeded',
         error: null,
+        errorStack: null,
         output: null,
       },
     ]);
@@ -484,6 +488,98 @@ describe('claiming ahead', () => {
     const [got] = await claim(500);
     expect(got).toMatchObject({ runId: run.runId, availableAt: new Date(now + 500) });
     expect(got!.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
-    expect(await runRow(db.pool, run.runId)).toMatchObject({ state: 'running', started_at: new Date(now) });
+    // Running, it shows the claim and, as its start, its slot: the handler starts there, not at the claim.
+    expect(await runRow(db.pool, run.runId)).toMatchObject({
+      state: 'running',
+      claimed_at: new Date(now),
+      started_at: new Date(now + 500),
+    });
+  });
+
+  test('started_at is the handler start the worker reports, kept within [claim, end]; claimed_at is the claim', async () => {
+    const tenantId = uniqueId('t-start');
+    await db.store.upsertJob({
+      tenantId,
+      job: job({ jobId: 'start', maxAttempts: 5 }),
+      now: db.clock.nowMs(),
+    });
+    const now = db.clock.nowMs();
+    const slots = [1, 2, 3, 4, 5].map((i) => now + 10_000 * i + 200);
+    const runs = [];
+    for (const slot of slots)
+      runs.push(await db.store.triggerRun({ tenantId, jobId: 'start', scheduledFor: slot, now }));
+    // Each claimed 200 ms ahead of its slot, as a worker with --claim-ahead 250 does.
+    const claimAt = async (slot: number) => {
+      const [got] = await db.store.claimRuns({
+        workerId: 'w-start',
+        pool: 'default',
+        max: 1,
+        now: slot - 200,
+        tenantId,
+        aheadMs: 250,
+      });
+      expect(got!.scheduledFor).toEqual(new Date(slot));
+      return got!;
+    };
+    // Completed, with the handler's start (30 ms after the slot) reported.
+    const a = await claimAt(slots[0]!);
+    await db.store.completeRuns({ leases: [{ ...a, startedAt: slots[0]! + 30 }], now: slots[0]! + 1030 });
+    expect(await db.store.getRun({ tenantId, runId: a.runId })).toMatchObject({
+      startedAt: new Date(slots[0]! + 30),
+      claimedAt: new Date(slots[0]! - 200),
+      finishedAt: new Date(slots[0]! + 1030),
+    });
+    // Failed, reporting a start before the claim (a skewed clock): kept at the claim, never earlier.
+    const b = await claimAt(slots[1]!);
+    await db.store.failRun({
+      ...b,
+      error: 'x',
+      permanent: true,
+      startedAt: slots[1]! - 60_000,
+      now: slots[1]! + 500,
+    });
+    const [failed] = (await db.store.getRun({ tenantId, runId: b.runId })).attempts;
+    expect(failed).toMatchObject({
+      startedAt: new Date(slots[1]! - 200),
+      claimedAt: new Date(slots[1]! - 200),
+    });
+    // Completed reporting a start after the end: kept at the end.
+    const c = await claimAt(slots[2]!);
+    await db.store.completeRuns({ leases: [{ ...c, startedAt: slots[2]! + 60_000 }], now: slots[2]! + 100 });
+    expect((await db.store.getRun({ tenantId, runId: c.runId })).startedAt).toEqual(
+      new Date(slots[2]! + 100),
+    );
+    // No start reported (an older worker): the later of the claim and the slot, not the claim.
+    const d = await claimAt(slots[3]!);
+    await db.store.completeRuns({ leases: [d], now: slots[3]! + 100 });
+    expect(await db.store.getRun({ tenantId, runId: d.runId })).toMatchObject({
+      startedAt: new Date(slots[3]!),
+      claimedAt: new Date(slots[3]! - 200),
+    });
+    // Reaped (nobody reported): the later of the claim and the slot as well.
+    const e = await claimAt(slots[4]!);
+    const reapAt = e.leaseExpiresAt.getTime() + 1;
+    await db.store.reapExpired({ now: reapAt, batchSize: 10 });
+    const [expired] = (await db.store.getRun({ tenantId, runId: e.runId })).attempts;
+    expect(expired).toMatchObject({
+      outcome: 'lease_expired',
+      startedAt: new Date(slots[4]!),
+      claimedAt: new Date(slots[4]! - 200),
+      finishedAt: new Date(reapAt),
+    });
+    // A start that is no instant is refused.
+    const f = await db.store.triggerRun({ tenantId, jobId: 'start', scheduledFor: now + 99_000, now });
+    const heldNow = await db.store.claimRuns({
+      workerId: 'w-start',
+      pool: 'default',
+      max: 10,
+      now: now + 99_000,
+      tenantId,
+    });
+    const held = heldNow.find((r) => r.runId === f.runId);
+    await expectTockError(
+      db.store.completeRuns({ leases: [{ ...held!, startedAt: Number.NaN }], now: now + 99_001 }),
+      'validation_error',
+    );
   });
 });

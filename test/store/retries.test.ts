@@ -335,7 +335,7 @@ describe('the reaper', () => {
 });
 
 describe('replay', () => {
-  test('a dead run replays to pending with attempt 1 and is claimable at once', async () => {
+  test('a dead run replays to pending, claimable at once, its attempts numbered on from the last with a fresh budget', async () => {
     const { tenantId, runId } = await oneRun({ maxAttempts: 2 });
     const c1 = await claimOne(tenantId);
     const f1 = await store.failRun({
@@ -355,26 +355,53 @@ describe('replay', () => {
     expect(f2).toEqual({ state: 'dead', attempt: 2, availableAt: null });
 
     db.clock.advance(3_600_000);
-    const now = db.clock.nowMs();
+    let now = db.clock.nowMs();
     const replayed = await store.replayRun({ tenantId, runId, now });
+    // Attempts 3 and 4 are the replay's: as many as the first pass had.
     expect(replayed).toMatchObject({
       runId,
       state: 'pending',
-      attempt: 1,
+      attempt: 3,
+      maxAttempts: 4,
       availableAt: new Date(now),
       finishedAt: null,
       leaseExpiresAt: null,
     });
-    const again = await claimOne(tenantId, now, 'w-replay');
-    expect(again).toMatchObject({ runId, attempt: 1 });
-    expect(await store.completeRuns({ leases: [again!], now })).toEqual({ completed: [runId], lost: [] });
+    const c3 = await claimOne(tenantId, now, 'w-replay');
+    expect(c3).toMatchObject({ runId, attempt: 3, maxAttempts: 4 });
+    const f3 = await store.failRun({ runId, leaseToken: c3!.leaseToken, error: 'again', now });
+    expect(f3).toMatchObject({ state: 'pending', attempt: 4 });
+    db.clock.set(f3.availableAt!.getTime());
+    now = db.clock.nowMs();
+    const c4 = await claimOne(tenantId, now, 'w-replay');
+    expect(await store.failRun({ runId, leaseToken: c4!.leaseToken, error: 'dead again', now })).toEqual({
+      state: 'dead',
+      attempt: 4,
+      availableAt: null,
+    });
+    // A second replay goes on from 5, again with two attempts.
+    db.clock.advance(60_000);
+    now = db.clock.nowMs();
+    expect(await store.replayRun({ tenantId, runId, now })).toMatchObject({ attempt: 5, maxAttempts: 6 });
+    const c5 = await claimOne(tenantId, now, 'w-replay-2');
+    expect(await store.completeRuns({ leases: [c5!], now })).toEqual({ completed: [runId], lost: [] });
     const run = await store.getRun({ tenantId, runId });
     expect(run.state).toBe('succeeded');
     expect(run.attempts.map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([
       [1, 'w-1', 'failed'],
       [2, 'w-1', 'failed'],
-      [1, 'w-replay', 'succeeded'],
+      [3, 'w-replay', 'failed'],
+      [4, 'w-replay', 'failed'],
+      [5, 'w-replay-2', 'succeeded'],
     ]);
+  });
+
+  test('a run dead-lettered at once (permanent) replays with its whole budget, numbered on', async () => {
+    const { tenantId, runId } = await oneRun({ maxAttempts: 3 });
+    const c1 = await claimOne(tenantId);
+    const now = db.clock.nowMs();
+    await store.failRun({ runId, leaseToken: c1!.leaseToken, error: 'bad', permanent: true, now });
+    expect(await store.replayRun({ tenantId, runId, now })).toMatchObject({ attempt: 2, maxAttempts: 4 });
   });
 
   test('replaying a pending, running, succeeded or cancelled run is a conflict and changes nothing', async () => {

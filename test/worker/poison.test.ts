@@ -151,10 +151,11 @@ test('a thrown error whose message holds NUL is recorded: the real message, sani
   worker.start();
   await untilEnded(1);
   expect(ended.failed).toHaveLength(1);
-  expect(ended.failed[0]![1].error).toMatch(/^Error: exit status 2: a\uFFFDb/);
+  expect(ended.failed[0]![1].error).toBe('exit status 2: a\uFFFDb');
   const [attempt] = await attempts(run!.runId);
   expect(attempt).toMatchObject({ outcome: 'failed', output: 'stdout \uFFFD tail' });
-  expect(attempt.error).toMatch(/^Error: exit status 2: a\uFFFDb\n/);
+  expect(attempt.error).toBe('exit status 2: a\uFFFDb');
+  expect(attempt.error_stack).toMatch(/^Error: exit status 2: a\uFFFDb\n/);
 });
 
 test('a result the database refuses (a genuine 22P05) fails only that run; the rest of the batch is recorded', async () => {
@@ -290,5 +291,6 @@ test('a remote worker (HttpLeaseStore) records NUL output and a NUL error saniti
     { outcome: 'succeeded', output: 'binary\uFFFDoutput' },
   ]);
   const [failed] = await attempts(runs[1]!.runId);
-  expect(failed.error).toMatch(/^PermanentError: bad \uFFFD byte\n/);
+  expect(failed.error).toBe('PermanentError: bad \uFFFD byte');
+  expect(failed.error_stack).toMatch(/^PermanentError: bad \uFFFD byte\n {4}at /);
 });

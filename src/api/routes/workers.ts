@@ -1,8 +1,10 @@
 /** The routes a remote worker uses: claim (long-poll), heartbeat, complete or fail, release. */
 import {
   MAX_REMOTE_WORKERS_PER_TENANT,
+  parseInstant,
   REMOTE_WORKER_LIVE_MS,
   remoteNodeId,
+  splitErrorText,
   TockError,
 } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
@@ -65,6 +67,13 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
       );
     }
   };
+  /**
+   * The handler start a worker reported (its `started_at`), ms, or null. Only a bound on what the
+   * store records: it keeps the start within [the claim, now], so a worker's clock cannot move an
+   * attempt outside its lease.
+   */
+  const startOf = (startedAt: string | undefined): number | null =>
+    startedAt === undefined ? null : parseInstant(startedAt, 'started_at');
   /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
   const leaseLost = async (tenantId: string, runId: string): Promise<TockError> => {
     await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
@@ -127,7 +136,7 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         return { runs: [], server_time: new Date(now()).toISOString() };
       }
       const start = now();
-      for (const r of runs) o.metrics.runStarted(r.pool, r.availableAt.getTime(), start);
+      for (const r of runs) o.metrics.runStarted(r, start);
       return { runs: runs.map(leasedRunJson), server_time: new Date(now()).toISOString() };
     },
   );
@@ -210,25 +219,38 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         lease_token: string;
         status: 'succeeded' | 'failed';
         error?: string;
+        error_stack?: string;
+        started_at?: string;
         retryable?: boolean;
         retry_after_ms?: number;
         output?: string;
       };
       const tenantId = request.principal.tenantId;
+      const startedAt = startOf(b.started_at);
       if (b.status === 'succeeded') {
-        const { completed } = await store.completeRuns({
-          leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output }],
-          now: now(),
+        const at = now();
+        const { completed, jobs } = await store.completeRuns({
+          leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output, startedAt }],
+          now: at,
           tenantId,
+          withJobs: true,
         });
         if (completed.length === 0) throw await leaseLost(tenantId, run_id);
+        for (const j of jobs ?? []) o.metrics.jobSucceeded(j.tenantId, j.jobId, at);
         return { state: 'succeeded' };
       }
+      // A worker from before `error_stack` sends the whole stack as the error: split it here.
+      const error =
+        b.error_stack === undefined
+          ? splitErrorText(b.error ?? 'failed')
+          : { message: b.error ?? 'failed', stack: b.error_stack };
       try {
         const result = await store.failRun({
           runId: run_id,
           leaseToken: b.lease_token,
-          error: b.error ?? 'failed',
+          error: error.message,
+          errorStack: error.stack,
+          startedAt,
           permanent: b.retryable === false,
           retryAfterMs: b.retry_after_ms,
           output: b.output,
@@ -262,10 +284,10 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
     },
     async (request) => {
       const { run_id } = request.params as { run_id: string };
-      const b = request.body as { lease_token: string; reason?: string };
+      const b = request.body as { lease_token: string; reason?: string; started_at?: string };
       const tenantId = request.principal.tenantId;
       const { released } = await store.releaseRuns({
-        leases: [{ runId: run_id, leaseToken: b.lease_token }],
+        leases: [{ runId: run_id, leaseToken: b.lease_token, startedAt: startOf(b.started_at) }],
         reason: b.reason ?? 'worker shutdown',
         now: now(),
         tenantId,

@@ -3,7 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { enqueue, MEMBERS, recordEnded, unclaim } from './runs.js';
+import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
 /**
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
@@ -21,7 +21,7 @@ WITH found AS (
 ), members AS MATERIALIZED (${MEMBERS('found', 'lease_expires_at')}
 )
 SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt, r.max_attempts,
-  m.lease_token, m.lease_expires_at, r.available_at, r.timeout_seconds
+  m.lease_token, m.lease_expires_at, r.available_at, r.timeout_seconds, r.created_at
 FROM members m JOIN runs r ON r.run_id = m.run_id
 WHERE r.state = 'pending'
 ORDER BY r.sort_key`;
@@ -42,8 +42,9 @@ WITH live AS (
 ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
 ), ended AS (
   SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
-    r.attempt AS ended_attempt, m.worker_id AS lease_owner, m.claimed_at AS started_at,
-    'released'::text AS outcome, $4::text AS error, NULL::text AS output
+    r.attempt AS ended_attempt, m.worker_id AS lease_owner,
+    ${startOf('m.claimed_at', 'NULL::timestamptz', 'r.available_at', '$3')} AS started_at, m.claimed_at,
+    'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
   FROM members m JOIN runs r ON r.run_id = m.run_id
   WHERE r.state = 'pending'
 ), queued AS (${enqueue('ended')}

@@ -10,7 +10,7 @@
 
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
   payload, pool, priority, available_at, lease_owner, lease_expires_at, last_error, created_at,
-  started_at, finished_at`;
+  started_at, finished_at, claimed_at`;
 
 /** RUN_COLUMNS of a row written to `runs` (no claim holds it: no expiry). */
 const WRITTEN_COLUMNS = RUN_COLUMNS.replace('lease_expires_at', 'NULL::timestamptz AS lease_expires_at');
@@ -65,15 +65,29 @@ const LIVE_MEMBERS = `
   )`;
 
 /**
+ * When an attempt started: the handler's start the worker reported (`reported`, or null), kept
+ * within [the claim, the attempt's end] — a worker's word is trusted no further; unreported (a
+ * reaped attempt, an older worker), the earliest the handler could have started, the later of the
+ * claim and `available_at` (a run claimed ahead of its slot starts on it). Never before the claim,
+ * never after `end` (a run released before its slot).
+ */
+export const startOf = (claimed: string, reported: string, available: string, end: string) =>
+  `LEAST(${end}::timestamptz, GREATEST(${claimed}, COALESCE(${reported}, ${available})))`;
+
+/**
  * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
  * "ended" returned: lease_token, run_id, ended_attempt (the attempt that ended), lease_owner,
- * started_at, outcome, error, output. Completes in place a row an earlier version wrote at claim.
+ * started_at, claimed_at, outcome, error, error_stack, output. Completes in place a row an earlier
+ * version wrote at claim.
  */
-export const recordEnded = (finishedAt: string) => `
-  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
-  SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, ${finishedAt}, outcome, error, output FROM ended
+export const recordEnded = (finishedAt: string, where = 'true') => `
+  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, claimed_at, finished_at, outcome, error,
+    error_stack, output)
+  SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, claimed_at, ${finishedAt}, outcome, error,
+    error_stack, output FROM ended WHERE ${where}
   ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
-    error = EXCLUDED.error, output = EXCLUDED.output`;
+    error = EXCLUDED.error, error_stack = EXCLUDED.error_stack, output = EXCLUDED.output,
+    started_at = EXCLUDED.started_at, claimed_at = EXCLUDED.claimed_at`;
 
 /**
  * $1 tenants, $2 jobs, $3 slots, $4 sort keys, $5 now, $6 available_at (slot + jitter).
@@ -107,14 +121,14 @@ export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $
  * null, is one of those again, so it is not shown.)
  */
 export const attemptsOfRun = `
-SELECT attempt, worker_id, started_at, finished_at, outcome, error, output
+SELECT attempt, worker_id, started_at, claimed_at, finished_at, outcome, error, error_stack, output
 FROM attempts WHERE run_id = $1 AND outcome IS NOT NULL
 UNION ALL
-SELECT r.attempt, r.lease_owner, r.started_at,
+SELECT r.attempt, r.lease_owner, r.started_at, r.claimed_at,
   CASE WHEN r.state = 'succeeded' THEN r.finished_at END,
-  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, r.output
+  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, NULL, r.output
 FROM run_states r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
-ORDER BY started_at, attempt`;
+ORDER BY attempt, started_at`;
 
 /**
  * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
@@ -209,7 +223,8 @@ WITH picked AS (
   RETURNING q.run_id, q.sort_key
 ), held AS (
   SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
-    r.max_attempts, r.available_at, r.timeout_seconds, t.sort_key, COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
+    r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
+    COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
   FROM taken t JOIN runs r ON r.run_id = t.run_id
 ), claims AS (
   INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
@@ -219,7 +234,7 @@ WITH picked AS (
   RETURNING lease_token, lease_ms, lease_expires_at
 )
 SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt, h.max_attempts,
-  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds
+  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
 FROM held h JOIN claims c ON c.lease_ms = h.lease_ms
 ORDER BY h.sort_key`;
 
@@ -247,21 +262,23 @@ SELECT g.run_id, m.lease_expires_at FROM given g
 JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls).
- * Success, only under a live lease. The succeeded attempt is the run row (worker, start, finish,
- * output): no attempt row is written.
+ * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls), $6 handler starts
+ * (or nulls).
+ * Success, only under a live lease. The succeeded attempt is the run row (worker, claim, start,
+ * finish, output): no attempt row is written.
  */
 export const runCompleteMany = `
 WITH given AS (
-  SELECT * FROM unnest($1::uuid[], $2::uuid[], $5::text[]) AS v(run_id, lease_token, output)
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $5::text[], $6::timestamptz[]) AS v(run_id, lease_token, output, started)
 ), ${LIVE_MEMBERS}, ended AS (
   UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = m.lease_token, lease_owner = m.worker_id,
-    started_at = m.claimed_at, last_error = NULL, output = g.output
+    started_at = ${startOf('m.claimed_at', 'g.started', 'r.available_at', '$3')}, claimed_at = m.claimed_at,
+    last_error = NULL, output = g.output
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, m.lease_token
+  RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id
 ), ${unclaim}
-SELECT run_id FROM ended`;
+SELECT run_id, tenant_id, job_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
@@ -270,8 +287,8 @@ FROM runs r JOIN run_claims c ON c.lease_token = $2 AND r.run_id = ANY(c.run_ids
 WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)`;
 
 /**
- * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error,
- * $8 output tail (or null).
+ * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error
+ * message, $8 output tail (or null), $9 handler start (or null), $10 error stack (or null).
  * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter.
  */
 export const runFail = `
@@ -283,7 +300,8 @@ WITH live AS (
   UPDATE runs r SET state = $4,
     attempt = r.attempt + CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END,
     available_at = COALESCE($5, r.available_at), sort_key = COALESCE($6, r.sort_key),
-    last_error = $7, lease_token = l.lease_token, lease_owner = l.worker_id, started_at = l.claimed_at,
+    last_error = $7, lease_token = l.lease_token, lease_owner = l.worker_id,
+    started_at = ${startOf('l.claimed_at', '$9::timestamptz', 'r.available_at', '$3')}, claimed_at = l.claimed_at,
     finished_at = CASE WHEN $4 = 'dead' THEN $3::timestamptz END,
     parked = CASE WHEN $4 = 'dead' THEN 'dead' END
   FROM live l
@@ -291,24 +309,27 @@ WITH live AS (
   RETURNING r.run_id, r.lease_token, r.attempt, r.available_at, r.tenant_id, r.pool, r.handler, r.priority,
     r.sort_key, r.state,
     r.attempt - CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
-    'failed'::text AS outcome, $7::text AS error, $8::text AS output
+    r.claimed_at, 'failed'::text AS outcome, $7::text AS error, $10::text AS error_stack, $8::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
 )
 SELECT attempt, available_at FROM ended`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null). Back to the queue, same attempt,
- * same place; only under a live lease (an expired one is the reaper's, and counts as an attempt).
- * The run row is not written: the released attempt's row in attempts says who held it.
+ * $1 run ids, $2 tokens, $3 now, $4 reason, $5 tenant (or null), $6 handler starts (or nulls: never
+ * started). Back to the queue, same attempt, same place; only under a live lease (an expired one is
+ * the reaper's, and counts as an attempt). The run row is not written: the released attempt's row
+ * in attempts says who held it.
  */
 export const runReleaseMany = `
 WITH given AS (
-  SELECT v.run_id, v.lease_token FROM unnest($1::uuid[], $2::uuid[]) AS v(run_id, lease_token)
+  SELECT v.run_id, v.lease_token, v.started
+  FROM unnest($1::uuid[], $2::uuid[], $6::timestamptz[]) AS v(run_id, lease_token, started)
 ), ${LIVE_MEMBERS}, ended AS (
   SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
-    r.attempt AS ended_attempt, m.worker_id AS lease_owner, m.claimed_at AS started_at,
-    'released'::text AS outcome, $4::text AS error, NULL::text AS output
+    r.attempt AS ended_attempt, m.worker_id AS lease_owner,
+    ${startOf('m.claimed_at', 'g.started', 'r.available_at', '$3')} AS started_at, m.claimed_at,
+    'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   JOIN runs r ON r.run_id = g.run_id
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
@@ -351,7 +372,8 @@ WITH given AS (
     attempt = r.attempt + CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END,
     available_at = COALESCE(h.available_at, r.available_at), sort_key = COALESCE(h.sort_key, r.sort_key),
     last_error = CASE WHEN h.state IS NULL THEN r.last_error ELSE 'lease expired' END,
-    lease_token = h.lease_token, lease_owner = h.worker_id, started_at = h.claimed_at,
+    lease_token = h.lease_token, lease_owner = h.worker_id, claimed_at = h.claimed_at,
+    started_at = ${startOf('h.claimed_at', 'NULL::timestamptz', 'r.available_at', '$6')},
     finished_at = CASE WHEN h.state = 'dead' THEN $6::timestamptz END,
     parked = CASE WHEN h.state = 'dead' THEN 'dead' END
   FROM held h
@@ -359,22 +381,23 @@ WITH given AS (
   RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt, r.pool, r.handler,
     r.priority, r.available_at, r.sort_key, h.state IS NOT NULL AS reaped,
     r.attempt - CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
-    'lease_expired'::text AS outcome, 'lease expired'::text AS error, NULL::text AS output
+    r.claimed_at, 'lease_expired'::text AS outcome, 'lease expired'::text AS error, NULL::text AS error_stack,
+    NULL::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
-), recorded AS (
-  INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome, error, output)
-  SELECT lease_token, run_id, ended_attempt, lease_owner, started_at, $6::timestamptz, outcome, error, output
-  FROM ended WHERE reaped
-  ON CONFLICT (lease_token, run_id) DO UPDATE SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome,
-    error = EXCLUDED.error, output = EXCLUDED.output
+), recorded AS (${recordEnded('$6::timestamptz', 'reaped')}
 )
 SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
-/** $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to the queue with fresh attempts. */
+/**
+ * $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to the queue with a fresh budget of
+ * attempts, numbered on from its last (so the attempts of two passes are told apart): the pass
+ * begins at attempt + 1 and may go max_attempts − first_attempt + 1 attempts, as the last did.
+ */
 export const runReplay = `
 WITH replayed AS (
-  UPDATE runs SET state = 'pending', attempt = 1, available_at = $3, sort_key = $4, finished_at = NULL,
-    parked = NULL
+  UPDATE runs SET state = 'pending', attempt = attempt + 1, first_attempt = attempt + 1,
+    max_attempts = attempt + (max_attempts - first_attempt + 1), available_at = $3, sort_key = $4,
+    finished_at = NULL, parked = NULL
   WHERE tenant_id = $1 AND run_id = $2 AND state = 'dead'
   RETURNING ${WRITTEN_COLUMNS}, sort_key
 ), queued AS (${enqueue('replayed')}
