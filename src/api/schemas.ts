@@ -48,6 +48,16 @@ export const JobBody = Type.Object(
       Type.Union([Type.Literal('skip'), Type.Literal('fire_once'), Type.Literal('catch_up')]),
     ),
     catch_up_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 10' })),
+    misfire_threshold_seconds: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: 86400,
+          description:
+            "the misfire policy applies once the next slot is more than this late; default null: the scheduler's (60 s)",
+        }),
+      ),
+    ),
     pool: Type.Optional(Id('worker pool; default "default"')),
     lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
     jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
@@ -74,12 +84,22 @@ export const Job = Type.Object(
     backoff_cap_seconds: Type.Number(),
     misfire: Type.String(),
     catch_up_limit: Type.Integer(),
+    misfire_threshold_seconds: Nullable(Type.Integer({ description: "the job's own; null: the scheduler's" })),
+    misfire_after_seconds: Type.Integer({
+      description: 'the misfire policy applies once the next slot is more than this many seconds late',
+    }),
     pool: Type.String(),
     lease_seconds: Nullable(Type.Integer()),
     jitter_seconds: Type.Integer(),
     timeout_seconds: Nullable(Type.Integer()),
     enabled: Type.Boolean(),
-    next_run_at: Nullable(Instant('next slot not yet materialised; null once a one-shot fired')),
+    state: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
+      description:
+        'active: slots to come; paused: no slot until resumed (resuming starts from the next slot after then); finished: no slot left (a one-shot that fired, or a schedule that can no longer be evaluated)',
+    }),
+    next_run_at: Nullable(
+      Instant('next slot not yet materialised; null while paused and once no slot is left (finished)'),
+    ),
     version: Type.Integer(),
     created_at: Instant('created'),
     updated_at: Instant('last changed'),

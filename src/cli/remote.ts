@@ -180,10 +180,25 @@ const pageOptions = (cmd: Command, what: string) =>
 
 // -- output for people ------------------------------------------------------------------------------
 
+/** The answer's `state`; from a server that predates it, `enabled` and `next_run_at`. */
+function jobState(j: Api.Job): string {
+  if (j.state !== undefined) return j.state;
+  if (!j.enabled) return 'paused';
+  return j.next_run_at === null ? 'finished' : 'active';
+}
+
+/** `fire_once, once a slot is over 60s late (the scheduler's threshold)`: the policy and when it applies. */
+function misfireText(j: Api.Job): string {
+  const policy = j.misfire === 'catch_up' ? `catch_up (limit ${j.catch_up_limit})` : j.misfire;
+  if (j.misfire_after_seconds === undefined) return policy;
+  const whose = j.misfire_threshold_seconds === null ? " (the scheduler's threshold)" : '';
+  return `${policy}, applies once a slot is over ${j.misfire_after_seconds}s late${whose}`;
+}
+
 function jobFields(j: Api.Job): string {
   return formatFields([
     ['job_id', j.job_id],
-    ['state', j.enabled ? 'active' : 'paused'],
+    ['state', jobState(j)],
     ['schedule', j.schedule],
     ['timezone', j.timezone],
     ['handler', j.handler],
@@ -192,8 +207,9 @@ function jobFields(j: Api.Job): string {
     ['priority', j.priority],
     ['max_attempts', j.max_attempts],
     ['backoff', `base ${j.backoff_base_seconds}s, cap ${j.backoff_cap_seconds}s`],
-    ['misfire', j.misfire === 'catch_up' ? `catch_up (limit ${j.catch_up_limit})` : j.misfire],
+    ['misfire', misfireText(j)],
     ['lease', j.lease_seconds === null ? 'server default' : `${j.lease_seconds}s`],
+    ['timeout', j.timeout_seconds === null ? 'none' : `${j.timeout_seconds}s`],
     ['jitter', `${j.jitter_seconds}s`],
     ['next_run_at', j.next_run_at],
     ['version', j.version],
@@ -213,7 +229,7 @@ function jobTable(jobs: readonly Api.Job[]): string {
       j.handler,
       j.pool,
       j.priority,
-      j.enabled ? 'active' : 'paused',
+      jobState(j),
       j.next_run_at,
     ]),
   );
@@ -340,6 +356,8 @@ const DEFINITION_FLAGS = {
   pool: 'pool',
   lease: 'lease_seconds',
   jitter: 'jitter_seconds',
+  runTimeout: 'timeout_seconds',
+  misfireThreshold: 'misfire_threshold_seconds',
   backoffBase: 'backoff_base_seconds',
   backoffCap: 'backoff_cap_seconds',
 } as const;
@@ -398,6 +416,18 @@ function registerJobs(program: Command): void {
           '--lease <duration>',
           "lease of this job's runs, whole seconds (default: the server's)",
         ).argParser(seconds(false)),
+      )
+      .addOption(
+        new Option(
+          '--run-timeout <duration>',
+          'abort a run that takes longer than this and retry it, whole seconds, 1s-24h (default: no limit)',
+        ).argParser(seconds(false)),
+      )
+      .addOption(
+        new Option(
+          '--misfire-threshold <duration>',
+          "the misfire policy applies once a slot is more than this late, whole seconds, 0-24h (default: the scheduler's, 60s)",
+        ).argParser(seconds(true)),
       )
       .addOption(
         new Option(

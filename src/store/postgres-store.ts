@@ -83,7 +83,7 @@ export interface PostgresStoreOptions {
 // biome-ignore lint/suspicious/noExplicitAny: pg rows are untyped until mapped here
 type Row = Record<string, any>;
 
-function toJob(r: Row): Job {
+function toJob(r: Row, misfireDefaultSeconds: number): Job {
   return {
     tenantId: r.tenant_id,
     jobId: r.job_id,
@@ -101,6 +101,8 @@ function toJob(r: Row): Job {
     leaseSeconds: r.lease_seconds,
     jitterSeconds: r.jitter_seconds,
     timeoutSeconds: r.timeout_seconds,
+    misfireThresholdSeconds: r.misfire_threshold_seconds,
+    misfireAfterSeconds: r.misfire_threshold_seconds ?? misfireDefaultSeconds,
     enabled: r.enabled,
     shardId: r.shard_id,
     nextRunAt: r.next_run_at,
@@ -264,6 +266,11 @@ export class PostgresStore implements Store {
 
   // -- jobs -------------------------------------------------------------------------------------
 
+  /** A `jobs` row as a `Job`, with the misfire threshold that applies to it. */
+  private job(row: Row): Job {
+    return toJob(row, this.misfireThresholdMs / 1000);
+  }
+
   async upsertJob(p: {
     tenantId: string;
     job: JobInput;
@@ -304,10 +311,11 @@ export class PostgresStore implements Store {
       now,
       spec.jitterSeconds,
       spec.timeoutSeconds,
+      spec.misfireThresholdSeconds,
     ]);
     const row = rows[0];
     if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
-    return { job: toJob(row), change: row.inserted ? 'created' : 'updated' };
+    return { job: this.job(row), change: row.inserted ? 'created' : 'updated' };
   }
 
   /**
@@ -386,6 +394,7 @@ export class PostgresStore implements Store {
       now,
       col((s) => s.spec.jitterSeconds),
       col((s) => s.spec.timeoutSeconds),
+      col((s) => s.spec.misfireThresholdSeconds),
     ]);
     const written = new Map(
       rows.map((r) => [r.job_id as string, r.inserted ? 'created' : 'updated'] as const),
@@ -398,7 +407,7 @@ export class PostgresStore implements Store {
   async getJob(p: { tenantId: string; jobId: string }): Promise<Job> {
     const { rows } = await this.pool.query(J.jobGet, [p.tenantId, p.jobId]);
     if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
-    return toJob(rows[0]);
+    return this.job(rows[0]);
   }
 
   async listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>> {
@@ -410,7 +419,7 @@ export class PostgresStore implements Store {
       after = jobId;
     }
     const { rows } = await this.pool.query(J.jobList, [p.tenantId, after, limit + 1]);
-    const items = rows.slice(0, limit).map(toJob);
+    const items = rows.slice(0, limit).map((r) => this.job(r));
     const last = items[items.length - 1];
     return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.jobId]) : null };
   }
@@ -418,7 +427,7 @@ export class PostgresStore implements Store {
   async pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job> {
     const { rows } = await this.pool.query(J.jobPause, [p.tenantId, p.jobId, checkInstant(p.now, 'now')]);
     if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
-    return toJob(rows[0]);
+    return this.job(rows[0]);
   }
 
   /** Resuming starts from the next slot after now: the slots of the paused time are not backfilled. */
@@ -432,7 +441,7 @@ export class PostgresStore implements Store {
       checkInstant(p.now, 'now'),
       next === null ? null : new Date(next),
     ]);
-    return rows[0] ? toJob(rows[0]) : this.getJob(p);
+    return rows[0] ? this.job(rows[0]) : this.getJob(p);
   }
 
   async deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }> {
@@ -498,7 +507,10 @@ export class PostgresStore implements Store {
             nextRunAt: (row.next_run_at as Date).getTime(),
             now: p.now,
             lookaheadMs: p.lookaheadMs,
-            misfireThresholdMs: this.misfireThresholdMs,
+            misfireThresholdMs:
+              row.misfire_threshold_seconds === null
+                ? this.misfireThresholdMs
+                : row.misfire_threshold_seconds * 1000,
             policy: row.misfire,
             catchUpLimit: row.catch_up_limit,
           });

@@ -22,6 +22,10 @@ export interface Job {
   leaseSeconds: number | null;
   jitterSeconds: number;
   timeoutSeconds: number | null;
+  /** The job's own misfire threshold in seconds; `null`: the scheduler's. */
+  misfireThresholdSeconds: number | null;
+  /** The threshold that applies: the job's, else the store's `misfireThresholdMs` (in seconds). */
+  misfireAfterSeconds: number;
   enabled: boolean;
   shardId: number;
   /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */
