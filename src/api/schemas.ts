@@ -291,6 +291,35 @@ export const WorkerHeartbeatAnswer = Type.Object({
   server_time: ServerTime,
 });
 
+/** `PUT /v1/workers/{worker_id}`: a remote worker reports itself (every few seconds) for `tock status`. */
+export const WorkerPresenceBody = Type.Object(
+  {
+    pool: Type.Optional(Id('the pool it claims from; default "default"')),
+    handlers: Type.Optional(
+      Type.Array(Id('handler name'), {
+        maxItems: 100,
+        uniqueItems: true,
+        description: 'the handlers it runs; unset: any handler of its pool',
+      }),
+    ),
+    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'runs it executes at once' })),
+    in_flight: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 100000, description: 'runs it holds now (running or held)' }),
+    ),
+    clock_offset_ms: Type.Optional(
+      Type.Number({
+        minimum: -1e9,
+        maximum: 1e9,
+        description: "the server's clock minus the worker's, as the worker measured it from server_time",
+      }),
+    ),
+    clock_uncertainty_ms: Type.Optional(Type.Number({ minimum: 0, maximum: 1e9 })),
+  },
+  { additionalProperties: false },
+);
+
+export const WorkerPresenceAnswer = Type.Object({ server_time: ServerTime });
+
 export const CompleteBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),

@@ -218,6 +218,22 @@ export interface ErrorBody {
 }
 
 /** A node as `GET /v1/status` shows it. */
+/** `PUT /v1/workers/{worker_id}`: what a remote worker reports of itself for `tock status`. */
+export interface WorkerReport {
+  /** The pool it claims from. Default `default`. */
+  pool?: string;
+  /** The handlers it runs (at most 100); unset: any handler of its pool. */
+  handlers?: string[];
+  /** Runs it executes at once, 1–1000. */
+  concurrency?: number;
+  /** Runs it holds now (running or held for a slot). */
+  in_flight?: number;
+  /** The server's clock minus the worker's, ms, as the worker measured it from `server_time`. */
+  clock_offset_ms?: number;
+  /** Half the round trip of that measurement, ms. */
+  clock_uncertainty_ms?: number;
+}
+
 export interface StatusNode {
   /** A remote worker's is `<tenant>/<worker_id>`. */
   node_id: string;

@@ -40,7 +40,7 @@ import {
   validateJob,
 } from '../core/index.js';
 import { checkInstant, checkLimit, UUID } from './checks.js';
-import { type ClaimParams, claimRuns, releaseClaim } from './claims.js';
+import { type ClaimParams, claimRuns, releaseClaim, tenantFilter } from './claims.js';
 import { inTransaction } from './db.js';
 import * as A from './queries/api.js';
 import * as J from './queries/jobs.js';
@@ -1144,6 +1144,7 @@ export class PostgresStore implements Store {
     workerId: string;
     now: number;
     info?: Record<string, unknown>;
+    clock?: { offsetMs: number; uncertaintyMs: number };
     cap: number;
   }): Promise<{ nodeId: string; touched: boolean; evicted: number }> {
     const tenantId = validateId(p.tenantId, 'tenant_id');
@@ -1158,9 +1159,19 @@ export class PostgresStore implements Store {
         now,
         JSON.stringify(p.info ?? {}),
         p.cap,
+        p.clock?.offsetMs ?? null,
+        p.clock?.uncertaintyMs ?? null,
       ]);
       return { nodeId, touched: rows[0].touched === 1, evicted: rows[0].evicted as number };
     });
+  }
+
+  /** A remote worker of `tenantId` leaving on purpose: its row goes (no other tenant's, no cluster node's). */
+  async leaveRemoteWorker(p: { tenantId: string; workerId: string }): Promise<{ left: boolean }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const nodeId = remoteNodeId(tenantId, validateId(p.workerId, 'worker_id'));
+    const { rowCount } = await this.pool.query(S.nodeDeleteRemote, [nodeId, tenantId]);
+    return { left: (rowCount ?? 0) > 0 };
   }
 
   /**
@@ -1228,11 +1239,17 @@ export class PostgresStore implements Store {
    * The earliest `available_at` after `now` among `pool`'s pending runs (of `tenantId`, when
    * given), or null: when a worker that found nothing to claim should look again.
    */
-  async nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null> {
+  async nextAvailableAt(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null> {
     const { rows } = await this.pool.query(R.runNextAvailable, [
       p.pool,
       checkInstant(p.now, 'now'),
       p.tenantId ?? null,
+      tenantFilter(p.tenants),
     ]);
     return (rows[0]?.at as Date | null) ?? null;
   }

@@ -257,6 +257,11 @@ export interface Store {
     handlers?: readonly string[];
     tenantId?: string;
     /**
+     * Only runs of these tenants (1 to MAX_CLAIM_TENANTS ids): a worker on the database restricted
+     * with `--tenant`. Default: every tenant's (or `tenantId`'s alone, when that is given).
+     */
+    tenants?: readonly string[];
+    /**
      * Also claim runs that become claimable within this many ms (0 to 10,000; default 0), for a
      * worker that starts each at its `availableAt`: the claim's round trip is then off the start.
      */
@@ -348,7 +353,12 @@ export interface Store {
   /** Claimable pending runs by priority (all tenants). */
   readyDepth(p: { now: number }): Promise<Map<number, number>>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
-  nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
+  nextAvailableAt(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null>;
 
   /** Registers a node or records that it is alive, with its clock offset and what it reports. */
   touchNode(p: {
@@ -367,8 +377,12 @@ export interface Store {
     workerId: string;
     now: number;
     info?: Record<string, unknown>;
+    /** The offset of the server's clock from the worker's, as the worker measured it; kept when unset. */
+    clock?: { offsetMs: number; uncertaintyMs: number };
     cap: number;
   }): Promise<{ nodeId: string; touched: boolean; evicted: number }>;
+  /** A remote worker of `tenantId` leaving on purpose (a clean stop): its row goes. */
+  leaveRemoteWorker(p: { tenantId: string; workerId: string }): Promise<{ left: boolean }>;
   /**
    * Nodes (schedulers and workers) with what they last reported, by role then newest first, one
    * page (`limit` 1 to 500). `tenantId`: only that tenant's remote workers; absent or null: all.

@@ -202,7 +202,7 @@ SELECT 'running', n FROM claimed`;
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
  * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
- * $9 claim id (or null).
+ * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
  * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
  * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
  * length, with the claim id and tenant. A claim id that another claim row of the same lease length
@@ -214,6 +214,7 @@ WITH picked AS (
   WHERE pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
     AND ($6::text[] IS NULL OR handler = ANY($6::text[]))
     AND ($7::text IS NULL OR tenant_id = $7)
+    AND ($10::text[] IS NULL OR tenant_id = ANY($10::text[]))
   ORDER BY sort_key
   LIMIT $3
   FOR UPDATE SKIP LOCKED
@@ -443,7 +444,11 @@ export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000):
 export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
-/** $1 pool, $2 now, $3 tenant (or null). The earliest future available_at of the pool's queued runs. */
+/**
+ * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future available_at of
+ * the pool's queued runs.
+ */
 export const runNextAvailable = `
 SELECT min(available_at) AS at FROM run_queue
-WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)`;
+WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
+  AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))`;
