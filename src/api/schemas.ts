@@ -459,6 +459,26 @@ export const StatusAnswer = Type.Object({
       { description: 'scope cluster only' },
     ),
   ),
+  unserved: Type.Object(
+    {
+      runs: Type.Integer({ description: 'claimable runs no live worker serves (their pool, handler and tenant)' }),
+      groups: Type.Integer({ description: 'their (tenant, pool, handler) groups; `items` lists the first few' }),
+      items: Type.Array(
+        Type.Object({
+          tenant_id: Type.String(),
+          pool: Type.String(),
+          handler: Type.String(),
+          runs: Type.Integer(),
+          since: Instant('the longest waiting has been claimable since'),
+        }),
+        { description: 'longest waiting first' },
+      ),
+    },
+    {
+      description:
+        "runs waiting for a handler nobody serves: no live worker has their pool, their handler and their tenant (scope tenant: the caller's runs)",
+    },
+  ),
   backlog: Type.Optional(
     Type.Object(
       {

@@ -819,6 +819,15 @@ function ago(ms: number): string {
   return `${Math.round(ms / 60_000)}m ago`;
 }
 
+/** `a, b, c` — at most STATUS_LIST_ITEMS names, then how many more. */
+function list(values: readonly unknown[]): string {
+  const shown = values.slice(0, STATUS_LIST_ITEMS).map(String).join(',');
+  return values.length > STATUS_LIST_ITEMS ? `${shown},… (${values.length})` : shown;
+}
+
+/** Most handler or tenant names a worker's line of `tock status` shows (`--json` has them all). */
+const STATUS_LIST_ITEMS = 5;
+
 /** Nodes per request of `tock status` (the API's largest page). */
 const STATUS_PAGE = 500;
 
@@ -832,8 +841,11 @@ export function formatStatus(s: Api.StatusAnswer): string {
   const detail = (n: Api.StatusNode) => {
     const i = n.info;
     if (n.role === 'scheduler') return `backlog ${i.backlog ?? '-'}${i.url ? `, api ${i.url}` : ''}`;
-    if (n.role === 'worker')
-      return `pool ${i.pool ?? '-'}, ${i.in_flight ?? '-'}/${i.concurrency ?? '-'} running`;
+    if (n.role === 'worker') {
+      const handlers = Array.isArray(i.handlers) ? list(i.handlers) : 'any';
+      const tenants = Array.isArray(i.tenants) ? `, tenants ${list(i.tenants)}` : '';
+      return `pool ${i.pool ?? '-'}, ${i.in_flight ?? '-'}/${i.concurrency ?? '-'} running, handlers ${handlers}${tenants}`;
+    }
     return '';
   };
   const rows = s.nodes.map((n) => [
@@ -852,8 +864,23 @@ export function formatStatus(s: Api.StatusAnswer): string {
           `backlog  ${counted(s.backlog.due_jobs, 'job')} due and not materialised, ${counted(s.backlog.ready_runs, 'run')} waiting for a worker`,
         ]
       : ["scope    this tenant's remote workers (a cluster-admin key shows the cluster)"];
+  const unserved: string[] = [];
+  if (s.unserved && s.unserved.runs > 0) {
+    const u = s.unserved;
+    unserved.push(
+      '',
+      `unserved ${u.runs} run${u.runs === 1 ? '' : 's'} wait${u.runs === 1 ? 's' : ''} for a handler no live worker serves (start a worker with that pool and handler${s.scope === 'cluster' ? ', for that tenant' : ''}):`,
+      formatTable(
+        ['TENANT', 'POOL', 'HANDLER', 'RUNS', 'WAITING'],
+        u.items.map((g) => [g.tenant_id, g.pool, g.handler, g.runs, ago(t - Date.parse(g.since)).replace(/ ago$/, '')]),
+      ).trimEnd(),
+    );
+    const more = u.groups - u.items.length;
+    if (more > 0) unserved.push(`… and ${more} more group${more === 1 ? '' : 's'} of runs`);
+  }
   const lines = [
     ...summary,
+    ...unserved,
     '',
     s.nodes.length === 0
       ? 'no nodes have registered'

@@ -264,6 +264,15 @@ export interface StatusAnswer {
   shards?: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
   /** Scope `cluster` only. */
   backlog?: { due_jobs: number; ready_runs: number };
+  /**
+   * Claimable runs no live worker serves (no live worker has their pool, handler and tenant):
+   * `runs` and `groups` count all, `items` lists the longest waiting groups. Absent from older servers.
+   */
+  unserved?: {
+    runs: number;
+    groups: number;
+    items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];
+  };
 }
 
 export interface BulkJobsAnswer {

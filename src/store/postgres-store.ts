@@ -29,6 +29,7 @@ import {
   RUN_STATES,
   type RunState,
   remoteNodeId,
+  DEFAULT_NODE_LIVE_MS,
   resultText,
   retryDelayMs,
   type Schedule,
@@ -66,6 +67,7 @@ import type {
   ShardStep,
   Store,
   TickResult,
+  UnservedRuns,
   UpsertChange,
 } from './types.js';
 
@@ -1233,6 +1235,27 @@ export class PostgresStore implements Store {
     const shards = p.shards ? [...p.shards] : await this.allShardIds();
     const { rows } = await this.pool.query(S.jobBacklog, [checkInstant(p.now, 'now'), shards]);
     return new Map(rows.map((r) => [r.shard_id as number, r.n as number]));
+  }
+
+  async unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns> {
+    const tenantId = p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
+    const { rows } = await this.pool.query(R.runUnserved, [
+      checkInstant(p.now, 'now'),
+      tenantId,
+      checkLimit(p.limit),
+      DEFAULT_NODE_LIVE_MS,
+    ]);
+    return {
+      runs: rows[0] ? Number(rows[0].runs) : 0,
+      groups: rows[0] ? (rows[0].groups as number) : 0,
+      items: rows.map((r) => ({
+        tenantId: r.tenant_id as string,
+        pool: r.pool as string,
+        handler: r.handler as string,
+        runs: r.n as number,
+        since: r.since as Date,
+      })),
+    };
   }
 
   /**

@@ -35,6 +35,15 @@ export interface Job {
   updatedAt: Date;
 }
 
+/** Claimable runs no live worker serves (`Store.unservedRuns`). */
+export interface UnservedRuns {
+  /** Such runs in all. */
+  runs: number;
+  /** (tenant, pool, handler) groups in all; `items` holds the first `limit`. */
+  groups: number;
+  items: { tenantId: string; pool: string; handler: string; runs: number; since: Date }[];
+}
+
 export interface Run {
   runId: string;
   tenantId: string;
@@ -352,6 +361,12 @@ export interface Store {
   countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
   /** Claimable pending runs by priority (all tenants). */
   readyDepth(p: { now: number }): Promise<Map<number, number>>;
+  /**
+   * Claimable runs that no live worker serves (no live worker has their pool, their handler and
+   * their tenant), by tenant, pool and handler, longest waiting first: at most `limit` groups, with
+   * the totals over all of them. Only `tenantId`'s when given.
+   */
+  unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: {
     pool: string;
