@@ -84,7 +84,9 @@ export const Job = Type.Object(
     backoff_cap_seconds: Type.Number(),
     misfire: Type.String(),
     catch_up_limit: Type.Integer(),
-    misfire_threshold_seconds: Nullable(Type.Integer({ description: "the job's own; null: the scheduler's" })),
+    misfire_threshold_seconds: Nullable(
+      Type.Integer({ description: "the job's own; null: the scheduler's" }),
+    ),
     misfire_after_seconds: Type.Integer({
       description: 'the misfire policy applies once the next slot is more than this many seconds late',
     }),
@@ -302,7 +304,9 @@ export const WorkerPresenceBody = Type.Object(
         description: 'the handlers it runs; unset: any handler of its pool',
       }),
     ),
-    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'runs it executes at once' })),
+    concurrency: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, description: 'runs it executes at once' }),
+    ),
     in_flight: Type.Optional(
       Type.Integer({ minimum: 0, maximum: 100000, description: 'runs it holds now (running or held)' }),
     ),
@@ -461,8 +465,12 @@ export const StatusAnswer = Type.Object({
   ),
   unserved: Type.Object(
     {
-      runs: Type.Integer({ description: 'claimable runs no live worker serves (their pool, handler and tenant)' }),
-      groups: Type.Integer({ description: 'their (tenant, pool, handler) groups; `items` lists the first few' }),
+      runs: Type.Integer({
+        description: 'claimable runs no live worker serves (their pool, handler and tenant)',
+      }),
+      groups: Type.Integer({
+        description: 'their (tenant, pool, handler) groups; `items` lists the first few',
+      }),
       items: Type.Array(
         Type.Object({
           tenant_id: Type.String(),

@@ -872,7 +872,13 @@ export function formatStatus(s: Api.StatusAnswer): string {
       `unserved ${u.runs} run${u.runs === 1 ? '' : 's'} wait${u.runs === 1 ? 's' : ''} for a handler no live worker serves (start a worker with that pool and handler${s.scope === 'cluster' ? ', for that tenant' : ''}):`,
       formatTable(
         ['TENANT', 'POOL', 'HANDLER', 'RUNS', 'WAITING'],
-        u.items.map((g) => [g.tenant_id, g.pool, g.handler, g.runs, ago(t - Date.parse(g.since)).replace(/ ago$/, '')]),
+        u.items.map((g) => [
+          g.tenant_id,
+          g.pool,
+          g.handler,
+          g.runs,
+          ago(t - Date.parse(g.since)).replace(/ ago$/, ''),
+        ]),
       ).trimEnd(),
     );
     const more = u.groups - u.items.length;

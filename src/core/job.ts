@@ -216,7 +216,13 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     misfireThresholdSeconds:
       input.misfireThresholdSeconds === undefined || input.misfireThresholdSeconds === null
         ? null
-        : int(input.misfireThresholdSeconds, 'misfire_threshold_seconds', 0, MAX_MISFIRE_THRESHOLD_SECONDS, 0),
+        : int(
+            input.misfireThresholdSeconds,
+            'misfire_threshold_seconds',
+            0,
+            MAX_MISFIRE_THRESHOLD_SECONDS,
+            0,
+          ),
     pool,
     leaseSeconds,
     jitterSeconds: int(input.jitterSeconds, 'jitter_seconds', 0, 86_400, 0),

@@ -9,6 +9,7 @@ import {
   allows,
   badTextAt,
   ConflictError,
+  DEFAULT_NODE_LIVE_MS,
   definitionHash,
   describeBadText,
   firstSlotFrom,
@@ -29,7 +30,6 @@ import {
   RUN_STATES,
   type RunState,
   remoteNodeId,
-  DEFAULT_NODE_LIVE_MS,
   resultText,
   retryDelayMs,
   type Schedule,
@@ -1238,7 +1238,8 @@ export class PostgresStore implements Store {
   }
 
   async unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns> {
-    const tenantId = p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
+    const tenantId =
+      p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
     const { rows } = await this.pool.query(R.runUnserved, [
       checkInstant(p.now, 'now'),
       tenantId,

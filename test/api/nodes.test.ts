@@ -281,7 +281,14 @@ describe('issue 15, item 8: a remote worker reports itself, and leaves on a clea
       live: true,
       clock_offset_ms: -12.5,
       clock_uncertainty_ms: 0.75,
-      info: { via: 'http', live_ms: 60_000, pool: 'gpu', handlers: ['train', 'eval'], concurrency: 4, in_flight: 3 },
+      info: {
+        via: 'http',
+        live_ms: 60_000,
+        pool: 'gpu',
+        handlers: ['train', 'eval'],
+        concurrency: 4,
+        in_flight: 3,
+      },
     };
     expect(await listed()).toMatchObject([expected]);
 

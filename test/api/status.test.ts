@@ -318,7 +318,12 @@ describe('GET /v1/status', () => {
       items: [{ tenant_id: 'acme', pool: 'default', handler: 'h3', runs: 2, since: iso(t - 8000) }],
     });
     // Once a worker for h3 reports, acme's runs are served.
-    await db.store.touchNode({ nodeId: 'w-h3', role: 'worker', now: t, info: { pool: 'default', live_ms: 15_000 } });
+    await db.store.touchNode({
+      nodeId: 'w-h3',
+      role: 'worker',
+      now: t,
+      info: { pool: 'default', live_ms: 15_000 },
+    });
     expect((await http('GET', '/v1/status', { key: keys.operator })).json.unserved.runs).toBe(0);
     expect((await http('GET', '/v1/status', { key: keys['cluster-admin'] })).json.unserved.runs).toBe(1);
   });

@@ -177,7 +177,9 @@ describe('tock jobs put', () => {
     const base = ['jobs', 'put', 'limits', '--schedule', '@every 1h', '--handler', 'report'];
     await ok([...base, '--run-timeout', '90s', '--misfire-threshold', '5m']);
     const job = await okJson(['jobs', 'get', 'limits']);
-    expect([job.timeout_seconds, job.misfire_threshold_seconds, job.misfire_after_seconds]).toEqual([90, 300, 300]);
+    expect([job.timeout_seconds, job.misfire_threshold_seconds, job.misfire_after_seconds]).toEqual([
+      90, 300, 300,
+    ]);
     const text = await ok(['jobs', 'get', 'limits']);
     expect(text).toMatch(/^timeout\s+90s$/m);
     expect(text).toMatch(/^misfire\s+fire_once, applies once a slot is over 300s late$/m);
@@ -185,7 +187,9 @@ describe('tock jobs put', () => {
     await ok(base);
     const plain = await ok(['jobs', 'get', 'limits']);
     expect(plain).toMatch(/^timeout\s+none$/m);
-    expect(plain).toMatch(/^misfire\s+fire_once, applies once a slot is over 60s late \(the scheduler's threshold\)$/m);
+    expect(plain).toMatch(
+      /^misfire\s+fire_once, applies once a slot is over 60s late \(the scheduler's threshold\)$/m,
+    );
     expect(await fails([...base, '--run-timeout', '1.5s'])).toMatch(/whole number of seconds/);
   });
 

@@ -173,7 +173,13 @@ describe('formatStatus', () => {
         runs: 4,
         groups: 3,
         items: [
-          { tenant_id: 'acme', pool: 'default', handler: 'report', runs: 3, since: '2026-01-01T00:05:00.000Z' },
+          {
+            tenant_id: 'acme',
+            pool: 'default',
+            handler: 'report',
+            runs: 3,
+            since: '2026-01-01T00:05:00.000Z',
+          },
           { tenant_id: 'beta', pool: 'gpu', handler: 'train', runs: 1, since: '2026-01-01T00:09:58.000Z' },
         ],
       },

@@ -193,10 +193,25 @@ describe('tock worker --tenant', () => {
     const foreign = await runOf('beta', 'beta-greeting', at - 3000);
     const mine = await runOf('acme', 'acme-greeting', at - 2000);
     const w = new Proc(
-      ['worker', '--config', config, '--poll', '100ms', '--grace', '500ms', '--tenant', 'acme', '--tenant', 'gamma'],
+      [
+        'worker',
+        '--config',
+        config,
+        '--poll',
+        '100ms',
+        '--grace',
+        '500ms',
+        '--tenant',
+        'acme',
+        '--tenant',
+        'gamma',
+      ],
       { DATABASE_URL: db.url, TOCK_SCHEMA: db.schema, TOCK_LOG_FORMAT: 'json' },
     );
-    const running = await w.waitFor((l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it', 'start');
+    const running = await w.waitFor(
+      (l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it',
+      'start',
+    );
     expect(running.tenants).toEqual(['acme', 'gamma']);
     const started = await w.waitFor(about('run started', mine), "acme's run to start");
     expect(started).toMatchObject({ tenant_id: 'acme', job_id: 'acme-greeting' });
@@ -204,9 +219,14 @@ describe('tock worker --tenant', () => {
     expect(done.tenant_id).toBe('acme');
     // The node list says whose runs it claims and which handlers it runs.
     const me = await until('the worker is in the node list', async () =>
-      (await db.store.listNodes({ tenantId: null, limit: 100 })).items.find((n) => n.nodeId === running.worker),
+      (await db.store.listNodes({ tenantId: null, limit: 100 })).items.find(
+        (n) => n.nodeId === running.worker,
+      ),
     );
-    expect(me.info).toMatchObject({ tenants: ['acme', 'gamma'], handlers: ['greet', 'refuse', 'linger', 'stubborn'] });
+    expect(me.info).toMatchObject({
+      tenants: ['acme', 'gamma'],
+      handlers: ['greet', 'refuse', 'linger', 'stubborn'],
+    });
     w.child.kill('SIGTERM');
     expect(await w.exited).toBe(0);
     // beta's run, older than acme's, was never claimed.
@@ -240,7 +260,9 @@ describe('tock worker through a Tock server', () => {
     const run = await db.store.getRun({ tenantId: TENANT, runId });
     expect(run.attempts[0]!.output).toBe('hello remote-greeting, attempt 1\n');
     // It reports itself (pool, handlers, runs held, clock offset) and is listed while it runs ...
-    const row = async (): Promise<{ clock_offset_ms: number | null; info: Record<string, unknown> } | undefined> =>
+    const row = async (): Promise<
+      { clock_offset_ms: number | null; info: Record<string, unknown> } | undefined
+    > =>
       (
         await db.pool.query('SELECT clock_offset_ms, info FROM nodes WHERE node_id = $1', [
           `${TENANT}/${running.worker}`,

@@ -255,7 +255,9 @@ describe('misfire after a 350 s outage', () => {
     const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
     expect(tick.dropped).toBe(4);
     expect(await slotsOf(tenantId, strict.jobId)).toEqual([]);
-    expect((await db.store.getJob({ tenantId, jobId: strict.jobId })).nextRunAt).toEqual(new Date(t0 + 40_000));
+    expect((await db.store.getJob({ tenantId, jobId: strict.jobId })).nextRunAt).toEqual(
+      new Date(t0 + 40_000),
+    );
     const every = [t0, t0 + 10_000, t0 + 20_000, t0 + 30_000];
     expect(await slotsOf(tenantId, plain.jobId)).toEqual(every);
     expect(await slotsOf(tenantId, lenient.jobId)).toEqual(every);
