@@ -391,7 +391,7 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         '--tenant <id>',
-        "claim only this tenant's runs; repeat it (or give a comma-separated list) for several (database connection only; with --url the key's tenant decides; default: every tenant's)",
+        "claim only this tenant's runs; repeat it, or give a comma list, for several (database only; default: every tenant's)",
       )
         .env('TOCK_TENANTS')
         .argParser(tenantList),
