@@ -280,7 +280,8 @@ export class HttpLeaseStore implements LeaseStore {
     const info = p.info ?? {};
     const report: WorkerReport = {};
     if (typeof info.pool === 'string') report.pool = info.pool;
-    if (Array.isArray(info.handlers) && info.handlers.length <= 100) report.handlers = info.handlers as string[];
+    if (Array.isArray(info.handlers) && info.handlers.length <= 100)
+      report.handlers = info.handlers as string[];
     if (typeof info.concurrency === 'number') report.concurrency = info.concurrency;
     if (typeof info.in_flight === 'number') report.in_flight = info.in_flight;
     if (this.samples.length > 0) {
