@@ -10,7 +10,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { Clock } from '../core/index.js';
 import type { Store } from '../store/index.js';
 
-/** The run gauges (`tock_runs`, `tock_ready_runs`) are read from the database at most this often, ms. */
+/** The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`) are read from the database at most this often, ms. */
 export const METRICS_SAMPLE_MS = 15_000;
 /** At most this many values of the `pool` label; the pools seen after them share `pool="other"`. */
 export const MAX_POOL_LABELS = 100;
@@ -57,6 +57,11 @@ export class Metrics {
     name: 'tock_ready_runs',
     help: `Claimable pending runs by priority class (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['priority_class'],
+    registers: [this.registry],
+  });
+  readonly unservedRuns = new Gauge({
+    name: 'tock_unserved_runs',
+    help: `Claimable runs that no live worker serves: none has their pool, handler and tenant (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     registers: [this.registry],
   });
   readonly claims = new Counter({
@@ -180,7 +185,7 @@ export class RunGaugeSampler {
 
   constructor(
     private readonly o: {
-      store: Pick<Store, 'countRuns' | 'readyDepth'>;
+      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns'>;
       clock: Clock;
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
@@ -202,7 +207,12 @@ export class RunGaugeSampler {
 
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
-    const [counts, ready] = await Promise.all([store.countRuns({}), store.readyDepth({ now })]);
+    const [counts, ready, unserved] = await Promise.all([
+      store.countRuns({}),
+      store.readyDepth({ now }),
+      store.unservedRuns({ now, limit: 1 }),
+    ]);
+    metrics.unservedRuns.set(unserved.runs);
     for (const [state, n] of Object.entries(counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();
     for (const [priority, n] of ready) metrics.readyDepth.set({ priority_class: String(priority) }, n);

@@ -3,6 +3,12 @@ import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/ind
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
+/** What a job is doing: paused by an operator, finished (no slot left), or active. */
+export function jobState(j: Pick<Job, 'enabled' | 'nextRunAt'>): 'active' | 'paused' | 'finished' {
+  if (!j.enabled) return 'paused';
+  return j.nextRunAt === null ? 'finished' : 'active';
+}
+
 export function jobJson(j: Job) {
   return {
     job_id: j.jobId,
@@ -16,12 +22,16 @@ export function jobJson(j: Job) {
     backoff_cap_seconds: j.backoffCapSeconds,
     misfire: j.misfire,
     catch_up_limit: j.catchUpLimit,
+    misfire_threshold_seconds: j.misfireThresholdSeconds,
+    misfire_after_seconds: j.misfireAfterSeconds,
     pool: j.pool,
     lease_seconds: j.leaseSeconds,
     jitter_seconds: j.jitterSeconds,
     timeout_seconds: j.timeoutSeconds,
     enabled: j.enabled,
-    next_run_at: iso(j.nextRunAt),
+    state: jobState(j),
+    // A paused job's stored next_run_at is stale (resuming computes a new one from then on).
+    next_run_at: j.enabled ? iso(j.nextRunAt) : null,
     version: j.version,
     created_at: j.createdAt.toISOString(),
     updated_at: j.updatedAt.toISOString(),

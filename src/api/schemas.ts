@@ -48,6 +48,16 @@ export const JobBody = Type.Object(
       Type.Union([Type.Literal('skip'), Type.Literal('fire_once'), Type.Literal('catch_up')]),
     ),
     catch_up_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 10' })),
+    misfire_threshold_seconds: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: 86400,
+          description:
+            "the misfire policy applies once the next slot is more than this late; default null: the scheduler's (60 s)",
+        }),
+      ),
+    ),
     pool: Type.Optional(Id('worker pool; default "default"')),
     lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
     jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
@@ -74,12 +84,24 @@ export const Job = Type.Object(
     backoff_cap_seconds: Type.Number(),
     misfire: Type.String(),
     catch_up_limit: Type.Integer(),
+    misfire_threshold_seconds: Nullable(
+      Type.Integer({ description: "the job's own; null: the scheduler's" }),
+    ),
+    misfire_after_seconds: Type.Integer({
+      description: 'the misfire policy applies once the next slot is more than this many seconds late',
+    }),
     pool: Type.String(),
     lease_seconds: Nullable(Type.Integer()),
     jitter_seconds: Type.Integer(),
     timeout_seconds: Nullable(Type.Integer()),
     enabled: Type.Boolean(),
-    next_run_at: Nullable(Instant('next slot not yet materialised; null once a one-shot fired')),
+    state: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
+      description:
+        'active: slots to come; paused: no slot until resumed (resuming starts from the next slot after then); finished: no slot left (a one-shot that fired, or a schedule that can no longer be evaluated)',
+    }),
+    next_run_at: Nullable(
+      Instant('next slot not yet materialised; null while paused and once no slot is left (finished)'),
+    ),
     version: Type.Integer(),
     created_at: Instant('created'),
     updated_at: Instant('last changed'),
@@ -271,6 +293,37 @@ export const WorkerHeartbeatAnswer = Type.Object({
   server_time: ServerTime,
 });
 
+/** `PUT /v1/workers/{worker_id}`: a remote worker reports itself (every few seconds) for `tock status`. */
+export const WorkerPresenceBody = Type.Object(
+  {
+    pool: Type.Optional(Id('the pool it claims from; default "default"')),
+    handlers: Type.Optional(
+      Type.Array(Id('handler name'), {
+        maxItems: 100,
+        uniqueItems: true,
+        description: 'the handlers it runs; unset: any handler of its pool',
+      }),
+    ),
+    concurrency: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, description: 'runs it executes at once' }),
+    ),
+    in_flight: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 100000, description: 'runs it holds now (running or held)' }),
+    ),
+    clock_offset_ms: Type.Optional(
+      Type.Number({
+        minimum: -1e9,
+        maximum: 1e9,
+        description: "the server's clock minus the worker's, as the worker measured it from server_time",
+      }),
+    ),
+    clock_uncertainty_ms: Type.Optional(Type.Number({ minimum: 0, maximum: 1e9 })),
+  },
+  { additionalProperties: false },
+);
+
+export const WorkerPresenceAnswer = Type.Object({ server_time: ServerTime });
+
 export const CompleteBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
@@ -409,6 +462,30 @@ export const StatusAnswer = Type.Object({
       },
       { description: 'scope cluster only' },
     ),
+  ),
+  unserved: Type.Object(
+    {
+      runs: Type.Integer({
+        description: 'claimable runs no live worker serves (their pool, handler and tenant)',
+      }),
+      groups: Type.Integer({
+        description: 'their (tenant, pool, handler) groups; `items` lists the first few',
+      }),
+      items: Type.Array(
+        Type.Object({
+          tenant_id: Type.String(),
+          pool: Type.String(),
+          handler: Type.String(),
+          runs: Type.Integer(),
+          since: Instant('the longest waiting has been claimable since'),
+        }),
+        { description: 'longest waiting first' },
+      ),
+    },
+    {
+      description:
+        "runs waiting for a handler nobody serves: no live worker has their pool, their handler and their tenant (scope tenant: the caller's runs)",
+    },
   ),
   backlog: Type.Optional(
     Type.Object(

@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseInstant, SystemClock } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
-import { databaseOptions, duration, heldRunOptions, intInRange, positiveInt } from './options.js';
+import { databaseOptions, duration, heldRunOptions, intInRange, positiveInt, tenantList } from './options.js';
 import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
@@ -388,6 +388,14 @@ export function buildProgram(): Command {
         .default(30_000, '30s')
         .argParser(duration),
     )
+    .addOption(
+      new Option(
+        '--tenant <id>',
+        "claim only this tenant's runs; repeat it, or give a comma list, for several (database only; default: every tenant's)",
+      )
+        .env('TOCK_TENANTS')
+        .argParser(tenantList),
+    )
     .action(async (opts) => {
       const [{ createLogger }, { startWorker }] = await Promise.all([
         import('../runtime/logger.js'),
@@ -412,6 +420,7 @@ export function buildProgram(): Command {
         dataDir: opts.dataDir,
         schema: opts.schema,
         leaseMs: opts.lease,
+        tenants: opts.tenant,
       });
       const refused = await Promise.race([signal.then(() => null), running.refused]);
       if (refused) logger.error(refused.message);

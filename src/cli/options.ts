@@ -1,6 +1,6 @@
 /** Option parsers and option groups shared by the `tock` commands. */
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration, ValidationError } from '../core/index.js';
+import { parseDuration, ValidationError, validateId } from '../core/index.js';
 
 /** A duration such as `90s` or `1h30m`, in milliseconds. */
 export function duration(value: string): number {
@@ -26,6 +26,22 @@ export function intInRange(min: number, max: number) {
       throw new InvalidArgumentError(`expected an integer from ${min} to ${max}`);
     return n;
   };
+}
+
+/**
+ * Collects `--tenant` values: each may be one id or a comma-separated list (`TOCK_TENANTS=a,b`);
+ * repeated flags add up. Every id is checked before anything connects.
+ */
+export function tenantList(value: string, previous: string[] | undefined): string[] {
+  const ids = value.split(',').map((v) => v.trim());
+  for (const id of ids) {
+    try {
+      validateId(id, 'tenant');
+    } catch (err) {
+      throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
+    }
+  }
+  return [...new Set([...(previous ?? []), ...ids])];
 }
 
 /** The worker's held-run options, shared by `tock worker` and `tock dev`. */

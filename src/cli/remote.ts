@@ -180,10 +180,25 @@ const pageOptions = (cmd: Command, what: string) =>
 
 // -- output for people ------------------------------------------------------------------------------
 
+/** The answer's `state`; from a server that predates it, `enabled` and `next_run_at`. */
+function jobState(j: Api.Job): string {
+  if (j.state !== undefined) return j.state;
+  if (!j.enabled) return 'paused';
+  return j.next_run_at === null ? 'finished' : 'active';
+}
+
+/** `fire_once, once a slot is over 60s late (the scheduler's threshold)`: the policy and when it applies. */
+function misfireText(j: Api.Job): string {
+  const policy = j.misfire === 'catch_up' ? `catch_up (limit ${j.catch_up_limit})` : j.misfire;
+  if (j.misfire_after_seconds === undefined) return policy;
+  const whose = j.misfire_threshold_seconds === null ? " (the scheduler's threshold)" : '';
+  return `${policy}, applies once a slot is over ${j.misfire_after_seconds}s late${whose}`;
+}
+
 function jobFields(j: Api.Job): string {
   return formatFields([
     ['job_id', j.job_id],
-    ['state', j.enabled ? 'active' : 'paused'],
+    ['state', jobState(j)],
     ['schedule', j.schedule],
     ['timezone', j.timezone],
     ['handler', j.handler],
@@ -192,8 +207,9 @@ function jobFields(j: Api.Job): string {
     ['priority', j.priority],
     ['max_attempts', j.max_attempts],
     ['backoff', `base ${j.backoff_base_seconds}s, cap ${j.backoff_cap_seconds}s`],
-    ['misfire', j.misfire === 'catch_up' ? `catch_up (limit ${j.catch_up_limit})` : j.misfire],
+    ['misfire', misfireText(j)],
     ['lease', j.lease_seconds === null ? 'server default' : `${j.lease_seconds}s`],
+    ['timeout', j.timeout_seconds === null ? 'none' : `${j.timeout_seconds}s`],
     ['jitter', `${j.jitter_seconds}s`],
     ['next_run_at', j.next_run_at],
     ['version', j.version],
@@ -213,7 +229,7 @@ function jobTable(jobs: readonly Api.Job[]): string {
       j.handler,
       j.pool,
       j.priority,
-      j.enabled ? 'active' : 'paused',
+      jobState(j),
       j.next_run_at,
     ]),
   );
@@ -340,6 +356,8 @@ const DEFINITION_FLAGS = {
   pool: 'pool',
   lease: 'lease_seconds',
   jitter: 'jitter_seconds',
+  runTimeout: 'timeout_seconds',
+  misfireThreshold: 'misfire_threshold_seconds',
   backoffBase: 'backoff_base_seconds',
   backoffCap: 'backoff_cap_seconds',
 } as const;
@@ -398,6 +416,18 @@ function registerJobs(program: Command): void {
           '--lease <duration>',
           "lease of this job's runs, whole seconds (default: the server's)",
         ).argParser(seconds(false)),
+      )
+      .addOption(
+        new Option(
+          '--run-timeout <duration>',
+          'abort a run that takes longer than this and retry it, whole seconds, 1s-24h (default: no limit)',
+        ).argParser(seconds(false)),
+      )
+      .addOption(
+        new Option(
+          '--misfire-threshold <duration>',
+          "the misfire policy applies once a slot is more than this late, whole seconds, 0-24h (default: the scheduler's, 60s)",
+        ).argParser(seconds(true)),
       )
       .addOption(
         new Option(
@@ -789,6 +819,15 @@ function ago(ms: number): string {
   return `${Math.round(ms / 60_000)}m ago`;
 }
 
+/** `a, b, c` — at most STATUS_LIST_ITEMS names, then how many more. */
+function list(values: readonly unknown[]): string {
+  const shown = values.slice(0, STATUS_LIST_ITEMS).map(String).join(',');
+  return values.length > STATUS_LIST_ITEMS ? `${shown},… (${values.length})` : shown;
+}
+
+/** Most handler or tenant names a worker's line of `tock status` shows (`--json` has them all). */
+const STATUS_LIST_ITEMS = 5;
+
 /** Nodes per request of `tock status` (the API's largest page). */
 const STATUS_PAGE = 500;
 
@@ -802,8 +841,11 @@ export function formatStatus(s: Api.StatusAnswer): string {
   const detail = (n: Api.StatusNode) => {
     const i = n.info;
     if (n.role === 'scheduler') return `backlog ${i.backlog ?? '-'}${i.url ? `, api ${i.url}` : ''}`;
-    if (n.role === 'worker')
-      return `pool ${i.pool ?? '-'}, ${i.in_flight ?? '-'}/${i.concurrency ?? '-'} running`;
+    if (n.role === 'worker') {
+      const handlers = Array.isArray(i.handlers) ? list(i.handlers) : 'any';
+      const tenants = Array.isArray(i.tenants) ? `, tenants ${list(i.tenants)}` : '';
+      return `pool ${i.pool ?? '-'}, ${i.in_flight ?? '-'}/${i.concurrency ?? '-'} running, handlers ${handlers}${tenants}`;
+    }
     return '';
   };
   const rows = s.nodes.map((n) => [
@@ -822,8 +864,29 @@ export function formatStatus(s: Api.StatusAnswer): string {
           `backlog  ${counted(s.backlog.due_jobs, 'job')} due and not materialised, ${counted(s.backlog.ready_runs, 'run')} waiting for a worker`,
         ]
       : ["scope    this tenant's remote workers (a cluster-admin key shows the cluster)"];
+  const unserved: string[] = [];
+  if (s.unserved && s.unserved.runs > 0) {
+    const u = s.unserved;
+    unserved.push(
+      '',
+      `unserved ${u.runs} run${u.runs === 1 ? '' : 's'} wait${u.runs === 1 ? 's' : ''} for a handler no live worker serves (start a worker with that pool and handler${s.scope === 'cluster' ? ', for that tenant' : ''}):`,
+      formatTable(
+        ['TENANT', 'POOL', 'HANDLER', 'RUNS', 'WAITING'],
+        u.items.map((g) => [
+          g.tenant_id,
+          g.pool,
+          g.handler,
+          g.runs,
+          ago(t - Date.parse(g.since)).replace(/ ago$/, ''),
+        ]),
+      ).trimEnd(),
+    );
+    const more = u.groups - u.items.length;
+    if (more > 0) unserved.push(`… and ${more} more group${more === 1 ? '' : 's'} of runs`);
+  }
   const lines = [
     ...summary,
+    ...unserved,
     '',
     s.nodes.length === 0
       ? 'no nodes have registered'

@@ -24,6 +24,7 @@ import type {
   StatusAnswer,
   UpsertedJob,
   WorkerHeartbeatAnswer,
+  WorkerReport,
 } from './types.js';
 
 /** Default per-request timeout, ms. */
@@ -280,6 +281,19 @@ export class TockClient {
     return this.request('POST', `/v1/workers/${segment(workerId)}/heartbeat`, {
       body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken })) },
     });
+  }
+
+  /**
+   * Reports the worker for `tock status` (its pool, handlers, runs held and clock offset); a worker
+   * sends it every few seconds. Its claims and heartbeats list it too, with less detail.
+   */
+  reportWorker(workerId: string, report: WorkerReport): Promise<{ server_time: string }> {
+    return this.request('PUT', `/v1/workers/${segment(workerId)}`, { body: report });
+  }
+
+  /** The worker leaves on purpose (a clean stop): `tock status` no longer lists it. */
+  async leaveWorker(workerId: string): Promise<void> {
+    await this.request('DELETE', `/v1/workers/${segment(workerId)}`);
   }
 
   /** Reports a run's result under its lease; `409 lease_lost` when the lease is not live. */

@@ -35,8 +35,17 @@ export interface JobBody {
   lease_seconds?: number | null;
   /** Spread runs up to this many seconds after their slot, 0–86400. Default 0. */
   jitter_seconds?: number;
+  /** Abort a run after this many seconds and retry it, 1–86400; `null`: no limit. Default none. */
   timeout_seconds?: number | null;
+  /**
+   * The misfire policy applies once the next slot is more than this many seconds late, 0–86400;
+   * `null`: the scheduler's threshold (60 s). Default `null`.
+   */
+  misfire_threshold_seconds?: number | null;
 }
+
+/** What a job is doing (`Job.state`). */
+export type JobState = 'active' | 'paused' | 'finished';
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
@@ -52,13 +61,22 @@ export interface Job {
   backoff_cap_seconds: number;
   misfire: string;
   catch_up_limit: number;
+  /** The job's own misfire threshold, seconds; `null`: the scheduler's. */
+  misfire_threshold_seconds: number | null;
+  /** The threshold that applies: the misfire policy acts once the next slot is this many seconds late. */
+  misfire_after_seconds: number;
   pool: string;
   lease_seconds: number | null;
   jitter_seconds: number;
   timeout_seconds: number | null;
   /** `false` while paused. */
   enabled: boolean;
-  /** The next slot not yet materialised; `null` once a one-shot fired. */
+  /**
+   * `active`: slots to come; `paused`: none until resumed; `finished`: no slot left (a one-shot
+   * that fired, or a schedule that can no longer be evaluated).
+   */
+  state: JobState;
+  /** The next slot not yet materialised; `null` while paused and once finished. */
   next_run_at: string | null;
   version: number;
   created_at: string;
@@ -200,6 +218,22 @@ export interface ErrorBody {
 }
 
 /** A node as `GET /v1/status` shows it. */
+/** `PUT /v1/workers/{worker_id}`: what a remote worker reports of itself for `tock status`. */
+export interface WorkerReport {
+  /** The pool it claims from. Default `default`. */
+  pool?: string;
+  /** The handlers it runs (at most 100); unset: any handler of its pool. */
+  handlers?: string[];
+  /** Runs it executes at once, 1–1000. */
+  concurrency?: number;
+  /** Runs it holds now (running or held for a slot). */
+  in_flight?: number;
+  /** The server's clock minus the worker's, ms, as the worker measured it from `server_time`. */
+  clock_offset_ms?: number;
+  /** Half the round trip of that measurement, ms. */
+  clock_uncertainty_ms?: number;
+}
+
 export interface StatusNode {
   /** A remote worker's is `<tenant>/<worker_id>`. */
   node_id: string;
@@ -230,6 +264,15 @@ export interface StatusAnswer {
   shards?: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
   /** Scope `cluster` only. */
   backlog?: { due_jobs: number; ready_runs: number };
+  /**
+   * Claimable runs no live worker serves (no live worker has their pool, handler and tenant):
+   * `runs` and `groups` count all, `items` lists the longest waiting groups. Absent from older servers.
+   */
+  unserved?: {
+    runs: number;
+    groups: number;
+    items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];
+  };
 }
 
 export interface BulkJobsAnswer {

@@ -41,6 +41,7 @@ describe('validateJob', () => {
       backoffCapSeconds: 3600,
       misfire: 'fire_once',
       catchUpLimit: 10,
+      misfireThresholdSeconds: null,
       pool: 'default',
       leaseSeconds: null,
       jitterSeconds: 0,
@@ -62,6 +63,7 @@ describe('validateJob', () => {
       backoffCapSeconds: 604_800,
       misfire: 'catch_up',
       catchUpLimit: 1000,
+      misfireThresholdSeconds: 86_400,
       pool: 'gpu',
       leaseSeconds: 86_400,
       jitterSeconds: 86_400,
@@ -98,6 +100,9 @@ describe('validateJob', () => {
     ['catchUpLimit 0', { catchUpLimit: 0 }, 'catch_up_limit'],
     ['catchUpLimit 1001', { catchUpLimit: 1001 }, 'catch_up_limit'],
     ['leaseSeconds 0', { leaseSeconds: 0 }, 'lease_seconds'],
+    ['misfireThresholdSeconds -1', { misfireThresholdSeconds: -1 }, 'misfire_threshold_seconds'],
+    ['misfireThresholdSeconds 86401', { misfireThresholdSeconds: 86_401 }, 'misfire_threshold_seconds'],
+    ['misfireThresholdSeconds 1.5', { misfireThresholdSeconds: 1.5 }, 'misfire_threshold_seconds'],
     ['backoffBaseSeconds 1', { backoffBaseSeconds: 1 }, 'backoff_base_seconds'],
     ['backoffCapSeconds Infinity', { backoffCapSeconds: Number.POSITIVE_INFINITY }, 'backoff_cap_seconds'],
     ['pool with a slash', { pool: 'a/b' }, 'pool'],
@@ -232,6 +237,7 @@ describe('definitionHash', () => {
     ['leaseSeconds', { leaseSeconds: 30 }],
     ['jitterSeconds', { jitterSeconds: 30 }],
     ['timeoutSeconds', { timeoutSeconds: 30 }],
+    ['misfireThresholdSeconds', { misfireThresholdSeconds: 60 }],
   ])('changes when %s differs', (_field, change) => {
     const base = spec({ payload: { a: 1 } });
     const changed = spec({ payload: { a: 1 }, ...change });
@@ -301,6 +307,7 @@ describe('jobInputToApi', () => {
       backoff_cap_seconds: 600,
       misfire: 'catch_up',
       catch_up_limit: 2,
+      misfire_threshold_seconds: 300,
       pool: 'reports',
       lease_seconds: null,
       jitter_seconds: 30,

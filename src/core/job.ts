@@ -58,6 +58,12 @@ export interface JobInput {
   misfire?: MisfirePolicy;
   /** Most missed slots `catch_up` backfills, 1–1000. Default 10. */
   catchUpLimit?: number;
+  /**
+   * The misfire policy applies only once the job's next slot is more than this many seconds late
+   * (0–86400); a tick merely a little late fires every slot. Default `null`: the scheduler's
+   * threshold (60 s unless its store was given another).
+   */
+  misfireThresholdSeconds?: number | null;
   /** Worker pool that runs it. Default `default`. */
   pool?: string;
   /** Lease length in seconds for this job's runs, 1–86400. Default: the server's `--lease`. */
@@ -81,6 +87,7 @@ export interface JobSpec {
   backoffCapSeconds: number;
   misfire: MisfirePolicy;
   catchUpLimit: number;
+  misfireThresholdSeconds: number | null;
   pool: string;
   leaseSeconds: number | null;
   jitterSeconds: number;
@@ -88,6 +95,8 @@ export interface JobSpec {
 }
 
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+/** Largest `misfire_threshold_seconds` a job may set: a day. */
+export const MAX_MISFIRE_THRESHOLD_SECONDS = 86_400;
 
 const KNOWN_FIELDS = new Set<string>([
   'jobId',
@@ -101,6 +110,7 @@ const KNOWN_FIELDS = new Set<string>([
   'backoffCapSeconds',
   'misfire',
   'catchUpLimit',
+  'misfireThresholdSeconds',
   'pool',
   'leaseSeconds',
   'jitterSeconds',
@@ -203,6 +213,16 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     ),
     misfire,
     catchUpLimit: int(input.catchUpLimit, 'catch_up_limit', 1, MAX_CATCH_UP_LIMIT, 10),
+    misfireThresholdSeconds:
+      input.misfireThresholdSeconds === undefined || input.misfireThresholdSeconds === null
+        ? null
+        : int(
+            input.misfireThresholdSeconds,
+            'misfire_threshold_seconds',
+            0,
+            MAX_MISFIRE_THRESHOLD_SECONDS,
+            0,
+          ),
     pool,
     leaseSeconds,
     jitterSeconds: int(input.jitterSeconds, 'jitter_seconds', 0, 86_400, 0),
@@ -216,7 +236,11 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
 
 /** A stable digest of a definition: equal digests mean an upsert changes nothing. */
 export function definitionHash(spec: JobSpec): string {
-  return createHash('sha256').update(stableJson(spec)).digest('hex');
+  // A field added later is left out while unset, so that a definition written before it existed
+  // keeps its digest (re-applying it stays `unchanged`).
+  const { misfireThresholdSeconds, ...rest } = spec;
+  const hashed = misfireThresholdSeconds === null ? rest : spec;
+  return createHash('sha256').update(stableJson(hashed)).digest('hex');
 }
 
 function stableJson(value: unknown): string {
@@ -255,6 +279,7 @@ const API_FIELDS: Record<string, keyof JobInput> = {
   backoff_cap_seconds: 'backoffCapSeconds',
   misfire: 'misfire',
   catch_up_limit: 'catchUpLimit',
+  misfire_threshold_seconds: 'misfireThresholdSeconds',
   pool: 'pool',
   lease_seconds: 'leaseSeconds',
   jitter_seconds: 'jitterSeconds',

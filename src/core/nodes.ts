@@ -6,6 +6,9 @@
  * touch a row it does not own or count as a live scheduler.
  */
 
+/** A node whose `info` has no `live_ms` of its own is live this long after its last heartbeat, ms. */
+export const DEFAULT_NODE_LIVE_MS = 30_000;
+
 /** How long a remote worker counts as live after its last claim or heartbeat, ms (its `live_ms`). */
 export const REMOTE_WORKER_LIVE_MS = 60_000;
 

@@ -58,6 +58,11 @@ export interface WorkerRuntimeOptions {
   schema?: string;
   /** Lease of a run whose job sets none, ms (direct connection only: a server applies its own). */
   leaseMs: number;
+  /**
+   * Claim only these tenants' runs (direct connection only: over `url` the key's tenant decides).
+   * Default: every tenant's.
+   */
+  tenants?: readonly string[];
 }
 
 export interface RunningWorker {
@@ -178,6 +183,7 @@ export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
     started.set(r.runId, clock.nowMs());
     logger.info(
       {
+        tenant_id: r.tenantId,
         job_id: r.jobId,
         run_id: r.runId,
         handler: r.handler,
@@ -188,11 +194,15 @@ export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
     );
   });
   worker.on('run:succeeded', (r) =>
-    logger.info({ job_id: r.jobId, run_id: r.runId, duration_ms: took(r.runId) }, 'run succeeded'),
+    logger.info(
+      { tenant_id: r.tenantId, job_id: r.jobId, run_id: r.runId, duration_ms: took(r.runId) },
+      'run succeeded',
+    ),
   );
   worker.on('run:failed', (r, f) =>
     logger.warn(
       {
+        tenant_id: r.tenantId,
         job_id: r.jobId,
         run_id: r.runId,
         attempt: r.attempt,
@@ -205,7 +215,7 @@ export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
   );
   worker.on('run:dropped', (r, why) => {
     took(r.runId);
-    logger.warn({ job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`);
+    logger.warn({ tenant_id: r.tenantId, job_id: r.jobId, run_id: r.runId }, `run dropped: ${why}`);
   });
   // The worker logs its own failures (claims, heartbeats) and retries them; without a listener an
   // 'error' event would throw.
@@ -217,6 +227,10 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
   if (o.url && (o.databaseUrl || o.schema))
     throw new ValidationError(
       'choose one connection: --url (a Tock server) or --database-url/--schema (the database), not both',
+    );
+  if (o.url && o.tenants)
+    throw new ValidationError(
+      "--tenant is for a worker on the database; through --url the key's tenant decides whose runs it works",
     );
   // Handlers first: a bad configuration fails before anything connects.
   const handlers = await loadHandlers(o);
@@ -277,6 +291,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       claimAheadMs: o.claimAheadMs,
       workerId,
       pollIntervalMs: o.pollMs,
+      tenants: o.tenants,
       clockState:
         clock instanceof OffsetClock
           ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
@@ -299,6 +314,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       pool: worker.pool,
       concurrency: worker.concurrency,
       handlers: Object.keys(handlers),
+      tenants: o.url ? "the key's" : (worker.tenants ?? 'all'),
       via: o.url ?? db?.where,
       grace: formatDuration(o.graceMs),
     },

@@ -20,6 +20,20 @@ import type { ClaimedRun, Store } from './types.js';
 /** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
 export const MAX_CLAIM_AHEAD_MS = 10_000;
 
+/** The most tenants one claim may be restricted to (`claimRuns`' `tenants`). */
+export const MAX_CLAIM_TENANTS = 1000;
+
+/** A claim's tenant filter as a statement parameter: null (every tenant) or the checked ids. */
+export function tenantFilter(tenants: readonly string[] | undefined): string[] | null {
+  if (tenants === undefined) return null;
+  if (!Array.isArray(tenants) || tenants.length < 1 || tenants.length > MAX_CLAIM_TENANTS) {
+    throw new ValidationError(`tenants must be a list of 1 to ${MAX_CLAIM_TENANTS} tenant ids`, {
+      field: 'tenants',
+    });
+  }
+  return tenants.map((t) => validateId(t, 'tenant_id'));
+}
+
 /** The unique index that makes a claim id name one claim (per tenant, worker and lease length). */
 const CLAIM_ID_INDEX = 'run_claims_claim_id';
 
@@ -48,6 +62,7 @@ function toClaimed(r: Record<string, unknown>): ClaimedRun {
 
 function checkClaim(p: ClaimParams): number {
   validateId(p.workerId, 'worker_id');
+  tenantFilter(p.tenants);
   validateId(p.pool, 'pool');
   if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
     throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
@@ -97,6 +112,7 @@ export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams):
       p.tenantId ?? null,
       aheadMs,
       claimId ?? null,
+      tenantFilter(p.tenants),
     ]);
     return rows.map(toClaimed);
   } catch (err) {

@@ -9,6 +9,7 @@ import {
   allows,
   badTextAt,
   ConflictError,
+  DEFAULT_NODE_LIVE_MS,
   definitionHash,
   describeBadText,
   firstSlotFrom,
@@ -40,7 +41,7 @@ import {
   validateJob,
 } from '../core/index.js';
 import { checkInstant, checkLimit, UUID } from './checks.js';
-import { type ClaimParams, claimRuns, releaseClaim } from './claims.js';
+import { type ClaimParams, claimRuns, releaseClaim, tenantFilter } from './claims.js';
 import { inTransaction } from './db.js';
 import * as A from './queries/api.js';
 import * as J from './queries/jobs.js';
@@ -66,6 +67,7 @@ import type {
   ShardStep,
   Store,
   TickResult,
+  UnservedRuns,
   UpsertChange,
 } from './types.js';
 
@@ -83,7 +85,7 @@ export interface PostgresStoreOptions {
 // biome-ignore lint/suspicious/noExplicitAny: pg rows are untyped until mapped here
 type Row = Record<string, any>;
 
-function toJob(r: Row): Job {
+function toJob(r: Row, misfireDefaultSeconds: number): Job {
   return {
     tenantId: r.tenant_id,
     jobId: r.job_id,
@@ -101,6 +103,8 @@ function toJob(r: Row): Job {
     leaseSeconds: r.lease_seconds,
     jitterSeconds: r.jitter_seconds,
     timeoutSeconds: r.timeout_seconds,
+    misfireThresholdSeconds: r.misfire_threshold_seconds,
+    misfireAfterSeconds: r.misfire_threshold_seconds ?? misfireDefaultSeconds,
     enabled: r.enabled,
     shardId: r.shard_id,
     nextRunAt: r.next_run_at,
@@ -264,6 +268,11 @@ export class PostgresStore implements Store {
 
   // -- jobs -------------------------------------------------------------------------------------
 
+  /** A `jobs` row as a `Job`, with the misfire threshold that applies to it. */
+  private job(row: Row): Job {
+    return toJob(row, this.misfireThresholdMs / 1000);
+  }
+
   async upsertJob(p: {
     tenantId: string;
     job: JobInput;
@@ -304,10 +313,11 @@ export class PostgresStore implements Store {
       now,
       spec.jitterSeconds,
       spec.timeoutSeconds,
+      spec.misfireThresholdSeconds,
     ]);
     const row = rows[0];
     if (!row) return { job: await this.getJob({ tenantId, jobId: spec.jobId }), change: 'unchanged' };
-    return { job: toJob(row), change: row.inserted ? 'created' : 'updated' };
+    return { job: this.job(row), change: row.inserted ? 'created' : 'updated' };
   }
 
   /**
@@ -386,6 +396,7 @@ export class PostgresStore implements Store {
       now,
       col((s) => s.spec.jitterSeconds),
       col((s) => s.spec.timeoutSeconds),
+      col((s) => s.spec.misfireThresholdSeconds),
     ]);
     const written = new Map(
       rows.map((r) => [r.job_id as string, r.inserted ? 'created' : 'updated'] as const),
@@ -398,7 +409,7 @@ export class PostgresStore implements Store {
   async getJob(p: { tenantId: string; jobId: string }): Promise<Job> {
     const { rows } = await this.pool.query(J.jobGet, [p.tenantId, p.jobId]);
     if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
-    return toJob(rows[0]);
+    return this.job(rows[0]);
   }
 
   async listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>> {
@@ -410,7 +421,7 @@ export class PostgresStore implements Store {
       after = jobId;
     }
     const { rows } = await this.pool.query(J.jobList, [p.tenantId, after, limit + 1]);
-    const items = rows.slice(0, limit).map(toJob);
+    const items = rows.slice(0, limit).map((r) => this.job(r));
     const last = items[items.length - 1];
     return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.jobId]) : null };
   }
@@ -418,7 +429,7 @@ export class PostgresStore implements Store {
   async pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job> {
     const { rows } = await this.pool.query(J.jobPause, [p.tenantId, p.jobId, checkInstant(p.now, 'now')]);
     if (!rows[0]) throw new NotFoundError(`job "${p.jobId}" does not exist`, { job_id: p.jobId });
-    return toJob(rows[0]);
+    return this.job(rows[0]);
   }
 
   /** Resuming starts from the next slot after now: the slots of the paused time are not backfilled. */
@@ -432,7 +443,7 @@ export class PostgresStore implements Store {
       checkInstant(p.now, 'now'),
       next === null ? null : new Date(next),
     ]);
-    return rows[0] ? toJob(rows[0]) : this.getJob(p);
+    return rows[0] ? this.job(rows[0]) : this.getJob(p);
   }
 
   async deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }> {
@@ -498,7 +509,10 @@ export class PostgresStore implements Store {
             nextRunAt: (row.next_run_at as Date).getTime(),
             now: p.now,
             lookaheadMs: p.lookaheadMs,
-            misfireThresholdMs: this.misfireThresholdMs,
+            misfireThresholdMs:
+              row.misfire_threshold_seconds === null
+                ? this.misfireThresholdMs
+                : row.misfire_threshold_seconds * 1000,
             policy: row.misfire,
             catchUpLimit: row.catch_up_limit,
           });
@@ -1132,6 +1146,7 @@ export class PostgresStore implements Store {
     workerId: string;
     now: number;
     info?: Record<string, unknown>;
+    clock?: { offsetMs: number; uncertaintyMs: number };
     cap: number;
   }): Promise<{ nodeId: string; touched: boolean; evicted: number }> {
     const tenantId = validateId(p.tenantId, 'tenant_id');
@@ -1146,9 +1161,19 @@ export class PostgresStore implements Store {
         now,
         JSON.stringify(p.info ?? {}),
         p.cap,
+        p.clock?.offsetMs ?? null,
+        p.clock?.uncertaintyMs ?? null,
       ]);
       return { nodeId, touched: rows[0].touched === 1, evicted: rows[0].evicted as number };
     });
+  }
+
+  /** A remote worker of `tenantId` leaving on purpose: its row goes (no other tenant's, no cluster node's). */
+  async leaveRemoteWorker(p: { tenantId: string; workerId: string }): Promise<{ left: boolean }> {
+    const tenantId = validateId(p.tenantId, 'tenant_id');
+    const nodeId = remoteNodeId(tenantId, validateId(p.workerId, 'worker_id'));
+    const { rowCount } = await this.pool.query(S.nodeDeleteRemote, [nodeId, tenantId]);
+    return { left: (rowCount ?? 0) > 0 };
   }
 
   /**
@@ -1212,15 +1237,43 @@ export class PostgresStore implements Store {
     return new Map(rows.map((r) => [r.shard_id as number, r.n as number]));
   }
 
+  async unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns> {
+    const tenantId =
+      p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
+    const { rows } = await this.pool.query(R.runUnserved, [
+      checkInstant(p.now, 'now'),
+      tenantId,
+      checkLimit(p.limit),
+      DEFAULT_NODE_LIVE_MS,
+    ]);
+    return {
+      runs: rows[0] ? Number(rows[0].runs) : 0,
+      groups: rows[0] ? (rows[0].groups as number) : 0,
+      items: rows.map((r) => ({
+        tenantId: r.tenant_id as string,
+        pool: r.pool as string,
+        handler: r.handler as string,
+        runs: r.n as number,
+        since: r.since as Date,
+      })),
+    };
+  }
+
   /**
    * The earliest `available_at` after `now` among `pool`'s pending runs (of `tenantId`, when
    * given), or null: when a worker that found nothing to claim should look again.
    */
-  async nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null> {
+  async nextAvailableAt(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null> {
     const { rows } = await this.pool.query(R.runNextAvailable, [
       p.pool,
       checkInstant(p.now, 'now'),
       p.tenantId ?? null,
+      tenantFilter(p.tenants),
     ]);
     return (rows[0]?.at as Date | null) ?? null;
   }

@@ -22,6 +22,10 @@ export interface Job {
   leaseSeconds: number | null;
   jitterSeconds: number;
   timeoutSeconds: number | null;
+  /** The job's own misfire threshold in seconds; `null`: the scheduler's. */
+  misfireThresholdSeconds: number | null;
+  /** The threshold that applies: the job's, else the store's `misfireThresholdMs` (in seconds). */
+  misfireAfterSeconds: number;
   enabled: boolean;
   shardId: number;
   /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */
@@ -29,6 +33,15 @@ export interface Job {
   version: number;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** Claimable runs no live worker serves (`Store.unservedRuns`). */
+export interface UnservedRuns {
+  /** Such runs in all. */
+  runs: number;
+  /** (tenant, pool, handler) groups in all; `items` holds the first `limit`. */
+  groups: number;
+  items: { tenantId: string; pool: string; handler: string; runs: number; since: Date }[];
 }
 
 export interface Run {
@@ -253,6 +266,11 @@ export interface Store {
     handlers?: readonly string[];
     tenantId?: string;
     /**
+     * Only runs of these tenants (1 to MAX_CLAIM_TENANTS ids): a worker on the database restricted
+     * with `--tenant`. Default: every tenant's (or `tenantId`'s alone, when that is given).
+     */
+    tenants?: readonly string[];
+    /**
      * Also claim runs that become claimable within this many ms (0 to 10,000; default 0), for a
      * worker that starts each at its `availableAt`: the claim's round trip is then off the start.
      */
@@ -343,8 +361,19 @@ export interface Store {
   countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
   /** Claimable pending runs by priority (all tenants). */
   readyDepth(p: { now: number }): Promise<Map<number, number>>;
+  /**
+   * Claimable runs that no live worker serves (no live worker has their pool, their handler and
+   * their tenant), by tenant, pool and handler, longest waiting first: at most `limit` groups, with
+   * the totals over all of them. Only `tenantId`'s when given.
+   */
+  unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
-  nextAvailableAt(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
+  nextAvailableAt(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null>;
 
   /** Registers a node or records that it is alive, with its clock offset and what it reports. */
   touchNode(p: {
@@ -363,8 +392,12 @@ export interface Store {
     workerId: string;
     now: number;
     info?: Record<string, unknown>;
+    /** The offset of the server's clock from the worker's, as the worker measured it; kept when unset. */
+    clock?: { offsetMs: number; uncertaintyMs: number };
     cap: number;
   }): Promise<{ nodeId: string; touched: boolean; evicted: number }>;
+  /** A remote worker of `tenantId` leaving on purpose (a clean stop): its row goes. */
+  leaveRemoteWorker(p: { tenantId: string; workerId: string }): Promise<{ left: boolean }>;
   /**
    * Nodes (schedulers and workers) with what they last reported, by role then newest first, one
    * page (`limit` 1 to 500). `tenantId`: only that tenant's remote workers; absent or null: all.

@@ -17,8 +17,8 @@
  * tokens. A claim whose answer was lost is then not stranded under leases nobody renews.
  */
 import { randomUUID } from 'node:crypto';
-import { TockApiError, TockClient, TockConnectionError } from '../client/index.js';
-import { type Clock, LeaseLostError, SystemClock } from '../core/index.js';
+import { TockApiError, TockClient, TockConnectionError, type WorkerReport } from '../client/index.js';
+import { type Clock, type ClockSample, estimateOffset, LeaseLostError, SystemClock } from '../core/index.js';
 import type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../store/index.js';
 import type { LeaseStore } from './worker.js';
 
@@ -52,6 +52,8 @@ export const CLAIM_RETRIES = 3;
 export const CLAIM_RETRY_WINDOW_MS = 10_000;
 /** The pause before the second retry, ms, doubling for each later one; the first goes at once. */
 export const CLAIM_RETRY_BACKOFF_MS = 200;
+/** The clock offset a worker reports is estimated from this many of its latest round trips. */
+const CLOCK_SAMPLES = 8;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
 
@@ -74,6 +76,10 @@ export class HttpLeaseStore implements LeaseStore {
   private workerId = 'worker';
   /** The server's clock minus this worker's, as the last answer told (0 before any). */
   private serverOffsetMs = 0;
+  /** The latest round trips with the server's `server_time`: the worker's clock offset, for `tock status`. */
+  private samples: ClockSample[] = [];
+  /** False once the server answered that it has no worker reports (an older server): none is sent again. */
+  private reports = true;
   /** False once the server refused `started_at` and `error_stack` (an older server): not sent again. */
   private sendsAttemptDetails = true;
 
@@ -116,8 +122,14 @@ export class HttpLeaseStore implements LeaseStore {
 
   /** Notes the server's clock of an answer to a request sent at `sentAt`. */
   private noteServerTime(serverTime: string, sentAt: number): void {
-    const offset = Date.parse(serverTime) - sentAt;
+    const referenceMs = Date.parse(serverTime);
+    const offset = referenceMs - sentAt;
     if (Number.isFinite(offset)) this.serverOffsetMs = offset;
+    // One round trip for the clock offset reported to `tock status`.
+    const receivedMs = this.clock.nowMs();
+    if (!Number.isFinite(referenceMs) || receivedMs < sentAt) return;
+    this.samples.push({ sentMs: sentAt, referenceMs, receivedMs });
+    if (this.samples.length > CLOCK_SAMPLES) this.samples.shift();
   }
 
   /** A handler start on this worker's clock as an instant on the server's, or undefined. */
@@ -256,6 +268,44 @@ export class HttpLeaseStore implements LeaseStore {
       if (lost(err)) throw new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
       throw err;
     }
+  }
+
+  /**
+   * Reports this worker for `tock status` (the worker calls it every few seconds): its pool,
+   * handlers, runs held, and its clock's offset from the server's as measured from the answers'
+   * `server_time`. An older server without the route (404) is not asked again.
+   */
+  async touchNode(p: { nodeId: string; info?: Record<string, unknown> }): Promise<void> {
+    if (!this.reports) return;
+    const info = p.info ?? {};
+    const report: WorkerReport = {};
+    if (typeof info.pool === 'string') report.pool = info.pool;
+    if (Array.isArray(info.handlers) && info.handlers.length <= 100)
+      report.handlers = info.handlers as string[];
+    if (typeof info.concurrency === 'number') report.concurrency = info.concurrency;
+    if (typeof info.in_flight === 'number') report.in_flight = info.in_flight;
+    if (this.samples.length > 0) {
+      const { offsetMs, uncertaintyMs } = estimateOffset(this.samples);
+      report.clock_offset_ms = offsetMs;
+      report.clock_uncertainty_ms = uncertaintyMs;
+    }
+    const sentAt = this.clock.nowMs();
+    try {
+      const answer = await this.client.reportWorker(p.nodeId, report);
+      this.noteServerTime(answer.server_time, sentAt);
+    } catch (err) {
+      if (err instanceof TockApiError && err.status === 404) {
+        this.reports = false;
+        return;
+      }
+      throw err;
+    }
+  }
+
+  /** This worker stops on purpose: the server forgets it (`tock status` no longer lists it). */
+  async leaveNode(p: { nodeId: string }): Promise<void> {
+    if (!this.reports) return;
+    await this.client.leaveWorker(p.nodeId);
   }
 
   async releaseRuns(p: { leases: readonly EndedLease[]; reason: string }) {

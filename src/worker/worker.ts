@@ -33,7 +33,12 @@ export type LeaseStore = Pick<
    * nothing claimable sleeps until then rather than a whole poll interval (runs are materialised
    * up to a second before their slot and never claimable early).
    */
-  nextAvailableAt?(p: { pool: string; now: number; tenantId?: string }): Promise<Date | null>;
+  nextAvailableAt?(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null>;
   /** Registers the worker in `nodes` (for `tock status`) and records that it is alive. */
   touchNode?(p: {
     nodeId: string;
@@ -102,6 +107,11 @@ export interface WorkerOptions {
   /** Claim only this tenant's runs. Default: every tenant's. */
   tenantId?: string;
   /**
+   * Claim only the runs of these tenants (1–1000 ids; a worker on the database, `tock worker
+   * --tenant`). Reported in the node list. Default: every tenant's.
+   */
+  tenants?: readonly string[];
+  /**
    * Runs to hold claimed beyond `concurrency`, waiting for a free slot (0–1000; default 0). The next
    * batch is then in hand when slots free, so claims overlap with running. Held runs are leased like
    * running ones (renewed by the heartbeat), released at once by a graceful stop, and, if the
@@ -130,6 +140,12 @@ const FINISHED = Symbol('finished');
 
 /** The least time a stopping worker gives the results in hand to be recorded, ms (beyond the grace period's end). */
 const STOP_FLUSH_MS = 5000;
+
+/**
+ * At most this many handler names are reported in the node list (a worker with more is listed as
+ * running any handler: `handlers` is left out, never cut short, so nothing it runs looks unserved).
+ */
+const MAX_REPORTED_HANDLERS = 100;
 
 /** How often a worker tells the database it is alive (where the store can record it), ms. */
 const NODE_TOUCH_MS = 5000;
@@ -225,6 +241,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly concurrency: number;
   readonly prefetch: number;
   readonly claimAheadMs: number;
+  /** The tenants whose runs it claims; undefined: every tenant's. */
+  readonly tenants: readonly string[] | undefined;
   /** Every run this worker holds a lease on: held (in `held`) or started. */
   private readonly active = new Map<string, Active>();
   /** Claimed runs not started yet, in claim (`sort_key`) order. */
@@ -251,6 +269,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.concurrency = o.concurrency ?? 10;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1 || this.concurrency > 1000) {
       throw new RangeError('worker concurrency must be an integer from 1 to 1000');
+    }
+    if (o.tenants !== undefined) {
+      if (o.tenants.length < 1 || o.tenants.length > 1000) {
+        throw new RangeError('a worker restricted to tenants needs 1 to 1000 of them');
+      }
+      this.tenants = [...new Set(o.tenants.map((t) => validateId(t, 'tenant')))];
+    } else {
+      this.tenants = undefined;
     }
     this.prefetch = o.prefetch ?? 0;
     if (!Number.isInteger(this.prefetch) || this.prefetch < 0 || this.prefetch > 1000) {
@@ -323,6 +349,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         pool: this.pool,
         concurrency: this.concurrency,
         in_flight: this.active.size,
+        ...(this.handlerNames.length <= MAX_REPORTED_HANDLERS ? { handlers: this.handlerNames } : {}),
+        ...(this.tenants ? { tenants: this.tenants } : {}),
         live_ms: 3 * NODE_TOUCH_MS,
       },
     });
@@ -379,6 +407,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       now: this.o.clock.nowMs(),
       handlers: this.handlerNames,
       tenantId: this.o.tenantId,
+      tenants: this.tenants,
       aheadMs: this.claimAheadMs,
     });
     this.claimId = null;
@@ -390,6 +419,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         pool: this.pool,
         now: this.o.clock.nowMs(),
         tenantId: this.o.tenantId,
+        tenants: this.tenants,
       });
       if (next !== null) return Math.max(0, next.getTime() - this.claimAheadMs - this.o.clock.nowMs());
     }

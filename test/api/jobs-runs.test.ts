@@ -56,11 +56,14 @@ describe('jobs', () => {
       backoff_cap_seconds: 3600,
       misfire: 'fire_once',
       catch_up_limit: 10,
+      misfire_threshold_seconds: null,
+      misfire_after_seconds: 60,
       pool: 'default',
       lease_seconds: null,
       jitter_seconds: 0,
       timeout_seconds: null,
       enabled: true,
+      state: 'active',
       next_run_at: iso(alignUp(t, HOUR)),
       version: 1,
       created_at: iso(t),
@@ -148,7 +151,11 @@ describe('jobs', () => {
     expect(paused.status).toBe(200);
     expect(paused.json.job_id).toBe('pausable');
     expect(paused.json.enabled).toBe(false);
-    expect((await http('GET', '/v1/jobs/pausable', { key: keys.reader })).json.enabled).toBe(false);
+    // Paused: no next run is shown (the stored one would be in the past by now; resuming computes anew).
+    expect([paused.json.state, paused.json.next_run_at]).toEqual(['paused', null]);
+    db.clock.advance(60 * 60_000);
+    const read = (await http('GET', '/v1/jobs/pausable', { key: keys.reader })).json;
+    expect([read.enabled, read.state, read.next_run_at]).toEqual([false, 'paused', null]);
     const { rows } = await db.pool.query('SELECT enabled FROM jobs WHERE tenant_id = $1 AND job_id = $2', [
       'acme',
       'pausable',
@@ -159,6 +166,7 @@ describe('jobs', () => {
     const resumed = await http('POST', '/v1/jobs/pausable/resume', { key: keys.operator });
     expect(resumed.status).toBe(200);
     expect(resumed.json.enabled).toBe(true);
+    expect(resumed.json.state).toBe('active');
     expect(resumed.json.next_run_at).toBe(iso(alignUp(db.clock.nowMs(), 10 * 60_000)));
     expect(resumed.json.updated_at).toBe(iso(db.clock.nowMs()));
 
@@ -168,6 +176,26 @@ describe('jobs', () => {
     expect(again.status).toBe(200);
     expect(again.json).toEqual(resumed.json);
     expect(await snapshot(db.pool)).toEqual(before);
+  });
+
+  test('a one-shot that has fired is finished, not active; misfire_threshold_seconds is kept and shown', async () => {
+    const at = db.clock.nowMs() + 5_000;
+    const put = await http('PUT', '/v1/jobs/once', {
+      key: keys.operator,
+      body: { schedule: `@at ${iso(at)}`, handler: 'h', misfire_threshold_seconds: 300 },
+    });
+    expect(put.status).toBe(200);
+    expect([put.json.state, put.json.next_run_at]).toEqual(['active', iso(at)]);
+    expect([put.json.misfire_threshold_seconds, put.json.misfire_after_seconds]).toEqual([300, 300]);
+    db.clock.set(at);
+    await db.store.tick({ now: at, lookaheadMs: 0, batchSize: 1000 });
+    const fired = await http('GET', '/v1/jobs/once', { key: keys.reader });
+    expect([fired.json.enabled, fired.json.state, fired.json.next_run_at]).toEqual([true, 'finished', null]);
+    const bad = await http('PUT', '/v1/jobs/once', {
+      key: keys.operator,
+      body: { schedule: '@every 1h', handler: 'h', misfire_threshold_seconds: -1 },
+    });
+    expect(bad.status).toBe(400);
   });
 
   test('DELETE answers 204 without a body, then the job is 404; its pending run is cancelled', async () => {

@@ -30,15 +30,16 @@ afterAll(async () => {
 interface SampleCalls {
   countRuns: number;
   readyDepth: number;
+  unservedRuns: number;
 }
 function countingStore(store: Store): { store: Store; calls: SampleCalls } {
-  const calls: SampleCalls = { countRuns: 0, readyDepth: 0 };
+  const calls: SampleCalls = { countRuns: 0, readyDepth: 0, unservedRuns: 0 };
   const proxy = new Proxy(store, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) => {
-        if (prop === 'countRuns' || prop === 'readyDepth') calls[prop] += 1;
+        if (prop === 'countRuns' || prop === 'readyDepth' || prop === 'unservedRuns') calls[prop] += 1;
         return value.apply(target, args);
       };
     },
@@ -81,8 +82,12 @@ describe('GET /metrics', () => {
     for (const a of answers) expect(a.status).toBe(200);
     expect(sampled.calls.countRuns - before.countRuns).toBe(1);
     expect(sampled.calls.readyDepth - before.readyDepth).toBe(1);
-    // Every scrape shows that one sample: the pending run is counted.
-    for (const a of answers) expect(a.text).toMatch(/^tock_runs\{state="pending"\} 1$/m);
+    expect(sampled.calls.unservedRuns - before.unservedRuns).toBe(1);
+    // Every scrape shows that one sample: the pending run is counted, and no worker serves it.
+    for (const a of answers) {
+      expect(a.text).toMatch(/^tock_runs\{state="pending"\} 1$/m);
+      expect(a.text).toMatch(/^tock_unserved_runs 1$/m);
+    }
 
     // Within the interval: no read. After it: one.
     db.clock.advance(METRICS_SAMPLE_MS - 1);

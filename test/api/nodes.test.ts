@@ -257,3 +257,80 @@ describe('item 8: a bounded node list, paged', () => {
     ]);
   });
 });
+
+describe('issue 15, item 8: a remote worker reports itself, and leaves on a clean stop', () => {
+  test('PUT /v1/workers/{id} records pool, handlers, runs held and clock offset; claims and heartbeats keep them', async () => {
+    const report = {
+      pool: 'gpu',
+      handlers: ['train', 'eval'],
+      concurrency: 4,
+      in_flight: 3,
+      clock_offset_ms: -12.5,
+      clock_uncertainty_ms: 0.75,
+    };
+    const put = await http('PUT', '/v1/workers/w-1', { key: acme.worker, body: report });
+    expect(put.status, put.text).toBe(200);
+    expect(put.json).toEqual({ server_time: new Date(db.clock.nowMs()).toISOString() });
+    const listed = async () => {
+      const s = await http('GET', '/v1/status', { key: acme.operator });
+      expect(s.status, s.text).toBe(200);
+      return s.json.nodes;
+    };
+    const expected = {
+      node_id: 'acme/w-1',
+      live: true,
+      clock_offset_ms: -12.5,
+      clock_uncertainty_ms: 0.75,
+      info: {
+        via: 'http',
+        live_ms: 60_000,
+        pool: 'gpu',
+        handlers: ['train', 'eval'],
+        concurrency: 4,
+        in_flight: 3,
+      },
+    };
+    expect(await listed()).toMatchObject([expected]);
+
+    // A heartbeat (which knows no pool, no clock) a throttle window later keeps what was reported.
+    db.clock.advance(6000);
+    const hb = await http('POST', '/v1/workers/w-1/heartbeat', { key: acme.worker, body: { leases: [] } });
+    expect(hb.status, hb.text).toBe(200);
+    await rowsLanded(
+      `SELECT count(*)::int AS n FROM nodes WHERE node_id = 'acme/w-1' AND last_seen_at = '${new Date(db.clock.nowMs()).toISOString()}'`,
+      1,
+    );
+    expect(await listed()).toMatchObject([expected]);
+
+    // Bad reports are refused whole.
+    for (const body of [
+      { pool: 'a/b' },
+      { handlers: ['ok', 'not ok'] },
+      { in_flight: -1 },
+      { clock_offset_ms: 1e12 },
+      { extra: 1 },
+    ]) {
+      expectError(await http('PUT', '/v1/workers/w-1', { key: acme.worker, body }), 400, 'validation_error');
+    }
+    expectError(await http('PUT', '/v1/workers/w-1', { key: acme.reader, body: {} }), 403, 'forbidden');
+  });
+
+  test("DELETE /v1/workers/{id} removes the caller's row only: not another tenant's, not a scheduler's", async () => {
+    const t = db.clock.nowMs();
+    await db.store.shardStep({ nodeId: 'sched-1', now: t - 100, leaseMs: LEASE_MS, info: SCHED_INFO });
+    for (const key of [acme.worker, other.worker]) {
+      for (const id of ['w-1', 'sched-1']) {
+        const put = await http('PUT', `/v1/workers/${id}`, { key, body: { pool: 'default' } });
+        expect(put.status, put.text).toBe(200);
+      }
+    }
+    for (const id of ['w-1', 'sched-1', 'never-seen']) {
+      const gone = await http('DELETE', `/v1/workers/${id}`, { key: acme.worker });
+      expect(gone.status, gone.text).toBe(204);
+      expect(gone.text).toBe('');
+    }
+    const { rows } = await db.pool.query('SELECT node_id FROM nodes ORDER BY node_id');
+    expect(rows.map((r) => r.node_id)).toEqual(['other/sched-1', 'other/w-1', 'sched-1']);
+    expectError(await http('DELETE', '/v1/workers/w-1', { key: other.reader }), 403, 'forbidden');
+  });
+});

@@ -175,6 +175,8 @@ describe('GET /v1/status', () => {
         by_owner: { 'sched-1': range(0, 32), 'sched-2': range(32, 64) },
       },
       backlog: { due_jobs: 4, ready_runs: 2 },
+      // worker-1 runs any handler of pool default for every tenant.
+      unserved: { runs: 0, groups: 0, items: [] },
     });
 
     // The typed client reads the same answer.
@@ -251,7 +253,79 @@ describe('GET /v1/status', () => {
       nodes: [],
       shards: { count: 64, owned: 0, unowned: 64, by_owner: {} },
       backlog: { due_jobs: 0, ready_runs: 0 },
+      unserved: { runs: 0, groups: 0, items: [] },
     });
+  });
+
+  test('runs waiting for a handler no live worker serves are named: pool, handler and tenant must all match', async () => {
+    const t = db.clock.nowMs();
+    // A worker on the database restricted to acme, running h1 in pool default.
+    await db.store.touchNode({
+      nodeId: 'w-acme',
+      role: 'worker',
+      now: t - 1000,
+      info: { pool: 'default', handlers: ['h1'], tenants: ['acme'], live_ms: 15_000 },
+    });
+    // One that ran h3, silent for longer than its window.
+    await db.store.touchNode({
+      nodeId: 'w-gone',
+      role: 'worker',
+      now: t - 20_000,
+      info: { pool: 'default', handlers: ['h3'], live_ms: 15_000 },
+    });
+    // A remote worker of beta running h2 in pool gpu (reported through PUT /v1/workers/{id}).
+    const beta = await keysFor(db, 'beta');
+    const reported = await http('PUT', '/v1/workers/gpu-1', {
+      key: beta.worker,
+      body: { pool: 'gpu', handlers: ['h2'], concurrency: 2, in_flight: 0 },
+    });
+    expect(reported.status, reported.text).toBe(200);
+    let n = 0;
+    const waiting = async (tenantId: string, handler: string, pool: string, ageMs: number) => {
+      const jobId = `j${n++}`;
+      await db.store.upsertJob({ tenantId, job: job({ jobId, handler, pool }), now: t - 60_000 });
+      await db.store.triggerRun({ tenantId, jobId, scheduledFor: t - ageMs, now: t });
+    };
+    await waiting('acme', 'h1', 'default', 9000); // served by w-acme
+    await waiting('acme', 'h3', 'default', 8000); // w-gone is not live
+    await waiting('acme', 'h3', 'default', 7000);
+    await waiting('other', 'h1', 'default', 6000); // w-acme serves acme only
+    await waiting('beta', 'h2', 'gpu', 5000); // served by gpu-1
+    await waiting('beta', 'h2', 'default', 4000); // gpu-1 claims from gpu
+    await waiting('other', 'h2', 'gpu', 3000); // gpu-1 is beta's
+    await waiting('acme', 'h9', 'default', -5000); // not claimable yet: not waiting
+
+    const a = await http('GET', '/v1/status', { key: keys['cluster-admin'] });
+    expect(a.status, a.text).toBe(200);
+    expect(a.json.unserved).toEqual({
+      runs: 5,
+      groups: 4,
+      items: [
+        { tenant_id: 'acme', pool: 'default', handler: 'h3', runs: 2, since: iso(t - 8000) },
+        { tenant_id: 'other', pool: 'default', handler: 'h1', runs: 1, since: iso(t - 6000) },
+        { tenant_id: 'beta', pool: 'default', handler: 'h2', runs: 1, since: iso(t - 4000) },
+        { tenant_id: 'other', pool: 'gpu', handler: 'h2', runs: 1, since: iso(t - 3000) },
+      ],
+    });
+    const gpu = a.json.nodes.find((x: { node_id: string }) => x.node_id === 'beta/gpu-1');
+    expect(gpu.info).toMatchObject({ pool: 'gpu', handlers: ['h2'], concurrency: 2, in_flight: 0 });
+
+    // A tenant's operator sees its own tenant's only.
+    const own = await http('GET', '/v1/status', { key: keys.operator });
+    expect(own.json.unserved).toEqual({
+      runs: 2,
+      groups: 1,
+      items: [{ tenant_id: 'acme', pool: 'default', handler: 'h3', runs: 2, since: iso(t - 8000) }],
+    });
+    // Once a worker for h3 reports, acme's runs are served.
+    await db.store.touchNode({
+      nodeId: 'w-h3',
+      role: 'worker',
+      now: t,
+      info: { pool: 'default', live_ms: 15_000 },
+    });
+    expect((await http('GET', '/v1/status', { key: keys.operator })).json.unserved.runs).toBe(0);
+    expect((await http('GET', '/v1/status', { key: keys['cluster-admin'] })).json.unserved.runs).toBe(1);
   });
 
   test('worker and reader keys are refused (403); no key is 401', async () => {

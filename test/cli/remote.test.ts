@@ -173,6 +173,26 @@ describe('tock jobs put', () => {
     expect(changed.backoff_cap_seconds).toBe(1200);
   });
 
+  test('--run-timeout and --misfire-threshold set timeout_seconds and misfire_threshold_seconds; get shows both', async () => {
+    const base = ['jobs', 'put', 'limits', '--schedule', '@every 1h', '--handler', 'report'];
+    await ok([...base, '--run-timeout', '90s', '--misfire-threshold', '5m']);
+    const job = await okJson(['jobs', 'get', 'limits']);
+    expect([job.timeout_seconds, job.misfire_threshold_seconds, job.misfire_after_seconds]).toEqual([
+      90, 300, 300,
+    ]);
+    const text = await ok(['jobs', 'get', 'limits']);
+    expect(text).toMatch(/^timeout\s+90s$/m);
+    expect(text).toMatch(/^misfire\s+fire_once, applies once a slot is over 300s late$/m);
+    // Unset again: no timeout, the scheduler's threshold.
+    await ok(base);
+    const plain = await ok(['jobs', 'get', 'limits']);
+    expect(plain).toMatch(/^timeout\s+none$/m);
+    expect(plain).toMatch(
+      /^misfire\s+fire_once, applies once a slot is over 60s late \(the scheduler's threshold\)$/m,
+    );
+    expect(await fails([...base, '--run-timeout', '1.5s'])).toMatch(/whole number of seconds/);
+  });
+
   test('from a file: every job applied, a summary line; re-applying is unchanged', async () => {
     const file = path.join(dir, 'jobs.yaml');
     const yaml = (rollupPriority: number) =>
@@ -274,7 +294,9 @@ describe('tock jobs get, list, pause, resume, delete', () => {
   test('pause, resume and delete', async () => {
     expect(await ok(['jobs', 'pause', 'l-c'])).toBe('paused job l-c\n');
     expect((await okJson(['jobs', 'get', 'l-c'])).enabled).toBe(false);
-    expect(await ok(['jobs', 'list'])).toMatch(/^l-c\s.*\spaused\s/m);
+    expect(await ok(['jobs', 'list'])).toMatch(/^l-c\s.*\spaused\s+-$/m);
+    // A paused job shows no next run (its stored one is stale: resuming computes a new one).
+    expect(await ok(['jobs', 'get', 'l-c'])).toMatch(/^next_run_at\s+-?$/m);
     const resumed = await okJson(['jobs', 'resume', 'l-c']);
     expect(resumed.enabled).toBe(true);
     expect(await ok(['jobs', 'delete', 'l-c'])).toBe('deleted job l-c\n');

@@ -85,7 +85,7 @@ describe('formatStatus', () => {
       'sched-a   scheduler  yes   1.0s ago   +1.2ms ±0.5ms  32      backlog 3, api http://10.0.0.1:8080',
       'sched-b   scheduler  yes   250ms ago  -0.4ms ±0.1ms  32      backlog 0',
       'sched-c   scheduler  NO    5m ago     -              0       backlog -',
-      'worker-1  worker     yes   5.0s ago   +0.0ms ±2.0ms          pool default, 2/8 running',
+      'worker-1  worker     yes   5.0s ago   +0.0ms ±2.0ms          pool default, 2/8 running, handlers any',
       '',
     ]);
   });
@@ -148,7 +148,54 @@ describe('formatStatus', () => {
       "scope    this tenant's remote workers (a cluster-admin key shows the cluster)",
       '',
       'NODE      ROLE    LIVE  LAST SEEN  CLOCK OFFSET  SHARDS  DETAIL',
-      'acme/w-1  worker  yes   2.0s ago   -                     pool default, -/- running',
+      'acme/w-1  worker  yes   2.0s ago   -                     pool default, -/- running, handlers any',
+      '',
+    ]);
+  });
+
+  test('runs no live worker serves are named after the summary; a worker lists its handlers and tenants', () => {
+    const worker = ANSWER.nodes[3]!;
+    const answer: StatusAnswer = {
+      ...ANSWER,
+      nodes: [
+        {
+          ...worker,
+          info: {
+            pool: 'default',
+            concurrency: 8,
+            in_flight: 2,
+            handlers: ['a', 'b', 'c', 'd', 'e', 'f', 'g'],
+            tenants: ['acme'],
+          },
+        },
+      ],
+      unserved: {
+        runs: 4,
+        groups: 3,
+        items: [
+          {
+            tenant_id: 'acme',
+            pool: 'default',
+            handler: 'report',
+            runs: 3,
+            since: '2026-01-01T00:05:00.000Z',
+          },
+          { tenant_id: 'beta', pool: 'gpu', handler: 'train', runs: 1, since: '2026-01-01T00:09:58.000Z' },
+        ],
+      },
+    };
+    expect(formatStatus(answer).split('\n')).toEqual([
+      'shards   64: 64 under a live lease, 0 not',
+      'backlog  5 jobs due and not materialised, 7 runs waiting for a worker',
+      '',
+      'unserved 4 runs wait for a handler no live worker serves (start a worker with that pool and handler, for that tenant):',
+      'TENANT  POOL     HANDLER  RUNS  WAITING',
+      'acme    default  report   3     5m',
+      'beta    gpu      train    1     2.0s',
+      '… and 1 more group of runs',
+      '',
+      'NODE      ROLE    LIVE  LAST SEEN  CLOCK OFFSET   SHARDS  DETAIL',
+      'worker-1  worker  yes   5.0s ago   +0.0ms ±2.0ms          pool default, 2/8 running, handlers a,b,c,d,e,… (7), tenants acme',
       '',
     ]);
   });

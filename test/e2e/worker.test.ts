@@ -84,6 +84,17 @@ async function eventually(what: string, check: () => boolean, timeoutMs = 10_000
   }
 }
 
+/** Test guard: polls `get` until it gives a value, failing loudly after `timeoutMs`. */
+async function until<T>(what: string, get: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await get();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 describe('tock worker on the database', () => {
   test('runs module and config handlers, logs each run, keeps outputs, and drains on SIGTERM', async () => {
     const greet = await trigger('greeting', 'greet');
@@ -171,6 +182,59 @@ describe('tock worker on the database', () => {
   });
 });
 
+describe('tock worker --tenant', () => {
+  test("claims only those tenants' runs, names the tenant in each run's log lines, and says so in the node list", async () => {
+    // The other tenant's run is the oldest: an unrestricted worker would take it first.
+    const at = db.clock.nowMs();
+    const runOf = async (tenantId: string, jobId: string, scheduledFor: number) => {
+      await db.store.upsertJob({ tenantId, job: { jobId, schedule: '@yearly', handler: 'greet' }, now: at });
+      return (await db.store.triggerRun({ tenantId, jobId, scheduledFor, now: at })).runId;
+    };
+    const foreign = await runOf('beta', 'beta-greeting', at - 3000);
+    const mine = await runOf('acme', 'acme-greeting', at - 2000);
+    const w = new Proc(
+      [
+        'worker',
+        '--config',
+        config,
+        '--poll',
+        '100ms',
+        '--grace',
+        '500ms',
+        '--tenant',
+        'acme',
+        '--tenant',
+        'gamma',
+      ],
+      { DATABASE_URL: db.url, TOCK_SCHEMA: db.schema, TOCK_LOG_FORMAT: 'json' },
+    );
+    const running = await w.waitFor(
+      (l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it',
+      'start',
+    );
+    expect(running.tenants).toEqual(['acme', 'gamma']);
+    const started = await w.waitFor(about('run started', mine), "acme's run to start");
+    expect(started).toMatchObject({ tenant_id: 'acme', job_id: 'acme-greeting' });
+    const done = await w.waitFor(about('run succeeded', mine), "acme's run to succeed");
+    expect(done.tenant_id).toBe('acme');
+    // The node list says whose runs it claims and which handlers it runs.
+    const me = await until('the worker is in the node list', async () =>
+      (await db.store.listNodes({ tenantId: null, limit: 100 })).items.find(
+        (n) => n.nodeId === running.worker,
+      ),
+    );
+    expect(me.info).toMatchObject({
+      tenants: ['acme', 'gamma'],
+      handlers: ['greet', 'refuse', 'linger', 'stubborn'],
+    });
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    // beta's run, older than acme's, was never claimed.
+    expect(w.lines.some((l) => l.run_id === foreign)).toBe(false);
+    expect((await db.store.getRun({ tenantId: 'beta', runId: foreign })).state).toBe('pending');
+  });
+});
+
 describe('tock worker through a Tock server', () => {
   let api: Api;
   let url: string;
@@ -195,8 +259,32 @@ describe('tock worker through a Tock server', () => {
     await w.waitFor(about('run succeeded', runId), 'the run to succeed');
     const run = await db.store.getRun({ tenantId: TENANT, runId });
     expect(run.attempts[0]!.output).toBe('hello remote-greeting, attempt 1\n');
+    // It reports itself (pool, handlers, runs held, clock offset) and is listed while it runs ...
+    const row = async (): Promise<
+      { clock_offset_ms: number | null; info: Record<string, unknown> } | undefined
+    > =>
+      (
+        await db.pool.query('SELECT clock_offset_ms, info FROM nodes WHERE node_id = $1', [
+          `${TENANT}/${running.worker}`,
+        ])
+      ).rows[0];
+    const listed = await until('the worker reports itself', async () => {
+      const r = await row();
+      return r?.info.handlers && r.clock_offset_ms !== null ? r : undefined;
+    });
+    expect(listed.info).toMatchObject({ pool: 'default', concurrency: 10, in_flight: expect.any(Number) });
+    expect(listed.info.handlers).toEqual(['greet', 'refuse', 'linger', 'stubborn']);
+    expect(Math.abs(listed.clock_offset_ms as number)).toBeLessThan(1000);
+    // ... and a clean stop takes it off the list.
     w.child.kill('SIGINT');
     expect(await w.exited).toBe(0);
+    expect(await row()).toBeUndefined();
+  });
+
+  test('refuses --tenant: the key decides whose runs it works', async () => {
+    const p = new Proc(['worker', '--config', config, '--url', url, '--tenant', 'acme']);
+    expect(await p.exited).toBe(1);
+    expect(p.stderr).toMatch(/^tock: --tenant is for a worker on the database/);
   });
 });
 

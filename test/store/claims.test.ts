@@ -187,6 +187,60 @@ describe('plans', () => {
   });
 });
 
+describe('a claim restricted to tenants (tock worker --tenant)', () => {
+  test('takes only those tenants’ runs, oldest first; nextAvailableAt looks at those only', async () => {
+    const now = db.clock.nowMs();
+    const [a, b, c] = [uniqueId('t-only-a'), uniqueId('t-only-b'), uniqueId('t-only-c')];
+    const pool = uniqueId('only');
+    // c's runs are the oldest: an unrestricted claim would take them first.
+    const cRuns = await runsOf(c, [now - 9000, now - 8000], { pool });
+    const aRuns = await runsOf(a, [now - 5000, now + 4000], { pool });
+    const bRuns = await runsOf(b, [now - 4000, now + 3000], { pool });
+    const got = await db.store.claimRuns({ workerId: 'w-only', pool, max: 10, now, tenants: [a, b] });
+    expect(got.map((r) => r.runId)).toEqual([aRuns[0], bRuns[0]]);
+    expect(await db.store.nextAvailableAt({ pool, now, tenants: [a] })).toEqual(new Date(now + 4000));
+    expect(await db.store.nextAvailableAt({ pool, now, tenants: [a, b] })).toEqual(new Date(now + 3000));
+    expect(await db.store.nextAvailableAt({ pool, now, tenants: [c] })).toBeNull();
+    // Unrestricted, c's are next.
+    const rest = await db.store.claimRuns({ workerId: 'w-all', pool, max: 10, now });
+    expect(rest.map((r) => r.runId)).toEqual(cRuns);
+    for (const tenants of [[], ['a/b'], Array.from({ length: 1001 }, (_, i) => `t${i}`)]) {
+      await expect(db.store.claimRuns({ workerId: 'w', pool, max: 1, now, tenants })).rejects.toMatchObject({
+        code: 'validation_error',
+      });
+    }
+  });
+
+  test('the unrestricted claim plans as before: no tenant filter on the queue scan', async () => {
+    const explain = async (tenants: string[] | null) => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        const { rows } = await client.query(`EXPLAIN (COSTS OFF) ${R.runClaim}`, [
+          'default',
+          new Date(db.clock.nowMs()),
+          10,
+          'w',
+          LEASE_MS,
+          null,
+          null,
+          0,
+          null,
+          tenants,
+        ]);
+        return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    const all = await explain(null);
+    expect(all).toMatch(/Scan.* on run_queue\b/);
+    expect(all).not.toMatch(/tenant_id/);
+    expect(await explain(['a', 'b'])).toMatch(/Filter: .*tenant_id = ANY \('\{a,b\}'::text\[\]\)/);
+  });
+});
+
 describe('listing a tenant’s runs by state', () => {
   test('queued, claimed, succeeded and dead runs each list under their state, newest first, page by page', async () => {
     const tenantId = uniqueId('t-list');
@@ -332,7 +386,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       );
 
       // 0007 and every later migration.
-      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11]);
+      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11, 12]);
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });

@@ -238,6 +238,37 @@ describe('misfire after a 350 s outage', () => {
     expect(await slotsOf(tenantId, def.jobId)).toEqual([t0, t0 + 10_000, t0 + 20_000, t0 + 30_000]);
     expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 40_000));
   });
+
+  test("a job's own misfire_threshold_seconds replaces the scheduler's 60 s", async () => {
+    const tenantId = uniqueId('t-threshold');
+    const strict = job({ misfire: 'skip', misfireThresholdSeconds: 10 });
+    const lenient = job({ misfire: 'skip', misfireThresholdSeconds: 120 });
+    const plain = job({ misfire: 'skip' });
+    for (const def of [strict, lenient, plain]) await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    const shown = await db.store.getJob({ tenantId, jobId: plain.jobId });
+    expect([shown.misfireThresholdSeconds, shown.misfireAfterSeconds]).toEqual([null, 60]);
+    const own = await db.store.getJob({ tenantId, jobId: strict.jobId });
+    expect([own.misfireThresholdSeconds, own.misfireAfterSeconds]).toEqual([10, 10]);
+
+    // 30 s late: behind for the 10 s job (skip drops t0..t0+30 s), on time for the other two.
+    db.clock.advance(30_000);
+    const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
+    expect(tick.dropped).toBe(4);
+    expect(await slotsOf(tenantId, strict.jobId)).toEqual([]);
+    expect((await db.store.getJob({ tenantId, jobId: strict.jobId })).nextRunAt).toEqual(
+      new Date(t0 + 40_000),
+    );
+    const every = [t0, t0 + 10_000, t0 + 20_000, t0 + 30_000];
+    expect(await slotsOf(tenantId, plain.jobId)).toEqual(every);
+    expect(await slotsOf(tenantId, lenient.jobId)).toEqual(every);
+
+    // 90 s late: behind for the scheduler's 60 s, still on time for the job that allows 120 s.
+    db.clock.advance(90_000);
+    const late = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
+    expect(late.dropped).toBeGreaterThan(0);
+    expect((await slotsOf(tenantId, plain.jobId)).length).toBe(4);
+    expect((await slotsOf(tenantId, lenient.jobId)).length).toBe(13);
+  });
 });
 
 describe('one-shot', () => {

@@ -2,18 +2,20 @@
  * `GET /v1/status`, scoped by the caller. A cluster-admin key (or `tock dev`'s open mode) sees the
  * cluster: every node, the shard ownership and the global backlog. Any other operator sees its
  * own tenant's remote workers only: no scheduler (pid, URL), no other tenant's names or pools,
- * no cluster-wide figure. The node list is paged (DEFAULT_STATUS_NODES a page).
+ * no cluster-wide figure. The node list is paged (DEFAULT_STATUS_NODES a page). Either scope names
+ * the claimable runs that no live worker serves (its own tenant's only for a tenant's key): a run
+ * whose handler nobody runs would otherwise wait forever without a hint.
  */
-import { allows } from '../../core/index.js';
+import { allows, DEFAULT_NODE_LIVE_MS } from '../../core/index.js';
 import type { NodeInfo } from '../../store/index.js';
 import type { App, AppOptions } from '../app.js';
 import * as S from '../schemas.js';
 import { errors, limitOf } from './shared.js';
 
+/** How many (tenant, pool, handler) groups of unserved runs `GET /v1/status` lists (all are counted). */
+export const STATUS_UNSERVED_GROUPS = 20;
 /** Nodes per page of `GET /v1/status` when no `limit` is given (at most 500). */
 export const DEFAULT_STATUS_NODES = 100;
-/** A node without a liveness window of its own is live this long after its last heartbeat, ms. */
-const DEFAULT_LIVE_MS = 30_000;
 
 export function registerStatusRoute(app: App, o: AppOptions): void {
   const { store, clock } = o;
@@ -39,7 +41,7 @@ export function registerStatusRoute(app: App, o: AppOptions): void {
         cursor: q.cursor ?? null,
       });
       const node = (n: NodeInfo, shards: number) => {
-        const liveMs = typeof n.info.live_ms === 'number' ? n.info.live_ms : DEFAULT_LIVE_MS;
+        const liveMs = typeof n.info.live_ms === 'number' ? n.info.live_ms : DEFAULT_NODE_LIVE_MS;
         return {
           node_id: n.nodeId,
           role: n.role,
@@ -53,7 +55,25 @@ export function registerStatusRoute(app: App, o: AppOptions): void {
           info: n.info,
         };
       };
-      const head = { server_time: new Date(t).toISOString() };
+      const unserved = await store.unservedRuns({
+        now: t,
+        tenantId: cluster ? null : request.principal.tenantId,
+        limit: STATUS_UNSERVED_GROUPS,
+      });
+      const head = {
+        server_time: new Date(t).toISOString(),
+        unserved: {
+          runs: unserved.runs,
+          groups: unserved.groups,
+          items: unserved.items.map((u) => ({
+            tenant_id: u.tenantId,
+            pool: u.pool,
+            handler: u.handler,
+            runs: u.runs,
+            since: u.since.toISOString(),
+          })),
+        },
+      };
       if (!cluster) {
         return {
           ...head,

@@ -27,7 +27,7 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
    * keyed by that tenant-scoped id, and bounded (cleared when full: at worst a write more).
    */
   const workerSeen = new Map<string, number>();
-  const touchWorker = (workerId: string, tenantId: string, pool?: string): void => {
+  const touchWorker = (workerId: string, tenantId: string, pool?: string, handlers?: string[]): void => {
     const t = now();
     const seenKey = remoteNodeId(tenantId, workerId);
     if (t - (workerSeen.get(seenKey) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS) return;
@@ -35,6 +35,7 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
     workerSeen.set(seenKey, t);
     const info: Record<string, unknown> = { via: 'http', live_ms: REMOTE_WORKER_LIVE_MS };
     if (pool !== undefined) info.pool = pool;
+    if (handlers !== undefined) info.handlers = handlers;
     store
       .touchRemoteWorker({ tenantId, workerId, now: t, info, cap: MAX_REMOTE_WORKERS_PER_TENANT })
       .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
@@ -106,7 +107,7 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
       // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
       // its first sleep.
       reply.raw.once('close', () => closed.abort());
-      touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default');
+      touchWorker(b.worker_id, request.principal.tenantId, b.pool ?? 'default', b.handlers);
       const { tenantId, keyId } = request.principal;
       const pool = b.pool ?? 'default';
       // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
@@ -198,6 +199,77 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         lost: result.lost,
         server_time: new Date(now()).toISOString(),
       };
+    },
+  );
+
+  app.put(
+    '/v1/workers/:worker_id',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary:
+          'A remote worker reports itself for tock status: pool, handlers, runs held, clock offset (every few seconds)',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        body: S.WorkerPresenceBody,
+        response: { 200: S.WorkerPresenceAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { worker_id } = request.params as { worker_id: string };
+      const b = request.body as {
+        pool?: string;
+        handlers?: string[];
+        concurrency?: number;
+        in_flight?: number;
+        clock_offset_ms?: number;
+        clock_uncertainty_ms?: number;
+      };
+      const tenantId = request.principal.tenantId;
+      const t = now();
+      const seenKey = remoteNodeId(tenantId, worker_id);
+      if (workerSeen.size >= MAX_WORKERS_SEEN) workerSeen.clear();
+      workerSeen.set(seenKey, t);
+      const info: Record<string, unknown> = {
+        via: 'http',
+        live_ms: REMOTE_WORKER_LIVE_MS,
+        pool: b.pool ?? 'default',
+      };
+      if (b.handlers !== undefined) info.handlers = b.handlers;
+      if (b.concurrency !== undefined) info.concurrency = b.concurrency;
+      if (b.in_flight !== undefined) info.in_flight = b.in_flight;
+      await store.touchRemoteWorker({
+        tenantId,
+        workerId: worker_id,
+        now: t,
+        info,
+        clock:
+          b.clock_offset_ms === undefined
+            ? undefined
+            : { offsetMs: b.clock_offset_ms, uncertaintyMs: b.clock_uncertainty_ms ?? 0 },
+        cap: MAX_REMOTE_WORKERS_PER_TENANT,
+      });
+      return { server_time: new Date(now()).toISOString() };
+    },
+  );
+
+  app.delete(
+    '/v1/workers/:worker_id',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'A remote worker leaving on purpose (a clean stop): it is no longer listed by tock status',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        response: { 204: S.NoContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { worker_id } = request.params as { worker_id: string };
+      const tenantId = request.principal.tenantId;
+      workerSeen.delete(remoteNodeId(tenantId, worker_id));
+      await store.leaveRemoteWorker({ tenantId, workerId: worker_id });
+      return reply.code(204).send();
     },
   );
 

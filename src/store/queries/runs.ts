@@ -202,7 +202,7 @@ SELECT 'running', n FROM claimed`;
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
  * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
- * $9 claim id (or null).
+ * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
  * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
  * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
  * length, with the claim id and tenant. A claim id that another claim row of the same lease length
@@ -214,6 +214,7 @@ WITH picked AS (
   WHERE pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
     AND ($6::text[] IS NULL OR handler = ANY($6::text[]))
     AND ($7::text IS NULL OR tenant_id = $7)
+    AND ($10::text[] IS NULL OR tenant_id = ANY($10::text[]))
   ORDER BY sort_key
   LIMIT $3
   FOR UPDATE SKIP LOCKED
@@ -443,7 +444,50 @@ export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000):
 export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
-/** $1 pool, $2 now, $3 tenant (or null). The earliest future available_at of the pool's queued runs. */
+/**
+ * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future available_at of
+ * the pool's queued runs.
+ */
 export const runNextAvailable = `
 SELECT min(available_at) AS at FROM run_queue
-WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)`;
+WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
+  AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))`;
+
+/**
+ * $1 now, $2 tenant (or null: every tenant), $3 most groups, $4 liveness of a worker row without
+ * its own `live_ms`, ms.
+ * Claimable runs that no live worker serves, by (tenant, pool, handler), longest waiting first,
+ * with the number of such groups and runs over all of them (before the LIMIT). A live worker row
+ * serves its pool, its tenant (a remote worker's row) or its `info.tenants` (a worker on the
+ * database given --tenant) or else every tenant, and its `info.handlers` or else every handler.
+ * What each worker serves is expanded once into `served` (NULL: any); the four anti-joins are
+ * equality joins, so each hashes `served` instead of testing every group against every worker.
+ * It reads the claimable part of `run_queue` once, as `runReadyByPriority` does.
+ */
+export const runUnserved = `
+WITH ready AS (
+  SELECT tenant_id, pool, handler, count(*)::int AS n, min(available_at) AS since
+  FROM run_queue
+  WHERE available_at <= $1 AND ($2::text IS NULL OR tenant_id = $2)
+  GROUP BY tenant_id, pool, handler
+), served AS MATERIALIZED (
+  SELECT DISTINCT COALESCE(w.tenant_id, t.tenant) AS tenant_id, w.info ->> 'pool' AS pool, h.handler
+  FROM nodes w
+  LEFT JOIN LATERAL jsonb_array_elements_text(
+    CASE WHEN jsonb_typeof(w.info -> 'tenants') = 'array' THEN w.info -> 'tenants' END) AS t(tenant) ON true
+  LEFT JOIN LATERAL jsonb_array_elements_text(
+    CASE WHEN jsonb_typeof(w.info -> 'handlers') = 'array' THEN w.info -> 'handlers' END) AS h(handler) ON true
+  WHERE w.role = 'worker'
+    AND ($2::text IS NULL OR w.tenant_id IS NULL OR w.tenant_id = $2)
+    AND w.last_seen_at > $1::timestamptz - interval '1 millisecond' *
+      CASE WHEN jsonb_typeof(w.info -> 'live_ms') = 'number' THEN (w.info ->> 'live_ms')::float8 ELSE $4::float8 END
+)
+SELECT r.tenant_id, r.pool, r.handler, r.n, r.since,
+  count(*) OVER ()::int AS groups, sum(r.n) OVER ()::bigint AS runs
+FROM ready r
+WHERE NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id = r.tenant_id AND s.pool = r.pool AND s.handler = r.handler)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id = r.tenant_id AND s.pool = r.pool AND s.handler IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id IS NULL AND s.pool = r.pool AND s.handler = r.handler)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id IS NULL AND s.pool = r.pool AND s.handler IS NULL)
+ORDER BY r.since, r.tenant_id, r.pool, r.handler
+LIMIT $3`;

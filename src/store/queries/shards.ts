@@ -20,17 +20,22 @@ ON CONFLICT (node_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at,
 WHERE nodes.tenant_id IS NULL`;
 
 /**
- * $1 node (`<tenant>/<worker_id>`), $2 tenant, $3 now, $4 info (jsonb), $5 the tenant's cap.
+ * $1 node (`<tenant>/<worker_id>`), $2 tenant, $3 now, $4 info (jsonb), $5 the tenant's cap,
+ * $6 clock offset ms (or null), $7 clock uncertainty ms (or null).
  * A remote worker (known through the HTTP API) says it is alive. The update matches only a worker
  * row of the same tenant, so an API caller can never write a scheduler's row or another tenant's.
+ * `info` is merged into what the row has (a heartbeat knows no pool, the worker's own report does),
+ * and a touch without a clock offset keeps the last one reported.
  * When the tenant already has `$5` other rows, the least recently seen beyond `$5 - 1` go, so a
  * tenant's rows stay at most `$5`: run under `nodeRemoteLock`, which orders a tenant's touches.
  */
 export const nodeTouchRemote = `
 WITH touched AS (
-  INSERT INTO nodes (node_id, role, started_at, last_seen_at, info, tenant_id)
-  VALUES ($1, 'worker', $3, $3, $4, $2)
-  ON CONFLICT (node_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, info = EXCLUDED.info
+  INSERT INTO nodes (node_id, role, started_at, last_seen_at, info, tenant_id, clock_offset_ms, clock_uncertainty_ms)
+  VALUES ($1, 'worker', $3, $3, $4, $2, $6, $7)
+  ON CONFLICT (node_id) DO UPDATE SET last_seen_at = EXCLUDED.last_seen_at, info = nodes.info || EXCLUDED.info,
+    clock_offset_ms = COALESCE(EXCLUDED.clock_offset_ms, nodes.clock_offset_ms),
+    clock_uncertainty_ms = COALESCE(EXCLUDED.clock_uncertainty_ms, nodes.clock_uncertainty_ms)
   WHERE nodes.tenant_id = EXCLUDED.tenant_id AND nodes.role = 'worker'
   RETURNING node_id
 ), evicted AS (
@@ -56,6 +61,9 @@ export const nodeRemoteLock = `SELECT pg_advisory_xact_lock(hashtext('tock.nodes
  */
 export const nodeCountLive = `
 SELECT count(*)::int AS n FROM nodes WHERE role = $1 AND last_seen_at > $2 AND tenant_id IS NULL`;
+
+/** $1 node (`<tenant>/<worker_id>`), $2 tenant. A remote worker leaving on purpose (a clean stop). */
+export const nodeDeleteRemote = `DELETE FROM nodes WHERE node_id = $1 AND tenant_id = $2 AND role = 'worker'`;
 
 /** $1 node. A node leaving on purpose. */
 export const nodeDelete = `DELETE FROM nodes WHERE node_id = $1`;
