@@ -7,10 +7,23 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseInstant, SystemClock } from '../core/index.js';
+import {
+  DEFAULT_MISFIRE_THRESHOLD_MS,
+  MAX_MISFIRE_THRESHOLD_SECONDS,
+  parseInstant,
+  SystemClock,
+} from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
 import { previewSchedule } from '../runtime/preview.js';
-import { databaseOptions, duration, heldRunOptions, intInRange, positiveInt, tenantList } from './options.js';
+import {
+  databaseOptions,
+  duration,
+  durationUpTo,
+  heldRunOptions,
+  intInRange,
+  positiveInt,
+  tenantList,
+} from './options.js';
 import { registerRemoteCommands } from './remote.js';
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
@@ -80,6 +93,15 @@ const schedulerOptions = (cmd: Command) =>
         .env('TOCK_SHARD_LEASE')
         .default(10_000, '10s')
         .argParser(duration),
+    )
+    .addOption(
+      new Option(
+        '--misfire-threshold <duration>',
+        "how late a job's next slot may be before its misfire policy applies, for jobs without misfire_threshold_seconds (give every server the same)",
+      )
+        .env('TOCK_MISFIRE_THRESHOLD')
+        .default(DEFAULT_MISFIRE_THRESHOLD_MS, '60s')
+        .argParser(durationUpTo(MAX_MISFIRE_THRESHOLD_SECONDS * 1000, '24h')),
     )
     .addOption(
       new Option('--tick-batch <n>', 'most due jobs per tick')
@@ -191,6 +213,7 @@ export function buildProgram(): Command {
         leaseMs: opts.lease,
         tickMs: opts.tick,
         lookaheadMs: opts.lookahead,
+        misfireThresholdMs: opts.misfireThreshold,
         batchSize: opts.tickBatch,
         shardLeaseMs: opts.shardLease,
         concurrency: opts.concurrency,
@@ -311,6 +334,7 @@ export function buildProgram(): Command {
         leaseMs: opts.lease,
         tickMs: opts.tick,
         lookaheadMs: opts.lookahead,
+        misfireThresholdMs: opts.misfireThreshold,
         batchSize: opts.tickBatch,
         shardLeaseMs: opts.shardLease,
         maxClockUncertaintyMs: opts.maxClockUncertainty,

@@ -11,6 +11,15 @@ export function duration(value: string): number {
   }
 }
 
+/** A duration from 0 to `maxMs`, ms. */
+export function durationUpTo(maxMs: number, max: string) {
+  return (value: string): number => {
+    const ms = duration(value);
+    if (ms > maxMs) throw new InvalidArgumentError(`expected a duration from 0 to ${max}`);
+    return ms;
+  };
+}
+
 export function positiveInt(value: string): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)

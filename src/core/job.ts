@@ -97,6 +97,8 @@ export interface JobSpec {
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 /** Largest `misfire_threshold_seconds` a job may set: a day. */
 export const MAX_MISFIRE_THRESHOLD_SECONDS = 86_400;
+/** The misfire threshold of jobs that set none, unless the scheduler is given another, ms. */
+export const DEFAULT_MISFIRE_THRESHOLD_MS = 60_000;
 
 const KNOWN_FIELDS = new Set<string>([
   'jobId',

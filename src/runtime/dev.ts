@@ -34,6 +34,8 @@ export interface DevOptions {
   tickMs: number;
   /** Materialise slots this far ahead, ms. */
   lookaheadMs: number;
+  /** Misfire threshold of jobs that set none, ms (`PostgresStore` `misfireThresholdMs`). Default 60 s. */
+  misfireThresholdMs?: number;
   /** Most due jobs per tick. */
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
@@ -84,7 +86,10 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     idleInTransactionMs: o.shardLeaseMs,
   });
   try {
-    const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+    const store = new PostgresStore(db.pool, {
+      leaseMs: o.leaseMs,
+      misfireThresholdMs: o.misfireThresholdMs,
+    });
     const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
       maxUncertaintyMs: o.maxClockUncertaintyMs,
     });

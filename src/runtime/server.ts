@@ -21,6 +21,8 @@ export interface ServerOptions {
   leaseMs: number;
   tickMs: number;
   lookaheadMs: number;
+  /** Misfire threshold of jobs that set none, ms (`PostgresStore` `misfireThresholdMs`). Default 60 s. */
+  misfireThresholdMs?: number;
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
   shardLeaseMs: number;
@@ -45,7 +47,10 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
     idleInTransactionMs: o.shardLeaseMs,
   });
   try {
-    const store = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+    const store = new PostgresStore(db.pool, {
+      leaseMs: o.leaseMs,
+      misfireThresholdMs: o.misfireThresholdMs,
+    });
     if (!o.insecure && !(await store.hasApiKeys())) {
       throw new Error(
         'no API keys exist: create one with `tock keys create --tenant <tenant> --role admin`, or start with --insecure to serve without keys',

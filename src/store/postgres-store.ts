@@ -9,6 +9,7 @@ import {
   allows,
   badTextAt,
   ConflictError,
+  DEFAULT_MISFIRE_THRESHOLD_MS,
   DEFAULT_NODE_LIVE_MS,
   definitionHash,
   describeBadText,
@@ -248,7 +249,7 @@ export class PostgresStore implements Store {
   ) {
     this.leaseMs = options.leaseMs ?? 30_000;
     this.agingStepMs = options.agingStepMs ?? 60_000;
-    this.misfireThresholdMs = options.misfireThresholdMs ?? 60_000;
+    this.misfireThresholdMs = options.misfireThresholdMs ?? DEFAULT_MISFIRE_THRESHOLD_MS;
     this.random = options.random ?? Math.random;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)
       throw new ValidationError('lease must be at least 1s');

@@ -245,6 +245,10 @@ describe('tock dev', () => {
     const out = await run(['dev', '--lease', 'soon'], { DATABASE_URL: url });
     expect(out.code).not.toBe(0);
     expect(out.stderr).toContain('--lease');
+    const late = await run(['dev', '--misfire-threshold', '2d'], { DATABASE_URL: url });
+    expect(late.code).not.toBe(0);
+    expect(late.stderr).toContain('--misfire-threshold');
+    expect(late.stderr).toContain('expected a duration from 0 to 24h');
   });
 });
 
@@ -373,7 +377,7 @@ describe('tock server', () => {
       const { secret } = await store.createApiKey({ tenantId: 'acme', role: 'admin', now: Date.now() });
       await pool.end();
 
-      const server = new TockProcess(['server', '--port', '0'], env);
+      const server = new TockProcess(['server', '--port', '0', '--misfire-threshold', '5m'], env);
       const listening = await server.waitFor(
         (l) => String(l.msg).startsWith('tock listening on http://127.0.0.1:'),
         'the listening line',
@@ -386,7 +390,12 @@ describe('tock server', () => {
         body: JSON.stringify({ schedule: '@every 1m', handler: 'echo' }),
       });
       expect(put.status).toBe(200);
-      expect(((await put.json()) as { change: string }).change).toBe('created');
+      // A job that sets no threshold of its own takes the server's --misfire-threshold.
+      expect(await put.json()).toMatchObject({
+        change: 'created',
+        misfire_threshold_seconds: null,
+        misfire_after_seconds: 300,
+      });
       const logged = await server.waitFor(
         (l) => l.msg === 'request' && l.route === '/v1/jobs/:job_id',
         'a request log line',
