@@ -217,7 +217,6 @@ export interface ErrorBody {
   error: { code: string; message: string; run_id?: string };
 }
 
-/** A node as `GET /v1/status` shows it. */
 /** `PUT /v1/workers/{worker_id}`: what a remote worker reports of itself for `tock status`. */
 export interface WorkerReport {
   /** The pool it claims from. Default `default`. */
@@ -234,6 +233,7 @@ export interface WorkerReport {
   clock_uncertainty_ms?: number;
 }
 
+/** A node as `GET /v1/status` shows it. */
 export interface StatusNode {
   /** A remote worker's is `<tenant>/<worker_id>`. */
   node_id: string;
