@@ -33,7 +33,18 @@ async function withPg(pool) {
   let done = 0;
   for (;;) {
     const now = new Date();
-    const { rows } = await pool.query(runClaim, ['default', now, 100, 'bench', 30000, null, null, 0, null]);
+    const { rows } = await pool.query(runClaim, [
+      'default',
+      now,
+      100,
+      'bench',
+      30000,
+      null,
+      null,
+      0,
+      null,
+      null,
+    ]);
     if (rows.length === 0) return done;
     const r = await pool.query(runCompleteMany, [
       rows.map((x) => x.run_id),
@@ -52,7 +63,7 @@ async function withPostgresJs(sql) {
   for (;;) {
     const rows = await sql.unsafe(
       runClaim,
-      ['default', new Date(), 100, 'bench', 30000, null, null, 0, null],
+      ['default', new Date(), 100, 'bench', 30000, null, null, 0, null, null],
       {
         prepare: true,
       },

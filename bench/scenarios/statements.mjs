@@ -74,6 +74,7 @@ async function measureVariant({ url, batches, batch }) {
         null,
         0,
         null,
+        null,
       ]);
       const { rows } = await client.query(
         `SELECT run_id, lease_token FROM run_states WHERE state = 'running' AND lease_owner = $1`,

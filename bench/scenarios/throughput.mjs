@@ -228,6 +228,7 @@ function bareSql({ connections, batch }) {
                 null,
                 0, // claim ahead: only runs already due
                 null, // claim id: none
+                null, // tenants: every tenant
               ]);
               if (rows.length === 0) return;
               drain.hit(rows.length);
