@@ -55,6 +55,20 @@ export interface Services {
 
 const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 
+/** A listen that failed, said as the option to change: "port 8080 on 127.0.0.1 is in use (--port)". */
+function listenError(err: unknown, host: string, port: number, option: string): Error {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EADDRINUSE')
+    return new Error(
+      `port ${port} on ${host} is in use by another process: stop it, or give another ${option}`,
+    );
+  if (code === 'EACCES')
+    return new Error(`port ${port} on ${host} may not be opened by this user: give another ${option}`);
+  if (code === 'EADDRNOTAVAIL')
+    return new Error(`${host} is not an address of this machine: give another --host`);
+  return err instanceof Error ? err : new Error(String(err));
+}
+
 export async function startServices(o: ServicesOptions): Promise<Services> {
   const { store, clock, logger, metrics } = o;
   const refusal = () => o.sync.refusal();
@@ -117,31 +131,44 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
   const wakeups = new RunWakeups(clock);
   const stopListening = await listenForRuns((w, l) => store.listen(w, l), wakeups, logger);
   const runGauges = new RunGaugeSampler({ store, clock, metrics });
-  const app = await buildApp({
-    store,
-    clock,
-    logger,
-    metrics,
-    runGauges,
-    auth: o.api.auth,
-    quota: o.api.quota,
-    limits: o.api.limits,
-    wakeups,
-    readiness: async () => {
-      const pending = await pendingMigrations(o.pool);
-      return { database: true, migrations: pending.length === 0 };
-    },
-  });
-  url = await app.listen({ host: o.api.host, port: o.api.port });
-  const metricsListener =
-    o.metricsPort === undefined
-      ? null
-      : await startMetricsListener({ metrics, sampler: runGauges, port: o.metricsPort, logger }).catch(
-          async (err: unknown) => {
-            await app.close();
-            throw err;
-          },
-        );
+  let app: Awaited<ReturnType<typeof buildApp>> | null = null;
+  let metricsListener: Awaited<ReturnType<typeof startMetricsListener>> | null = null;
+  try {
+    app = await buildApp({
+      store,
+      clock,
+      logger,
+      metrics,
+      runGauges,
+      auth: o.api.auth,
+      quota: o.api.quota,
+      limits: o.api.limits,
+      wakeups,
+      readiness: async () => {
+        const pending = await pendingMigrations(o.pool);
+        return { database: true, migrations: pending.length === 0 };
+      },
+    });
+    url = await app.listen({ host: o.api.host, port: o.api.port }).catch((err: unknown) => {
+      throw listenError(err, o.api.host, o.api.port, '--port');
+    });
+    if (o.metricsPort !== undefined) {
+      metricsListener = await startMetricsListener({
+        metrics,
+        sampler: runGauges,
+        port: o.metricsPort,
+        logger,
+      }).catch((err: unknown) => {
+        throw listenError(err, '127.0.0.1', o.metricsPort ?? 0, '--metrics-port');
+      });
+    }
+  } catch (err) {
+    // Nothing may keep a connection of the pool (the LISTEN) or a socket open, or the caller's
+    // `db.close()` would wait for it forever and the process would hang instead of exiting.
+    await app?.close().catch(() => {});
+    await stopListening().catch(() => {});
+    throw err;
+  }
   o.sync.start();
   // The first shard step before the first tick: a node ticks only shards it holds.
   await shards.stepOnce().catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));

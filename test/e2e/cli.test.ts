@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
@@ -364,6 +365,32 @@ describe('tock server', () => {
       await pool.end();
     }
   });
+
+  test('a port in use: tock server and tock dev exit 1 at once, saying which port, instead of hanging', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = String((taken.address() as AddressInfo).port);
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const env = { DATABASE_URL: url, TOCK_SCHEMA: schema };
+    try {
+      for (const args of [
+        ['server', '--insecure', '--port', port],
+        ['dev', '--port', port, '--jobs', await jobsFile('port.yaml', 'jobs: []\n')],
+      ]) {
+        const started = Date.now();
+        const out = await run(args, env);
+        expect(out.code, out.stderr).toBe(1);
+        expect(out.stderr).toContain(`port ${port} on 127.0.0.1 is in use by another process`);
+        expect(out.stderr).toContain('--port');
+        expect(Date.now() - started).toBeLessThan(20_000);
+      }
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+      const pool = createPool(url, { max: 1 });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
+  }, 60_000);
 
   test('with a key: announces its address, serves the API with keys only, and stops on SIGTERM', async () => {
     const schema = `e2e_${randomBytes(4).toString('hex')}`;
