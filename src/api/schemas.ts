@@ -260,7 +260,9 @@ export const ReleaseBody = Type.Object(
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
     reason: Type.Optional(Type.String({ maxLength: 1000, description: 'default "worker shutdown"' })),
     started_at: Type.Optional(
-      Instant("when the run's handler started, if it did (server clock; kept within the claim and now)"),
+      Instant(
+        "when the run's handler started, if it did (server clock; kept within the later of the claim and available_at, and now)",
+      ),
     ),
   },
   { additionalProperties: false },
@@ -299,9 +301,10 @@ export const WorkerPresenceBody = Type.Object(
     pool: Type.Optional(Id('the pool it claims from; default "default"')),
     handlers: Type.Optional(
       Type.Array(Id('handler name'), {
+        minItems: 1,
         maxItems: 100,
         uniqueItems: true,
-        description: 'the handlers it runs; unset: any handler of its pool',
+        description: 'the handlers it runs (1 to 100); unset: any handler of its pool',
       }),
     ),
     concurrency: Type.Optional(
@@ -337,7 +340,7 @@ export const CompleteBody = Type.Object(
     ),
     started_at: Type.Optional(
       Instant(
-        'when the handler started (server clock; kept within the claim and now); default the later of the claim and available_at',
+        'when the handler started (server clock; kept within the later of the claim and available_at, and now); default that later instant',
       ),
     ),
     retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),

@@ -11,10 +11,19 @@ export function duration(value: string): number {
   }
 }
 
+/** A duration that may be zero (`0s`, `0`), ms. */
+export function durationOrZero(value: string): number {
+  try {
+    return parseDuration(value, 'duration', { allowZero: true });
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
+  }
+}
+
 /** A duration from 0 to `maxMs`, ms. */
 export function durationUpTo(maxMs: number, max: string) {
   return (value: string): number => {
-    const ms = duration(value);
+    const ms = durationOrZero(value);
     if (ms > maxMs) throw new InvalidArgumentError(`expected a duration from 0 to ${max}`);
     return ms;
   };

@@ -22,7 +22,7 @@ import {
   validateId,
 } from '../core/index.js';
 import type { LogFormat } from '../runtime/logger.js';
-import { databaseOptions, duration, positiveInt } from './options.js';
+import { databaseOptions, duration, durationOrZero, positiveInt } from './options.js';
 import { counted, formatBlock, formatFields, formatTable, truncate } from './table.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -53,8 +53,7 @@ function pageSize(value: string): number {
 /** A duration in whole seconds (`90s`, `5m`); `0` only where zero means "none". */
 function seconds(allowZero: boolean) {
   return (value: string): number => {
-    if (allowZero && value.trim() === '0') return 0;
-    const ms = duration(value);
+    const ms = allowZero ? durationOrZero(value) : duration(value);
     if (ms % 1000 !== 0) throw new InvalidArgumentError(`"${value}" is not a whole number of seconds`);
     return ms / 1000;
   };

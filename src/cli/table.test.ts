@@ -55,6 +55,14 @@ describe('cell and truncate', () => {
     expect(truncate('abcdef', 4)).toBe('abc…');
     expect(truncate('abc', 4)).toBe('abc');
   });
+
+  it('makes terminal escape sequences in a cell harmless (an error a remote server sent)', () => {
+    const error = 'bad \u001b[31mRED\u001b[0m \u0007bell \u009b2J';
+    expect(cell(error)).toBe('bad \ufffd[31mRED\ufffd[0m \ufffdbell \ufffd2J');
+    const table = formatTable(['LAST ERROR'], [[error]]);
+    for (const control of ['\u001b', '\u0007', '\u009b']) expect(table).not.toContain(control);
+    expect(formatFields([['error', error]])).not.toContain('\u001b');
+  });
 });
 
 describe('formatBlock', () => {

@@ -4,11 +4,21 @@
  * spaces, so the output reads in a terminal and greps and cuts cleanly.
  */
 
-/** One line of text: control characters that would break the alignment become spaces. */
+/**
+ * One line of text: line breaks and tabs, which would break the alignment, become spaces; every
+ * other control character (an escape sequence in an error a remote server sent, say) becomes
+ * U+FFFD, so nothing a job's output holds can drive the operator's terminal.
+ */
 export function cell(value: unknown): string {
   if (value === null || value === undefined) return '-';
   const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return text.replace(/\s*[\r\n]+\s*/g, ' ').replace(/\t/g, ' ');
+  return (
+    text
+      .replace(/\s*[\r\n]+\s*/g, ' ')
+      .replace(/\t/g, ' ')
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
+      .replace(/[\u0000-\u001f\u007f-\u009f]/g, '\ufffd')
+  );
 }
 
 /** `1 run`, `2 runs`: a count with its noun (regular English plurals only). */

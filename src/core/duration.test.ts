@@ -61,6 +61,14 @@ describe('parseDuration', () => {
     expect(err.message).toMatch(message);
   });
 
+  it('takes zero (0s, 0ms, a bare 0) only where a setting allows it', () => {
+    for (const zero of ['0s', '0ms', '0', '0m0s', ' 0 '])
+      expect(parseDuration(zero, 'jitter', { allowZero: true })).toBe(0);
+    expect(parseDuration('90s', 'jitter', { allowZero: true })).toBe(90_000);
+    expect(() => parseDuration('-1s', 'jitter', { allowZero: true })).toThrow(/not a duration/);
+    expect(() => parseDuration('0', 'lease')).toThrow(/has no unit after 0/);
+  });
+
   it('names what was being parsed in the message', () => {
     expect(parseError('abc', 'lease').message).toMatch(/^lease "abc"/);
     expect(parseError('', 'lease').message).toMatch(/^lease is empty/);

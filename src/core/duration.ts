@@ -17,9 +17,15 @@ function unreadable(what: string, text: string, rest: string, at: number): strin
 
 /**
  * Parses a duration such as `90s`, `5m`, `1h30m`, `250ms` or `2d` into milliseconds.
- * Units may repeat only in decreasing order; the total must be positive and a whole number of ms.
+ * Units may repeat only in decreasing order; the total must be a whole number of ms and positive,
+ * or zero (`0s`, and a bare `0`) where `allowZero` says a setting takes it. Default: positive.
  */
-export function parseDuration(text: string, what = 'duration'): number {
+export function parseDuration(
+  text: string,
+  what = 'duration',
+  options: { allowZero?: boolean } = {},
+): number {
+  if (options.allowZero && /^\s*0+\s*$/.test(text)) return 0;
   const input = text.trim();
   if (input === '') throw new ValidationError(`${what} is empty; ${UNITS_HINT}`);
   let total = 0;
@@ -34,7 +40,8 @@ export function parseDuration(text: string, what = 'duration'): number {
     lastUnit = unit;
     total += Number(m[1]) * unit;
   }
-  if (!Number.isFinite(total) || total <= 0) throw new ValidationError(`${what} "${text}" must be positive`);
+  if (!Number.isFinite(total) || total < 0 || (total === 0 && !options.allowZero))
+    throw new ValidationError(`${what} "${text}" must be positive`);
   // Decimal parts are exact in text but not in binary (1.001 × 1000 = 1000.9999999999999).
   if (Math.abs(total - Math.round(total)) < 1e-6) total = Math.round(total);
   if (!Number.isInteger(total))

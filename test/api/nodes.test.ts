@@ -268,6 +268,13 @@ describe('issue 15, item 8: a remote worker reports itself, and leaves on a clea
       clock_offset_ms: -12.5,
       clock_uncertainty_ms: 0.75,
     };
+    // An empty handler list would read as "serves nothing" beside "unset: any handler": refused.
+    const empty = await http('PUT', '/v1/workers/w-1', {
+      key: acme.worker,
+      body: { ...report, handlers: [] },
+    });
+    expect(empty.status, empty.text).toBe(400);
+    expect(empty.json.error.message).toContain('handlers');
     const put = await http('PUT', '/v1/workers/w-1', { key: acme.worker, body: report });
     expect(put.status, put.text).toBe(200);
     expect(put.json).toEqual({ server_time: new Date(db.clock.nowMs()).toISOString() });

@@ -191,6 +191,11 @@ describe('tock jobs put', () => {
       /^misfire\s+fire_once, applies once a slot is over 60s late \(the scheduler's threshold\)$/m,
     );
     expect(await fails([...base, '--run-timeout', '1.5s'])).toMatch(/whole number of seconds/);
+    // Zero where the help says 0 is allowed, written as a duration too (a review finding: "0s" was
+    // refused as "must be positive"); never where it is not.
+    await ok([...base, '--misfire-threshold', '0s', '--jitter', '0s']);
+    expect((await okJson(['jobs', 'get', 'limits'])).misfire_threshold_seconds).toBe(0);
+    expect(await fails([...base, '--run-timeout', '0s'])).toMatch(/must be positive/);
   });
 
   test('from a file: every job applied, a summary line; re-applying is unchanged', async () => {

@@ -529,7 +529,8 @@ describe('claiming ahead', () => {
       claimedAt: new Date(slots[0]! - 200),
       finishedAt: new Date(slots[0]! + 1030),
     });
-    // Failed, reporting a start before the claim (a skewed clock): kept at the claim, never earlier.
+    // Failed, reporting a start before the claim (a skewed clock, a client that says 1970): kept at
+    // the slot, never earlier — the run was claimable from there and no sooner.
     const b = await claimAt(slots[1]!);
     await db.store.failRun({
       ...b,
@@ -540,7 +541,7 @@ describe('claiming ahead', () => {
     });
     const [failed] = (await db.store.getRun({ tenantId, runId: b.runId })).attempts;
     expect(failed).toMatchObject({
-      startedAt: new Date(slots[1]! - 200),
+      startedAt: new Date(slots[1]!),
       claimedAt: new Date(slots[1]! - 200),
     });
     // Completed reporting a start after the end: kept at the end.

@@ -66,13 +66,14 @@ const LIVE_MEMBERS = `
 
 /**
  * When an attempt started: the handler's start the worker reported (`reported`, or null), kept
- * within [the claim, the attempt's end] — a worker's word is trusted no further; unreported (a
- * reaped attempt, an older worker), the earliest the handler could have started, the later of the
- * claim and `available_at` (a run claimed ahead of its slot starts on it). Never before the claim,
- * never after `end` (a run released before its slot).
+ * within [the later of the claim and `available_at`, the attempt's end] — a worker's word is
+ * trusted no further (a run claimed ahead of its slot cannot have started before it); unreported
+ * (a reaped attempt, an older worker), that earliest possible start. Never after `end`: an attempt
+ * that ended before its slot (a release; a client completing early) started when it ended.
+ * (`GREATEST` skips a null `reported`.)
  */
 export const startOf = (claimed: string, reported: string, available: string, end: string) =>
-  `LEAST(${end}::timestamptz, GREATEST(${claimed}, COALESCE(${reported}, ${available})))`;
+  `LEAST(${end}::timestamptz, GREATEST(${claimed}, ${available}, ${reported}))`;
 
 /**
  * The row of attempts that just ended in failure, release or expiry, from the rows a CTE named
