@@ -25,6 +25,9 @@ import {
   tenantList,
 } from './options.js';
 import { registerRemoteCommands } from './remote.js';
+import { harmless } from './table.js';
+
+export { harmless };
 
 const EXAMPLE_JOBS = fileURLToPath(new URL('../../examples/jobs.yaml', import.meta.url));
 
@@ -145,7 +148,7 @@ export function buildProgram(): Command {
       'Tock: a distributed job scheduler on PostgreSQL — cron, intervals and one-shots, on time and once each.',
     )
     .version(packageVersion(), '-V, --version', "print tock's version")
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeErr: (s) => process.stderr.write(harmless(s)) });
 
   heldRunOptions(
     schedulerOptions(

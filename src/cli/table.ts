@@ -5,6 +5,16 @@
  */
 
 /**
+ * `text` with every control character but newline and tab (an escape sequence, a bell) replaced
+ * by U+FFFD: what a job's output, an error a remote server sent or a hostile argument holds must
+ * not drive the operator's terminal.
+ */
+export function harmless(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '\ufffd');
+}
+
+/**
  * One line of text: line breaks and tabs, which would break the alignment, become spaces; every
  * other control character (an escape sequence in an error a remote server sent, say) becomes
  * U+FFFD, so nothing a job's output holds can drive the operator's terminal.
@@ -12,13 +22,7 @@
 export function cell(value: unknown): string {
   if (value === null || value === undefined) return '-';
   const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return (
-    text
-      .replace(/\s*[\r\n]+\s*/g, ' ')
-      .replace(/\t/g, ' ')
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
-      .replace(/[\u0000-\u001f\u007f-\u009f]/g, '\ufffd')
-  );
+  return harmless(text.replace(/\s*[\r\n]+\s*/g, ' ').replace(/\t/g, ' '));
 }
 
 /** `1 run`, `2 runs`: a count with its noun (regular English plurals only). */
@@ -61,11 +65,6 @@ export function formatFields(fields: readonly (readonly [string, unknown])[]): s
 export function formatBlock(title: string, text: string | null | undefined, indent = 2): string {
   if (text === null || text === undefined || text === '') return '';
   const pad = ' '.repeat(indent);
-  const lines = text
-    .replace(/\r\n/g, '\n')
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
-    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '\ufffd')
-    .replace(/\n+$/, '')
-    .split('\n');
+  const lines = harmless(text.replace(/\r\n/g, '\n')).replace(/\n+$/, '').split('\n');
   return `${title}\n${lines.map((l) => `${pad}${l}`.trimEnd()).join('\n')}\n`;
 }

@@ -278,6 +278,20 @@ describe('help', () => {
     expect(out.stderr).toBe(`${error}\n${hint}\n`);
   });
 
+  test('an argument holding terminal escapes is echoed harmless in the error (usage and runtime errors)', async () => {
+    const hostile = 'a\u001b[31mb\u0007';
+    for (const args of [
+      ['worker', '--tenant', hostile],
+      ['schedule', '@daily', '--timezone', hostile],
+    ]) {
+      const out = await run(args);
+      expect(out.code).toBe(1);
+      expect(out.stderr).toContain('a\ufffd[31mb\ufffd');
+      expect(out.stderr).not.toContain('\u001b');
+      expect(out.stderr).not.toContain('\u0007');
+    }
+  });
+
   test('tock --version prints the version of the package', async () => {
     const pkg = JSON.parse(await readFile(path.join(path.dirname(BIN), '..', 'package.json'), 'utf8'));
     for (const flag of ['--version', '-V']) {
