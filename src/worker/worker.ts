@@ -20,6 +20,7 @@ import {
 } from '../core/index.js';
 import type { ClaimedRun, Store } from '../store/index.js';
 import { Completer, type ResultOutcome } from './completer.js';
+import { FailureLog } from './failure-log.js';
 
 /** What a worker needs of a store: the lease operations. `PostgresStore` and `HttpLeaseStore` both are one. */
 export type LeaseStore = Pick<
@@ -299,12 +300,25 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     this.handlerNames = Object.keys(o.handlers);
     if (this.handlerNames.length === 0) throw new RangeError('a worker needs at least one handler');
+    const failureLog = (message: string, recovered: string, level?: 'warn') =>
+      new FailureLog({ clock: o.clock, logger: o.logger, message, recovered, level });
+    this.claimFailures = failureLog('claim failed; retrying with backoff', 'claims work again');
+    this.heartbeatFailures = failureLog('heartbeat failed; retrying', 'heartbeats work again');
+    this.nodeFailures = failureLog(
+      'could not record this worker in the node list; retrying',
+      'this worker is recorded in the node list again',
+      'warn',
+    );
     this.claimLoop = new Periodic({
       clock: o.clock,
       intervalMs: o.pollIntervalMs ?? 1000,
-      step: () => this.claimOnce(),
-      onError: (err, failures) => {
-        o.logger.error({ err, failures }, 'claim failed; retrying with backoff');
+      step: async () => {
+        const again = await this.claimOnce();
+        this.claimFailures.succeeded();
+        return again;
+      },
+      onError: (err) => {
+        this.claimFailures.failed(err);
         if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
@@ -314,23 +328,26 @@ export class Worker extends EventEmitter<WorkerEvents> {
       step: async () => {
         try {
           await this.heartbeatOnce();
+          this.heartbeatFailures.succeeded();
         } finally {
           this.dropExpired();
         }
         // Being listed in `tock status` must never slow the heartbeats down.
-        await this.touchNode().catch((err: unknown) =>
-          this.o.logger.warn({ err }, 'could not record this worker in the node list; retrying'),
-        );
+        await this.touchNode().catch((err: unknown) => this.nodeFailures.failed(err));
         return false;
       },
-      onError: (err, failures) => {
-        o.logger.error({ err, failures }, 'heartbeat failed; retrying');
+      onError: (err) => {
+        this.heartbeatFailures.failed(err);
         if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
       },
     });
   }
 
   private touchedAt = Number.NEGATIVE_INFINITY;
+  // Each loop's failures, logged on the first and then at most once a minute (failure-log.ts).
+  private readonly claimFailures: FailureLog;
+  private readonly heartbeatFailures: FailureLog;
+  private readonly nodeFailures: FailureLog;
   /** Runs in `active` whose handler has returned (their result is being written). */
   private finishingCount = 0;
 
@@ -354,6 +371,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         live_ms: 3 * NODE_TOUCH_MS,
       },
     });
+    this.nodeFailures.succeeded();
   }
 
   /** Runs this worker holds: running, being recorded, or held for a slot or their instant. */

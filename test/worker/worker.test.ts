@@ -787,3 +787,47 @@ describe('held runs: claim ahead and prefetch', () => {
     }
   });
 });
+
+test('an unreachable store: claim failures are logged on the first and then once a minute, and the recovery once', async () => {
+  const lines: Record<string, unknown>[] = [];
+  const capture = pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+  let down = true;
+  const store = new Proxy(db.store, {
+    get(target, prop, receiver) {
+      if (prop === 'claimRuns')
+        return (...args: Parameters<typeof target.claimRuns>) =>
+          down ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')) : target.claimRuns(...args);
+      const value = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const { worker } = newWorker({ h: () => {} }, { store, logger: capture, pollIntervalMs: 1000 });
+  const claimSleep = () => once(clock.events, 'sleep', (ms) => (ms as number) <= 30_000, 5000);
+  let failed = once(worker, 'error', () => true, 5000);
+  let slept = claimSleep();
+  worker.start();
+  cleanups.push(() => worker.stop(1000));
+  // Ten minutes of an outage: a failure every 30 s once the backoff is at its cap.
+  for (let i = 0; i < 20; i++) {
+    await failed;
+    await slept;
+    failed = once(worker, 'error', () => true, 5000);
+    slept = claimSleep();
+    clock.advance(30_000);
+  }
+  await failed;
+  await slept;
+  down = false;
+  const recovered = once(clock.events, 'sleep', (ms) => ms === 1000, 5000);
+  clock.advance(30_000);
+  await recovered;
+  const failures = lines.filter((l) => l.msg === 'claim failed; retrying with backoff');
+  // 21 failures over 10 minutes: the first, then one a minute (was one line per failure).
+  expect(failures.length).toBeGreaterThanOrEqual(10);
+  expect(failures.length).toBeLessThanOrEqual(11);
+  expect(failures[0]).toMatchObject({ level: 50, failures: 1 });
+  expect(failures.at(-1)!.failures).toBeGreaterThan(18);
+  expect(lines.filter((l) => l.msg === 'claims work again')).toEqual([
+    expect.objectContaining({ level: 30, failures: 21 }),
+  ]);
+});
