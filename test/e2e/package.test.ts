@@ -97,9 +97,30 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-test('a checkout without dist/: tock says to build, in one line', async () => {
-  const out = await run(process.execPath, ['bin/tock.js', 'demo'], { cwd: checkout, timeoutMs: 10_000 });
+test('a checkout without dist/ (right after npm ci): the first command builds it and runs; without the build tools, one line says what to do', async () => {
+  const out = await run(
+    process.execPath,
+    ['bin/tock.js', 'schedule', '0 9 * * *', '--count', '1', '--from', '2026-01-01T00:00:00Z'],
+    {
+      cwd: checkout,
+      timeoutMs: 120_000,
+    },
+  );
   expect(out).toEqual({
+    code: 0,
+    stdout: '2026-01-01T09:00:00.000Z  2026-01-01T09:00:00+00:00\n',
+    stderr: 'tock: dist/ is not built yet: building it (npm run build) …\n',
+  });
+  expect(existsSync(path.join(checkout, 'dist/cli/main.js'))).toBe(true);
+  // The next test shows `npm pack` building on its own.
+  await rm(path.join(checkout, 'dist'), { recursive: true, force: true });
+
+  // Only the binary (no tsconfig, no TypeScript): nothing to build with.
+  const bare = path.join(dir, 'bare');
+  await cp(path.join(ROOT, 'bin'), path.join(bare, 'bin'), { recursive: true });
+  await writeFile(path.join(bare, 'package.json'), '{ "type": "module" }\n');
+  const refused = await run(process.execPath, ['bin/tock.js', 'demo'], { cwd: bare, timeoutMs: 10_000 });
+  expect(refused).toEqual({
     code: 1,
     stdout: '',
     stderr: 'tock: dist/ is not built; run `npm run build` in the tock checkout first\n',
