@@ -200,6 +200,13 @@ const clip = resultText;
 const startedAtOf = (ms: number | null | undefined): Date | null =>
   ms === undefined || ms === null ? null : checkInstant(ms, 'started_at');
 
+/** The same, as epoch ms for the batched statements (checked, not turned into a `Date`). */
+function startedMsOf(ms: number | null | undefined): number | null {
+  if (ms === undefined || ms === null) return null;
+  checkInstant(ms, 'started_at');
+  return ms;
+}
+
 function checkLeases<L extends LeaseRef>(
   leases: readonly L[],
 ): { ids: string[]; tokens: string[]; invalid: string[]; valid: L[] } {
@@ -634,7 +641,7 @@ export class PostgresStore implements Store {
     const outputs = valid.map((l) =>
       l.output === undefined || l.output === null ? null : clip(String(l.output)),
     );
-    const starts = valid.map((l) => startedAtOf(l.startedAt));
+    const starts = valid.map((l) => startedMsOf(l.startedAt));
     const { rows } = ids.length
       ? await this.pool.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs, starts])
       : { rows: [] };
@@ -715,7 +722,7 @@ export class PostgresStore implements Store {
       checkInstant(p.now, 'now'),
       clip(p.reason),
       p.tenantId ?? null,
-      valid.map((l) => startedAtOf(l.startedAt)),
+      valid.map((l) => startedMsOf(l.startedAt)),
     ]);
     if (rows.length > 0) await this.pool.query(R.runNotify);
     return { released: rows.map((r: Row) => r.run_id as string) };
