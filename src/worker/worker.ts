@@ -333,7 +333,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
           this.dropExpired();
         }
         // Being listed in `tock status` must never slow the heartbeats down.
-        await this.touchNode().catch((err: unknown) => this.nodeFailures.failed(err));
+        // Its failures are heard like the loops' (a key revoked shows here within seconds, while a
+        // claim may be long-polling): logged, and emitted for the runtime to decide.
+        await this.touchNode().catch((err: unknown) => {
+          this.nodeFailures.failed(err);
+          if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+        });
         return false;
       },
       onError: (err) => {

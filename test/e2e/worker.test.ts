@@ -394,10 +394,13 @@ describe('tock worker with a key the server refuses', () => {
     ]);
     await p.waitFor((l) => String(l.msg).startsWith('tock worker is running'), 'start');
     await db.store.revokeApiKey({ tenantId: TENANT, keyId: key.keyId, now, by: 'database' });
+    const revokedAt = Date.now();
     const timer = setTimeout(() => p.child.kill('SIGKILL'), 20_000);
     const code = await p.exited;
     clearTimeout(timer);
     expect(code).toBe(1);
+    // Within a report (every 5 s), not after a claim's long poll (20 s) ends: CI saw that race.
+    expect(Date.now() - revokedAt).toBeLessThan(12_000);
     const why = p.lines.filter((l) => String(l.msg).includes('refused this worker'));
     expect(why).toHaveLength(1);
     expect(why[0]!.msg).toContain('401 unauthorized');
