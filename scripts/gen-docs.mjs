@@ -4,29 +4,14 @@
 // OpenAPI document of src/api. Each page is formatted by Biome, as `npm run format` would.
 // `--check` writes nothing and exits 1 when a committed page differs.
 // test/docs/reference.test.ts makes the same comparison from the sources, as part of `npm test`.
-import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { httpReference, openApiDocument } from '../dist/api/reference.js';
 import { buildProgram } from '../dist/cli/main.js';
 import { cliReference } from '../dist/cli/reference.js';
+import { formatMarkdown } from './format-markdown.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-
-/** `text` as Biome formats a file at `file`. */
-function formatMarkdown(text, file) {
-  const biome = spawnSync(
-    path.join(ROOT, 'node_modules/.bin/biome'),
-    ['format', `--stdin-file-path=${file}`],
-    {
-      cwd: ROOT,
-      input: text,
-      encoding: 'utf8',
-    },
-  );
-  if (biome.status !== 0) throw new Error(`biome format ${file} failed: ${biome.stderr}`);
-  return biome.stdout;
-}
 
 const pages = {
   'docs/cli.md': cliReference(buildProgram()),

@@ -4,30 +4,15 @@
  * as `npm run format` leaves it. A change to an option, a command, a route or a schema fails here
  * until `npm run docs` rewrites the page. No database: the OpenAPI document is built without one.
  */
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { formatMarkdown } from '../../scripts/format-markdown.mjs';
 import { httpReference, openApiDocument } from '../../src/api/reference.js';
 import { buildProgram } from '../../src/cli/main.js';
 import { cliReference } from '../../src/cli/reference.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-
-/** `text` as Biome formats a file at `file` (what scripts/gen-docs.mjs writes). */
-function formatMarkdown(text: string, file: string): string {
-  const biome = spawnSync(
-    path.join(ROOT, 'node_modules/.bin/biome'),
-    ['format', `--stdin-file-path=${file}`],
-    {
-      cwd: ROOT,
-      input: text,
-      encoding: 'utf8',
-    },
-  );
-  if (biome.status !== 0) throw new Error(`biome format ${file} failed: ${biome.stderr}`);
-  return biome.stdout;
-}
 
 function expectCurrent(file: string, generated: string): void {
   const committed = readFileSync(path.join(ROOT, file), 'utf8');

@@ -2,7 +2,6 @@
  * The real `tock` binary (built `dist/`) as a child process: the demo's ten lines, `tock dev`
  * running jobs and stopping cleanly on SIGINT, a second start reusing the data, bad job files.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { createPool, PostgresStore } from '../../src/store/index.js';
-import { BIN, TockProcess } from '../setup/proc.js';
+import { BIN, runTock, TockProcess } from '../setup/proc.js';
 
 const url = inject('databaseUrl');
 let dir: string;
@@ -24,23 +23,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Exited {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Exited> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (args: string[], env: Record<string, string | undefined> = {}) => runTock(args, env);
 
 const msg = (m: string) => (l: Record<string, unknown>) => l.msg === m;
 

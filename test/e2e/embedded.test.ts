@@ -5,14 +5,14 @@
  * directory is refused; `tock keys create --tenant` says where it wrote and refuses to invent a
  * database.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createPool, startEmbedded } from '../../src/store/index.js';
-import { BIN, type Line, TockProcess } from '../setup/proc.js';
+import { type Line, running, runTock, TockProcess } from '../setup/proc.js';
 
 let dir: string;
 let dataDir: string;
@@ -37,7 +37,7 @@ beforeAll(async () => {
 // Whatever a failed test leaves running: the tock processes, then the database they left behind.
 const started: ChildProcess[] = [];
 afterAll(async () => {
-  for (const child of started)
+  for (const child of [...started, ...running])
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   const pidFile = path.join(dataDir, 'pg', 'postmaster.pid');
   try {
@@ -67,24 +67,8 @@ function dev(extra: Record<string, string | undefined> = {}): TockProcess {
   return proc;
 }
 
-interface Exited {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(args: string[], env: Record<string, string | undefined>, cwd?: string): Promise<Exited> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env } });
-    started.push(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (args: string[], env: Record<string, string | undefined>, cwd?: string) =>
+  runTock(args, env, { cwd });
 
 const msg = (m: string) => (l: Line) => l.msg === m;
 const ids = (lines: Line[], m: string) => lines.filter(msg(m)).map((l) => String(l.run_id));

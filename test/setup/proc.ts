@@ -76,3 +76,40 @@ export class TockProcess {
     });
   }
 }
+
+/** What a finished `tock` command printed, and its exit code (null: killed). */
+export interface Exited {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Children `runTock` started and has not seen exit: a test file's `afterAll` may kill them. */
+export const running = new Set<ChildProcess>();
+
+/**
+ * Runs `tock <args>` to its end. `env` is laid over this process's environment. A command still
+ * running after `timeoutMs` (default 60 s) is killed and its result says so (code null), so a test
+ * of a command that hangs fails instead of leaving the process behind.
+ */
+export function runTock(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  o: { cwd?: string; timeoutMs?: number } = {},
+): Promise<Exited> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: o.cwd, env: { ...process.env, ...env } });
+    running.add(child);
+    const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs ?? 60_000);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
