@@ -27,18 +27,37 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
    * keyed by that tenant-scoped id, and bounded (cleared when full: at worst a write more).
    */
   const workerSeen = new Map<string, number>();
-  const touchWorker = (workerId: string, tenantId: string, pool?: string, handlers?: string[]): void => {
-    const t = now();
+  /** Writes a remote worker's row (what it reported merged into `info`) and notes it as seen at `t`. */
+  const recordWorker = (
+    workerId: string,
+    tenantId: string,
+    t: number,
+    report: { pool?: string; handlers?: string[]; concurrency?: number; in_flight?: number },
+    clockState?: { offsetMs: number; uncertaintyMs: number },
+  ): Promise<unknown> => {
     const seenKey = remoteNodeId(tenantId, workerId);
-    if (t - (workerSeen.get(seenKey) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS) return;
     if (workerSeen.size >= MAX_WORKERS_SEEN) workerSeen.clear();
     workerSeen.set(seenKey, t);
     const info: Record<string, unknown> = { via: 'http', live_ms: REMOTE_WORKER_LIVE_MS };
-    if (pool !== undefined) info.pool = pool;
-    if (handlers !== undefined) info.handlers = handlers;
-    store
-      .touchRemoteWorker({ tenantId, workerId, now: t, info, cap: MAX_REMOTE_WORKERS_PER_TENANT })
-      .catch((err: unknown) => app.log.warn({ err }, 'could not record a remote worker in the node list'));
+    for (const field of ['pool', 'handlers', 'concurrency', 'in_flight'] as const)
+      if (report[field] !== undefined) info[field] = report[field];
+    return store.touchRemoteWorker({
+      tenantId,
+      workerId,
+      now: t,
+      info,
+      clock: clockState,
+      cap: MAX_REMOTE_WORKERS_PER_TENANT,
+    });
+  };
+  /** A claim or heartbeat: the worker's row is written at most once per TOUCH_EVERY_MS, in the background. */
+  const touchWorker = (workerId: string, tenantId: string, pool?: string, handlers?: string[]): void => {
+    const t = now();
+    if (t - (workerSeen.get(remoteNodeId(tenantId, workerId)) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS)
+      return;
+    recordWorker(workerId, tenantId, t, { pool, handlers }).catch((err: unknown) =>
+      app.log.warn({ err }, 'could not record a remote worker in the node list'),
+    );
   };
   /**
    * The client of a claim went away before its answer could be sent: give the runs back at once
@@ -70,8 +89,8 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
   };
   /**
    * The handler start a worker reported (its `started_at`), ms, or null. Only a bound on what the
-   * store records: it keeps the start within [the claim, now], so a worker's clock cannot move an
-   * attempt outside its lease.
+   * store records: it keeps the start within [the later of the claim and the run's available_at,
+   * now], so a worker's clock cannot move an attempt outside its lease or before its slot.
    */
   const startOf = (startedAt: string | undefined): number | null =>
     startedAt === undefined ? null : parseInstant(startedAt, 'started_at');
@@ -225,30 +244,15 @@ export function registerWorkerRoutes(app: App, o: AppOptions): void {
         clock_offset_ms?: number;
         clock_uncertainty_ms?: number;
       };
-      const tenantId = request.principal.tenantId;
-      const t = now();
-      const seenKey = remoteNodeId(tenantId, worker_id);
-      if (workerSeen.size >= MAX_WORKERS_SEEN) workerSeen.clear();
-      workerSeen.set(seenKey, t);
-      const info: Record<string, unknown> = {
-        via: 'http',
-        live_ms: REMOTE_WORKER_LIVE_MS,
-        pool: b.pool ?? 'default',
-      };
-      if (b.handlers !== undefined) info.handlers = b.handlers;
-      if (b.concurrency !== undefined) info.concurrency = b.concurrency;
-      if (b.in_flight !== undefined) info.in_flight = b.in_flight;
-      await store.touchRemoteWorker({
-        tenantId,
-        workerId: worker_id,
-        now: t,
-        info,
-        clock:
-          b.clock_offset_ms === undefined
-            ? undefined
-            : { offsetMs: b.clock_offset_ms, uncertaintyMs: b.clock_uncertainty_ms ?? 0 },
-        cap: MAX_REMOTE_WORKERS_PER_TENANT,
-      });
+      await recordWorker(
+        worker_id,
+        request.principal.tenantId,
+        now(),
+        { ...b, pool: b.pool ?? 'default' },
+        b.clock_offset_ms === undefined
+          ? undefined
+          : { offsetMs: b.clock_offset_ms, uncertaintyMs: b.clock_uncertainty_ms ?? 0 },
+      );
       return { server_time: new Date(now()).toISOString() };
     },
   );
