@@ -380,7 +380,10 @@ describe('tock worker with a key the server refuses', () => {
 
   test('a key revoked while it works: the worker drains and exits 1, saying why once', async () => {
     const now = new SystemClock().nowMs();
-    const { key, secret } = await db.store.createApiKey({ tenantId: TENANT, role: 'worker', now });
+    // A tenant of its own: the runs earlier tests left in TENANT (a handler that lingers past
+    // SIGTERM) would be claimed and drained for up to the grace period.
+    const tenantId = 'revoked-key';
+    const { key, secret } = await db.store.createApiKey({ tenantId, role: 'worker', now });
     const p = new Proc([
       'worker',
       '--config',
@@ -393,7 +396,7 @@ describe('tock worker with a key the server refuses', () => {
       'json',
     ]);
     await p.waitFor((l) => String(l.msg).startsWith('tock worker is running'), 'start');
-    await db.store.revokeApiKey({ tenantId: TENANT, keyId: key.keyId, now, by: 'database' });
+    await db.store.revokeApiKey({ tenantId, keyId: key.keyId, now, by: 'database' });
     const revokedAt = Date.now();
     const timer = setTimeout(() => p.child.kill('SIGKILL'), 20_000);
     const code = await p.exited;
