@@ -291,7 +291,7 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
 
 /**
  * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error
- * message, $8 output tail (or null), $9 handler start (or null), $10 error stack (or null).
+ * message, $8 output tail (or null), $9 handler start (epoch ms, or null), $10 error stack (or null).
  * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter.
  */
 export const runFail = `
@@ -304,7 +304,7 @@ WITH live AS (
     attempt = r.attempt + CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END,
     available_at = COALESCE($5, r.available_at), sort_key = COALESCE($6, r.sort_key),
     last_error = $7, lease_token = l.lease_token, lease_owner = l.worker_id,
-    started_at = ${startOf('l.claimed_at', '$9::timestamptz', 'r.available_at', '$3')}, claimed_at = l.claimed_at,
+    started_at = ${startOf('l.claimed_at', 'to_timestamp($9::float8 / 1000)', 'r.available_at', '$3')}, claimed_at = l.claimed_at,
     finished_at = CASE WHEN $4 = 'dead' THEN $3::timestamptz END,
     parked = CASE WHEN $4 = 'dead' THEN 'dead' END
   FROM live l
