@@ -868,7 +868,7 @@ export function formatStatus(s: Api.StatusAnswer): string {
     const u = s.unserved;
     unserved.push(
       '',
-      `unserved ${u.runs} run${u.runs === 1 ? '' : 's'} wait${u.runs === 1 ? 's' : ''} for a handler no live worker serves (start a worker with that pool and handler${s.scope === 'cluster' ? ', for that tenant' : ''}):`,
+      `unserved ${counted(u.runs, 'run')} wait${u.runs === 1 ? 's' : ''} for a handler no live worker serves (start a worker with that pool and handler${s.scope === 'cluster' ? ', for that tenant' : ''}):`,
       formatTable(
         ['TENANT', 'POOL', 'HANDLER', 'RUNS', 'WAITING'],
         u.items.map((g) => [
@@ -881,7 +881,7 @@ export function formatStatus(s: Api.StatusAnswer): string {
       ).trimEnd(),
     );
     const more = u.groups - u.items.length;
-    if (more > 0) unserved.push(`… and ${more} more group${more === 1 ? '' : 's'} of runs`);
+    if (more > 0) unserved.push(`… and ${counted(more, 'more group')} of runs`);
   }
   const lines = [
     ...summary,
