@@ -294,9 +294,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       store: o.store,
       clock: o.clock,
       logger: o.logger,
-      onError: (err) => {
-        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
-      },
+      onError: (err) => this.emitError(err),
     });
     this.handlerNames = Object.keys(o.handlers);
     if (this.handlerNames.length === 0) throw new RangeError('a worker needs at least one handler');
@@ -319,7 +317,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       },
       onError: (err) => {
         this.claimFailures.failed(err);
-        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+        this.emitError(err);
       },
     });
     this.heartbeatLoop = new Periodic({
@@ -337,15 +335,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // claim may be long-polling): logged, and emitted for the runtime to decide.
         await this.touchNode().catch((err: unknown) => {
           this.nodeFailures.failed(err);
-          if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+          this.emitError(err);
         });
         return false;
       },
       onError: (err) => {
         this.heartbeatFailures.failed(err);
-        if (this.listenerCount('error') > 0) this.emit('error', err); // logged already; unheard, it must not throw
+        this.emitError(err);
       },
     });
+  }
+
+  /** A failure already logged, for whoever listens ('error' with no listener would throw). */
+  private emitError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
   }
 
   private touchedAt = Number.NEGATIVE_INFINITY;
