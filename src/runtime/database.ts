@@ -75,16 +75,7 @@ export async function openDatabase(o: OpenOptions): Promise<OpenDatabase> {
     ? `embedded PostgreSQL in ${embedded.dataDir}${embedded.sharedWith === null ? '' : ` (run by tock process ${embedded.sharedWith})`}${o.schema ? ` (schema ${o.schema})` : ''}`
     : describeUrl(url, o.schema);
   try {
-    if (o.schema) {
-      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(o.schema))
-        throw new Error(`schema "${o.schema}" is not a plain lower-case name`);
-      const admin = createPool(url, { max: 1 });
-      try {
-        await admin.query(`CREATE SCHEMA IF NOT EXISTS ${o.schema}`);
-      } finally {
-        await admin.end();
-      }
-    }
+    // createPool refuses a schema that is not a plain name; migrate() creates it if it is new.
     const pool = createPool(url, {
       max: o.poolSize ?? 20,
       schema: o.schema,

@@ -21,7 +21,8 @@ export interface PoolOptions {
   idleInTransactionMs?: number;
 }
 
-const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+/** A schema Tock may use (and `migrate` create): a plain lower-case name, nothing to quote. */
+export const PLAIN_SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function createPool(connectionString: string, options: PoolOptions = {}): pg.Pool {
   const idle = options.idleInTransactionMs ?? 10_000;
@@ -29,7 +30,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     throw new Error('idleInTransactionMs must be an integer of at least 100');
   const settings = [`-c idle_in_transaction_session_timeout=${idle}`];
   if (options.schema !== undefined) {
-    if (!SCHEMA.test(options.schema))
+    if (!PLAIN_SCHEMA.test(options.schema))
       throw new Error(`schema "${options.schema}" is not a plain lower-case name`);
     settings.push(`-c search_path=${options.schema}`);
   }

@@ -6,7 +6,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { inTransaction } from './db.js';
+import { inTransaction, PLAIN_SCHEMA } from './db.js';
 
 /** The repository's `migrations/` folder, from `src/store` and from `dist/store` alike. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
@@ -33,9 +33,6 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   }
   return out;
 }
-
-/** A schema `migrate` may create: a plain lower-case name, as `createPool`'s `schema` takes. */
-const PLAIN_SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /**
  * The schema the migrations go into, and whether it must be created first: the current schema, or,
