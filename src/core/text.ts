@@ -14,7 +14,6 @@
 /** U+0000, a high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
 const REFUSED_SOURCE =
   '\\u0000|[\\uD800-\\uDBFF](?![\\uDC00-\\uDFFF])|(?<![\\uD800-\\uDBFF])[\\uDC00-\\uDFFF]';
-const REFUSED = new RegExp(REFUSED_SOURCE, 'g');
 const REFUSED_ONE = new RegExp(REFUSED_SOURCE);
 
 /** Why a value cannot be stored as it is. */
@@ -30,6 +29,9 @@ export interface BadText {
 
 /** The string's first character PostgreSQL refuses, or null when it has none. */
 export function badCharIn(s: string): 'nul' | 'lone_surrogate' | null {
+  // The common case, clean text, without the regex: isWellFormed() is false exactly when the
+  // string has an unpaired surrogate.
+  if (s.isWellFormed() && !s.includes('\u0000')) return null;
   const m = REFUSED_ONE.exec(s);
   if (!m) return null;
   return m[0] === '\u0000' ? 'nul' : 'lone_surrogate';
@@ -37,7 +39,8 @@ export function badCharIn(s: string): 'nul' | 'lone_surrogate' | null {
 
 /** `s` with each U+0000 and each unpaired surrogate replaced by U+FFFD; other text unchanged. */
 export function sanitiseText(s: string): string {
-  return REFUSED_ONE.test(s) ? s.replace(REFUSED, '\uFFFD') : s;
+  // toWellFormed() replaces each unpaired surrogate with U+FFFD, as PostgreSQL needs.
+  return (s.includes('\u0000') ? s.replaceAll('\u0000', '\uFFFD') : s).toWellFormed();
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
