@@ -11,7 +11,6 @@
 // instant asked for. Every system gets the same total worker concurrency and a no-op handler.
 // A window counts the runs due in it; the system kept up when every one of them started by the
 // end of the window plus a drain time.
-import { createRequire } from 'node:module';
 import { Worker as BullWorker } from 'bullmq';
 import {
   Logger as GraphileLogger,
@@ -19,6 +18,7 @@ import {
   run as runGraphile,
   runMigrations,
 } from 'graphile-worker';
+import { PgBoss } from 'pg-boss';
 import { jitterOffsetMs } from '../../dist/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
 import {
@@ -43,7 +43,6 @@ import {
   waitFor,
 } from '../timing.mjs';
 
-const PgBoss = createRequire(import.meta.url)('pg-boss');
 const TENANT = 'bench';
 /** Runs still missing this long after the window's last due instant: the system did not keep up. */
 const DRAIN_MS = 5000;
@@ -122,7 +121,7 @@ function tock({ workers, concurrency }) {
 }
 
 /**
- * graphile-worker 0.17. A job with a future `run_at` is found only by polling (the insert's NOTIFY
+ * graphile-worker 0.18. A job with a future `run_at` is found only by polling (the insert's NOTIFY
  * comes before it is due), so `pollInterval` bounds its start delay. Each of the pool's
  * `concurrentJobs` workers polls on its own when idle (no local queue), which spreads the polls.
  */
@@ -182,7 +181,7 @@ function graphile({ concurrency, pollInterval, maxPoolSize, localQueueSize }) {
 }
 
 /**
- * pg-boss 10: each `work()` is a polling loop that fetches up to `batchSize` jobs whose
+ * pg-boss 12: each `work()` is a polling loop that fetches up to `batchSize` jobs whose
  * `start_after` has passed, runs the batch, then waits out the rest of `pollingIntervalSeconds`
  * (0.5 s is the least it accepts). `workers × batchSize` is its concurrency, and also caps it at
  * `2 × workers × batchSize` runs/s.
@@ -224,10 +223,8 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max }) {
         }
       };
       await boss.start();
-      if (await boss.getQueue('lat')) {
-        await boss.getDb().executeSql(`DELETE FROM pgboss.job WHERE name = 'lat'`, []);
-        await boss.deleteQueue('lat');
-      }
+      // deleteQueue deletes the queue's jobs too.
+      await boss.deleteQueue('lat');
       await boss.createQueue('lat');
       await boss.getDb().executeSql('VACUUM ANALYZE pgboss.job', []);
       for (let i = 0; i < workers; i++) {
@@ -239,12 +236,15 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max }) {
       return {
         errors,
         enqueue: (dues) =>
-          boss.insert(Array.from(dues, (d) => ({ name: 'lat', data: { d }, startAfter: new Date(d) }))),
+          boss.insert(
+            'lat',
+            Array.from(dues, (d) => ({ data: { d }, startAfter: new Date(d) })),
+          ),
         stop: async () => {
           await boss.offWork('lat');
           const settled = performance.now() + 10_000;
           while (inFlight > 0 && performance.now() < settled) await sleep(20);
-          await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+          await boss.stop({ graceful: false, timeout: 2000 });
           return {};
         },
       };

@@ -2,7 +2,6 @@
 // handler. Every system runs on the same PostgreSQL, in a database of its own, with the same
 // total worker concurrency; the rate is runs/s from the first handler call (the first claim's
 // answer) until the database says the last run is complete.
-import { createRequire } from 'node:module';
 import { Worker as BullWorker } from 'bullmq';
 import {
   Logger as GraphileLogger,
@@ -10,6 +9,7 @@ import {
   run as runGraphile,
   runMigrations,
 } from 'graphile-worker';
+import { PgBoss } from 'pg-boss';
 import pino from 'pino';
 import { SystemClock } from '../../dist/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
@@ -32,7 +32,6 @@ import {
   walPosition,
 } from '../lib.mjs';
 
-const PgBoss = createRequire(import.meta.url)('pg-boss');
 const clock = new SystemClock();
 const silent = pino({ level: 'silent' });
 
@@ -261,7 +260,7 @@ function bareSql({ connections, batch }) {
 }
 
 /**
- * pg-boss 10: `work()` fetches `batchSize` jobs, hands the batch to the handler (we run them all
+ * pg-boss 12: `work()` fetches `batchSize` jobs, hands the batch to the handler (we run them all
  * at once), completes the batch in one statement, then polls again after `pollingIntervalSeconds`
  * (0.5 s is its minimum). Each `work()` call is one more polling worker; in-flight jobs are the
  * sum of the batch sizes, so `workers × batchSize` is its concurrency.
@@ -294,15 +293,13 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max, concurrency }
       boss.on('error', (err) => errors.push(err));
       await boss.start();
       try {
-        if (await boss.getQueue('noop')) {
-          // A fresh partition each round. delete_queue refuses a queue that still has jobs.
-          await boss.getDb().executeSql(`DELETE FROM pgboss.job WHERE name = 'noop'`, []);
-          await boss.deleteQueue('noop');
-        }
+        // A fresh queue each round: deleteQueue deletes its jobs too.
+        await boss.deleteQueue('noop');
         await boss.createQueue('noop');
         for (let i = 0; i < n; i += 5000) {
           await boss.insert(
-            Array.from({ length: Math.min(5000, n - i) }, () => ({ name: 'noop', data: {} })),
+            'noop',
+            Array.from({ length: Math.min(5000, n - i) }, () => ({ data: {} })),
           );
         }
         const db = boss.getDb();
@@ -334,7 +331,7 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max, concurrency }
         if (errors.length > 0) throw errors[0];
         return figures;
       } finally {
-        await boss.stop({ graceful: false, wait: true, timeout: 2000 });
+        await boss.stop({ graceful: false, timeout: 2000 });
       }
     },
     async teardown() {},
@@ -342,7 +339,7 @@ function pgBoss({ workers, batchSize, pollingIntervalSeconds, max, concurrency }
 }
 
 /**
- * graphile-worker 0.17 with the batching its performance page recommends: a local queue (one
+ * graphile-worker 0.18 with the batching its performance page recommends: a local queue (one
  * fetch locks a batch for the pool's workers) and batched completions (`completeJobBatchDelay`).
  */
 function graphile({ concurrency, localQueueSize, maxPoolSize, completeJobBatchDelay, pollInterval }) {
@@ -608,7 +605,7 @@ export default {
       table,
       notes: [
         ...targets,
-        'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table until archiving; BullMQ keeps completed jobs in Redis (its default), in memory, with no fsync.',
+        'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table (deleteAfterSeconds, 7 days by default); BullMQ keeps completed jobs in Redis (its default), in memory, with no fsync.',
         'Prefetch: a Tock Worker holds up to that many claimed runs beyond its concurrency, leased and waiting for a slot (the counterpart of graphile-worker’s local queue). Its claims then take up to concurrency + prefetch runs a statement. graphile-worker runs with the local queue its documentation suggests (concurrency + 1) and with one as deep as Tock’s larger prefetch.',
         'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
         'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every process of the database server on the machine (PostgreSQL: backends, WAL writer, checkpointer; BullMQ: redis-server). Both share the 2 cores. CPU time per run moves with the machine (a busy spell raises every system’s): compare within a round. WAL bytes per run (the server’s WAL position before the workers start and when the last completion is confirmed) do not depend on the machine’s speed.',
