@@ -600,7 +600,8 @@ export default {
       best ? summarise(best.rounds.map((f, i) => f.runsPerSecond / r.rounds[i].runsPerSecond)) : null;
     const pct = (x) => fmt(x * 100);
     const rows = results.map((r) => {
-      const peer = !r.name.startsWith('tock-') && r.comparable;
+      // With --only leaving Tock out there is no best Tock, and so no ratio.
+      const peer = best !== undefined && !r.name.startsWith('tock-') && r.comparable;
       const perRound = peer ? roundRatios(r) : null;
       return [
         r === best ? `**${r.label}** (best Tock)` : r.label,
