@@ -272,3 +272,30 @@ export function markdownTable(headers, rows) {
     ...cells.slice(1).map(line),
   ].join('\n');
 }
+
+/**
+ * The peers' settings for speed, from their own docs (docs/benchmarks.md, "Peers and their
+ * settings"), shared by the throughput and latency scenarios.
+ */
+export const PEER_SETTINGS = {
+  // graphile-worker's performance page (https://worker.graphile.org/docs/performance): the
+  // configuration its quick stats were taken with.
+  graphilePerformancePage: {
+    concurrency: 24,
+    maxPoolSize: 25,
+    localQueueSize: 500,
+    completeJobBatchDelay: 0,
+    role: 'its performance page’s settings',
+  },
+  // pg-boss 12: its docs give no numbers. `burstWhenBatchFull` (fetch again at once while batches
+  // come back full) is their setting for a backlog, and the concurrency is split into 2 loops, the
+  // fastest split of 1 × 100, 2 × 50, 4 × 25 and 5 × 20 measured here.
+  pgBossBacklog: (concurrency) => ({
+    localConcurrency: 2,
+    batchSize: Math.ceil(concurrency / 2),
+    burstWhenBatchFull: true,
+    pollingIntervalSeconds: 0.5,
+    max: 10,
+    role: 'its docs’ setting for a backlog',
+  }),
+};

@@ -28,6 +28,7 @@ import {
   fmtRange,
   markdownTable,
   openBullQueue,
+  PEER_SETTINGS,
   recreateDatabase,
   redisConnection,
   redisUrl,
@@ -389,14 +390,7 @@ function contestants({ concurrency, only }) {
     { ...tock({ workers: 2, concurrency }), extra: true },
     // Its performance page's settings (https://worker.graphile.org/docs/performance), which name no
     // pollInterval: 100 ms rather than its default 2000 ms, since only polling finds these jobs.
-    graphile({
-      concurrency: 24,
-      maxPoolSize: 25,
-      localQueueSize: 500,
-      completeJobBatchDelay: 0,
-      pollInterval: 100,
-      role: 'its performance page’s settings',
-    }),
+    graphile({ ...PEER_SETTINGS.graphilePerformancePage, pollInterval: 100 }),
     // At Tock's concurrency without a local queue: each idle worker polls, so the polls spread out
     // and a due job waits less than for the pool's one poll above. maxPoolSize 10, its default: its
     // docs' rule (the larger of 10 and concurrency + 2) would pass the server's max_connections (100).
@@ -410,24 +404,14 @@ function contestants({ concurrency, only }) {
     // Its performance page's settings at its default pollInterval.
     {
       ...graphile({
-        concurrency: 24,
-        maxPoolSize: 25,
-        localQueueSize: 500,
-        completeJobBatchDelay: 0,
+        ...PEER_SETTINGS.graphilePerformancePage,
         pollInterval: 2000,
         role: 'its performance page’s settings, default pollInterval',
       }),
       extra: true,
     },
     // As in the throughput scenario: burstWhenBatchFull, the concurrency in 2 loops.
-    pgBoss({
-      localConcurrency: 2,
-      batchSize: Math.ceil(concurrency / 2),
-      burstWhenBatchFull: true,
-      pollingIntervalSeconds: 0.5,
-      max: 10,
-      role: 'its docs’ setting for a backlog',
-    }),
+    pgBoss(PEER_SETTINGS.pgBossBacklog(concurrency)),
     bullmq({ concurrency }),
   ];
   return only ? all.filter((c) => only.some((o) => c.name.startsWith(o))) : all.filter((c) => !c.extra);

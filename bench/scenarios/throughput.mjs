@@ -23,6 +23,7 @@ import {
   fmtRange,
   markdownTable,
   openBullQueue,
+  PEER_SETTINGS,
   recreateDatabase,
   redisConnection,
   redisUrl,
@@ -484,16 +485,7 @@ export function contestants({ concurrency, only }) {
     // graphile-worker's local queue, the Tock way: the next batch claimed while this one runs.
     tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: concurrency }),
     tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: 3 * concurrency }),
-    // The settings of its performance page's quick stats (https://worker.graphile.org/docs/performance):
-    // the configuration its own fastest figures were taken with.
-    graphile({
-      concurrency: 24,
-      localQueueSize: 500,
-      maxPoolSize: 25,
-      completeJobBatchDelay: 0,
-      pollInterval: 2000,
-      role: 'its performance page’s settings',
-    }),
+    graphile({ ...PEER_SETTINGS.graphilePerformancePage, pollInterval: 2000 }),
     // At Tock's concurrency, with the local queue its docs suggest (concurrency + 1): the like-for-like
     // with the Tock rows (same handler concurrency), which the row above is not. maxPoolSize 25: its
     // docs' rule (the larger of 10 and concurrency + 2) would pass the server's max_connections (100),
@@ -506,17 +498,7 @@ export function contestants({ concurrency, only }) {
       pollInterval: 2000,
       role: 'Tock’s concurrency, its docs’ local queue size',
     }),
-    // Its docs give no numbers: `burstWhenBatchFull` (fetch again at once while batches come back
-    // full) is their setting for a backlog, and the scenario's concurrency is split into 2 loops, the
-    // fastest split of 1 × 100, 2 × 50, 4 × 25 and 5 × 20 measured here.
-    pgBoss({
-      localConcurrency: 2,
-      batchSize: Math.ceil(concurrency / 2),
-      burstWhenBatchFull: true,
-      pollingIntervalSeconds: 0.5,
-      max: 10,
-      role: 'its docs’ setting for a backlog',
-    }),
+    pgBoss(PEER_SETTINGS.pgBossBacklog(concurrency)),
     // Not the same concurrency: how far larger batches (fewer statements a job) take pg-boss.
     {
       ...pgBoss({
