@@ -30,7 +30,9 @@ export function node24Path() {
     const major = majorOf(given);
     if (major !== NODE_LINE) {
       throw new Error(
-        `TOCK_NODE24=${given} is ${major === null ? 'not a Node binary that runs' : `Node ${major}`}, not Node ${NODE_LINE}`,
+        major === null
+          ? `TOCK_NODE24=${given} is not a Node binary that runs`
+          : `TOCK_NODE24=${given} is Node ${major}, not Node ${NODE_LINE}`,
       );
     }
     return given;
