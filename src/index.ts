@@ -7,10 +7,15 @@
  * API Extractor reports it (`npm run api` rewrites it; CI fails when it differs).
  */
 export {
+  type ClaimOptions,
+  type CompleteOptions,
+  type ListRunsOptions,
+  type PageOptions,
   TockApiError,
   TockClient,
   type TockClientOptions,
   TockConnectionError,
+  type TriggerOptions,
 } from './client/index.js';
 export type * as Api from './client/types.js';
 export {
@@ -38,7 +43,7 @@ export {
   type TockSchedulerOptions,
   type TockWorkerOptions,
 } from './runtime/tock.js';
-export type { Run, UpsertChange } from './store/index.js';
+export type { ClaimedRun, Run, UpsertChange } from './store/index.js';
 export {
   type Handler,
   HttpLeaseStore,
