@@ -202,47 +202,105 @@ async function open(
 
 /** Builds Tock from `options`; nothing connects until `start()`. */
 export function createTock(options: TockOptions): Tock {
-  const parts = resolveParts(options);
-  const logger = options.logger ?? pino({ level: 'silent' });
-  let running: Running | null = null;
-  let starting: Promise<void> | null = null;
-  let stopping: Promise<void> | null = null;
-  const started = (): Running => {
-    if (!running || stopping) throw new Error('Tock is not running: call start() first');
-    return running;
-  };
+  return new LocalTock(options);
+}
 
-  async function startAll(): Promise<void> {
+/** `Tock` in this process: the parts of `options`, each set on `running` once it runs. */
+class LocalTock implements Tock {
+  private readonly parts: ReturnType<typeof resolveParts>;
+  private readonly logger: Logger;
+  private running: Running | null = null;
+  private starting: Promise<void> | null = null;
+  private stopping: Promise<void> | null = null;
+
+  constructor(private readonly options: TockOptions) {
+    this.parts = resolveParts(options);
+    this.logger = options.logger ?? pino({ level: 'silent' });
+  }
+
+  get url(): string | null {
+    return this.running?.api?.url ?? null;
+  }
+
+  get worker(): Worker | null {
+    return this.running?.worker ?? null;
+  }
+
+  start(): Promise<void> {
+    if (this.stopping) return Promise.reject(new Error('Tock was stopped: create another'));
+    this.starting ??= this.startAll();
+    return this.starting;
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await this.starting?.catch(() => {});
+      if (this.running) await this.stopParts(this.running);
+    })();
+    return this.stopping;
+  }
+
+  async upsertJobs(jobs: readonly JobInput[]): Promise<JobChange[]> {
+    const checked = validateJobs(jobs);
+    const r = this.started();
+    const { changes } = await r.store.upsertJobs({
+      tenantId: this.parts.tenantId,
+      jobs: checked,
+      now: r.clock.nowMs(),
+    });
+    return changes;
+  }
+
+  async trigger(jobId: string, o: { scheduledFor?: Date } = {}): Promise<Run> {
+    validateId(jobId, 'job_id');
+    const at = o.scheduledFor;
+    if (at !== undefined && !(at instanceof Date && Number.isFinite(at.getTime())))
+      throw new ValidationError('scheduledFor must be a valid Date', { field: 'scheduled_for' });
+    const r = this.started();
+    return r.store.triggerRun({
+      tenantId: this.parts.tenantId,
+      jobId,
+      scheduledFor: at?.getTime(),
+      now: r.clock.nowMs(),
+    });
+  }
+
+  private started(): Running {
+    if (!this.running || this.stopping) throw new Error('Tock is not running: call start() first');
+    return this.running;
+  }
+
+  /** Opens the database, follows its clock (unless given one), then starts the parts. */
+  private async startAll(): Promise<void> {
+    const { options, logger, parts } = this;
     const shardLeaseMs = parts.scheduler?.shardLeaseMs ?? 10_000;
     const { pool, db } = await open(options, logger, parts.scheduler ? shardLeaseMs : undefined);
-    const r: Running = {
-      store: new PostgresStore(pool, { leaseMs: options.leaseMs }),
-      clock: options.clock ?? new OffsetClock(),
-      db,
-    };
+    const store = new PostgresStore(pool, { leaseMs: options.leaseMs });
+    const r: Running = { store, clock: options.clock ?? new OffsetClock(), db };
     try {
       if (!options.clock) {
-        const measured = await databaseClock((local) => r.store.sampleClock(local), logger, {
+        const measured = await databaseClock((local) => store.sampleClock(local), logger, {
           maxUncertaintyMs: parts.scheduler?.maxClockUncertaintyMs,
         });
         r.clock = measured.clock;
         r.sync = measured.sync;
       }
-      await startParts(r, pool, shardLeaseMs);
+      await this.startParts(r, pool, shardLeaseMs);
     } catch (err) {
-      await stopParts(r).catch(() => {});
+      await this.stopParts(r).catch(() => {});
       throw err;
     }
-    running = r;
+    this.running = r;
   }
 
   /** The scheduler's loops, the API, then the worker; each is set on `r` once it runs. */
-  async function startParts(r: Running, pool: pg.Pool, shardLeaseMs: number): Promise<void> {
+  private async startParts(r: Running, pool: pg.Pool, shardLeaseMs: number): Promise<void> {
     const { store, clock } = r;
+    const { options, logger } = this;
     const sync = r.sync ?? null;
     const metrics = new Metrics();
     let url = '';
-    const s = parts.scheduler;
+    const s = this.parts.scheduler;
     const scheduler = s
       ? createScheduler({
           store,
@@ -269,16 +327,17 @@ export function createTock(options: TockOptions): Tock {
     if (scheduler) await scheduler.start();
     else sync?.start();
     r.scheduler = scheduler;
-    if (parts.worker) r.worker = startWorker(r, parts.worker, metrics);
+    if (this.parts.worker) r.worker = this.startWorker(r, this.parts.worker, metrics);
   }
 
-  function startWorker(r: Running, w: TockWorkerOptions, metrics: Metrics): Worker {
-    const { store, clock } = r;
+  /** A worker for the handlers, logging each run (as `tock worker` does) and feeding the API's metrics. */
+  private startWorker({ store, clock }: Running, w: TockWorkerOptions, metrics: Metrics): Worker {
+    const { logger } = this;
     const worker = new Worker({
       store,
       clock,
       logger,
-      handlers: parts.handlers,
+      handlers: this.parts.handlers,
       pool: w.pool,
       concurrency: w.concurrency,
       prefetch: w.prefetch,
@@ -289,7 +348,6 @@ export function createTock(options: TockOptions): Tock {
           ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
           : undefined,
     });
-    // The run lines of `tock worker`, and the metrics the API serves.
     logRuns(worker, logger, clock);
     worker.on('run:started', (run) => metrics.runStarted(run, clock.nowMs()));
     worker.on('run:succeeded', (run) => metrics.jobSucceeded(run.tenantId, run.jobId, clock.nowMs()));
@@ -298,64 +356,18 @@ export function createTock(options: TockOptions): Tock {
     return worker;
   }
 
-  /** Stops what is running, in the reverse order of `startParts`; each step even if one before failed. */
-  async function stopParts(r: Running): Promise<void> {
+  /** Stops what runs, in the reverse order of `startParts`; each step even if one before failed. */
+  private async stopParts(r: Running): Promise<void> {
     const errors: unknown[] = [];
     const step = async (f: () => Promise<unknown> | undefined) => {
       await Promise.resolve()
         .then(f)
         .catch((err: unknown) => errors.push(err));
     };
-    await step(() => r.worker?.stop(parts.worker?.graceMs ?? 10_000));
+    await step(() => r.worker?.stop(this.parts.worker?.graceMs ?? 10_000));
     await step(() => r.api?.stop());
     await step(() => (r.scheduler ? r.scheduler.stop() : r.sync?.stop()));
     await step(() => r.db?.close());
     if (errors.length > 0) throw errors[0];
   }
-
-  return {
-    get url() {
-      return running?.api?.url ?? null;
-    },
-    get worker() {
-      return running?.worker ?? null;
-    },
-    start() {
-      if (stopping) return Promise.reject(new Error('Tock was stopped: create another'));
-      starting ??= startAll();
-      return starting;
-    },
-    stop() {
-      stopping ??= (async () => {
-        await starting?.catch(() => {});
-        if (running) await stopParts(running);
-      })();
-      return stopping;
-    },
-    async upsertJobs(jobs) {
-      const jobsChecked = validateJobs(jobs);
-      const r = started();
-      const { changes } = await r.store.upsertJobs({
-        tenantId: parts.tenantId,
-        jobs: jobsChecked,
-        now: r.clock.nowMs(),
-      });
-      return changes;
-    },
-    async trigger(jobId, o = {}) {
-      validateId(jobId, 'job_id');
-      if (
-        o.scheduledFor !== undefined &&
-        !(o.scheduledFor instanceof Date && Number.isFinite(+o.scheduledFor))
-      )
-        throw new ValidationError('scheduledFor must be a valid Date', { field: 'scheduled_for' });
-      const r = started();
-      return r.store.triggerRun({
-        tenantId: parts.tenantId,
-        jobId,
-        scheduledFor: o.scheduledFor?.getTime(),
-        now: r.clock.nowMs(),
-      });
-    },
-  };
 }
