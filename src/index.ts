@@ -1,7 +1,10 @@
 /**
- * The Tock library: the HTTP client, the store, the scheduler loops, the worker, the clocks and
- * the errors. The API's JSON shapes are the `Api` namespace (`Api.Job`, `Api.Run`), apart from the
- * store's camelCase `Job` and `Run`.
+ * The Tock library, what `import … from 'tock'` gives: `createTock()` to run the scheduler, a
+ * worker and the API inside an application; `Worker` and its handler types for a worker of one's
+ * own (through a Tock server with `HttpLeaseStore`); `TockClient` for the HTTP API, whose JSON
+ * shapes are the `Api` namespace (`Api.Job`, `Api.Run`); the errors a handler throws or a caller
+ * catches; and the clocks (`FakeClock` for tests). `etc/tock.api.md` is this surface as
+ * API Extractor reports it (`npm run api` rewrites it; CI fails when it differs).
  */
 export {
   type ClaimOptions,
@@ -15,31 +18,38 @@ export {
   type TriggerOptions,
 } from './client/index.js';
 export type * as Api from './client/types.js';
-export * from './core/index.js';
-export { Reaper, type ReaperOptions, TickLoop, type TickLoopOptions } from './scheduler/index.js';
 export {
-  createPool,
-  type EmbeddedDatabase,
-  type EmbeddedOptions,
-  migrate,
-  PostgresStore,
-  type PostgresStoreOptions,
-  pendingMigrations,
-  startEmbedded,
-} from './store/index.js';
-export type * from './store/types.js';
-// The worker, its handler types, the built-in executors and the configuration file declaring them.
+  type Clock,
+  ConflictError,
+  type ErrorCode,
+  FakeClock,
+  type JobInput,
+  LeaseLostError,
+  type MisfirePolicy,
+  NotFoundError,
+  PermanentError,
+  RetryLaterError,
+  type RunState,
+  SystemClock,
+  TockError,
+  ValidationError,
+} from './core/index.js';
 export {
-  type ExecExecutorConfig,
-  execExecutor,
+  createTock,
+  type JobChange,
+  type Tock,
+  type TockDatabase,
+  type TockOptions,
+  type TockSchedulerOptions,
+  type TockWorkerOptions,
+} from './runtime/tock.js';
+export type { ClaimedRun, Run, UpsertChange } from './store/index.js';
+export {
   type Handler,
-  type HttpExecutorConfig,
   HttpLeaseStore,
   type HttpLeaseStoreOptions,
-  httpExecutor,
-  parseWorkerConfig,
   type RunContext,
-  readWorkerConfig,
   Worker,
+  type WorkerEvents,
   type WorkerOptions,
 } from './worker/index.js';

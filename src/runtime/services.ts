@@ -1,7 +1,8 @@
 /**
  * The long-running parts a `tock` process can run, wired together: the API (listening), the
  * scheduler loops (tick, reaper, clock sync, idempotency pruning) and the metrics they feed.
- * `tock server` runs the API and the scheduler; `tock dev` adds an in-process worker.
+ * `tock server` runs the API and the scheduler (`startServices`); `tock dev` adds an in-process
+ * worker; `createTock()` (tock.ts) runs either part on its own (`createScheduler`, `startApi`).
  */
 
 import type pg from 'pg';
@@ -15,7 +16,7 @@ import {
   RunGaugeSampler,
   RunWakeups,
 } from '../api/index.js';
-import { type OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
+import { type Clock, OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
 import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
 import { startMetricsListener } from './metrics-listener.js';
@@ -40,6 +41,42 @@ export interface ServicesOptions {
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
   /** This scheduler node's shard leases. */
   shards: { leaseMs: number; nodeId: string };
+}
+
+/** The scheduler's part of `ServicesOptions`: any clock, kept on the database's by `sync` if given. */
+export interface SchedulerOptions
+  extends Pick<ServicesOptions, 'store' | 'logger' | 'metrics' | 'tick' | 'shards'> {
+  clock: Clock;
+  /** Keeps `clock` on the database's and says when not to trust it; null: the caller's clock is trusted. */
+  sync: ClockSync | null;
+  /** The API's URL, recorded with this node for `tock status`. Default: none (''). */
+  url?: () => string;
+}
+
+/** The scheduler loops of one node: built stopped; `start()` takes its first shards, then ticks. */
+export interface Scheduler {
+  ticks: TickLoop;
+  reaper: Reaper;
+  shards: ShardManager;
+  start(): Promise<void>;
+  /** Stops the loops, then gives the shards back so the other nodes take them at once. */
+  stop(): Promise<void>;
+}
+
+/** The API's part of `ServicesOptions`. */
+export type ApiOptions = Pick<
+  ServicesOptions,
+  'store' | 'pool' | 'logger' | 'metrics' | 'api' | 'metricsPort'
+> & {
+  clock: Clock;
+};
+
+/** The API, listening, with the LISTEN that wakes its long-polls and the optional metrics listener. */
+export interface RunningApi {
+  app: App;
+  url: string;
+  metricsUrl: string | null;
+  stop(): Promise<void>;
 }
 
 export interface Services {
@@ -69,25 +106,17 @@ function listenError(err: unknown, host: string, port: number, option: string): 
   return err instanceof Error ? err : new Error(String(err));
 }
 
-export async function startServices(o: ServicesOptions): Promise<Services> {
+/**
+ * The backlog of this node's shards (jobs already due whose runs are not materialised yet), every
+ * 5 s; the same pass forgets nodes long silent.
+ */
+function measureBacklog(
+  o: SchedulerOptions,
+  shards: ShardManager,
+  report: (backlog: number) => void,
+): Periodic {
   const { store, clock, logger, metrics } = o;
-  const refusal = () => o.sync.refusal();
-  let url = '';
-  let backlog = 0;
-  const shards: ShardManager = new ShardManager({
-    store,
-    clock,
-    logger,
-    refusal,
-    nodeId: o.shards.nodeId,
-    leaseMs: o.shards.leaseMs,
-    clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
-    info: (): Record<string, unknown> => ({ pid: process.pid, url, backlog, live_ms: o.shards.leaseMs }),
-  });
-  const ticks = new TickLoop({ store, clock, logger, refusal, ...o.tick, fence: () => shards.fence() });
-  shards.on('step', (s) => metrics.shardsOwned.set(s.owned.length));
-  // The backlog of this node's shards: jobs already due whose runs are not materialised yet.
-  const backlogLoop = new Periodic({
+  return new Periodic({
     clock,
     intervalMs: 5000,
     step: async () => {
@@ -96,7 +125,8 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
         owned.length > 0
           ? await store.dueBacklog({ now: clock.nowMs(), shards: owned })
           : new Map<number, number>();
-      backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
+      const backlog = [...perShard.values()].reduce((a, b) => a + b, 0);
+      report(backlog);
       metrics.backlog.set(backlog);
       // Cluster nodes silent for an hour are long dead (their shards were taken), remote workers
       // silent for five of their liveness windows are gone: drop them from the list.
@@ -107,6 +137,51 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
       return false;
     },
     onError: (err) => logger.warn({ err }, 'could not measure the backlog; retrying'),
+  });
+}
+
+/** Idempotency keys older than a day are deleted, 5000 at a time, every 10 minutes. */
+function pruneIdempotency({ store, clock, logger }: SchedulerOptions): Periodic {
+  return new Periodic({
+    clock,
+    intervalMs: 10 * 60_000,
+    step: async () =>
+      (await store.pruneIdempotency({ now: clock.nowMs(), ttlMs: IDEMPOTENCY_TTL_MS, batchSize: 5000 })) ===
+      5000,
+    onError: (err) => logger.warn({ err }, 'could not prune idempotency keys; retrying'),
+  });
+}
+
+/**
+ * The tick loop, reaper, shard leases, backlog measure and idempotency pruning of one scheduler
+ * node, with the metrics they feed.
+ */
+export function createScheduler(o: SchedulerOptions): Scheduler {
+  const { store, clock, logger, metrics, sync } = o;
+  const refusal = () => sync?.refusal() ?? null;
+  let backlog = 0;
+  const shards: ShardManager = new ShardManager({
+    store,
+    clock,
+    logger,
+    refusal,
+    nodeId: o.shards.nodeId,
+    leaseMs: o.shards.leaseMs,
+    clockState:
+      clock instanceof OffsetClock
+        ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
+        : undefined,
+    info: (): Record<string, unknown> => ({
+      pid: process.pid,
+      url: o.url?.() ?? '',
+      backlog,
+      live_ms: o.shards.leaseMs,
+    }),
+  });
+  const ticks = new TickLoop({ store, clock, logger, refusal, ...o.tick, fence: () => shards.fence() });
+  shards.on('step', (s) => metrics.shardsOwned.set(s.owned.length));
+  const backlogLoop = measureBacklog(o, shards, (n) => {
+    backlog = n;
   });
   const reaper = new Reaper({ store, clock, logger, refusal });
   ticks.on('tick', (t) => {
@@ -119,20 +194,42 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     metrics.retries.inc(r.requeued.length);
     metrics.deadLetters.inc(r.dead.length);
   });
-  const pruning = new Periodic({
-    clock,
-    intervalMs: 10 * 60_000,
-    step: async () =>
-      (await store.pruneIdempotency({ now: clock.nowMs(), ttlMs: IDEMPOTENCY_TTL_MS, batchSize: 5000 })) ===
-      5000,
-    onError: (err) => logger.warn({ err }, 'could not prune idempotency keys; retrying'),
-  });
+  const pruning = pruneIdempotency(o);
+  return {
+    ticks,
+    reaper,
+    shards,
+    async start() {
+      sync?.start();
+      // The first shard step before the first tick: a node ticks only shards it holds.
+      await shards
+        .stepOnce()
+        .catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));
+      shards.start();
+      backlogLoop.start();
+      ticks.start();
+      reaper.start();
+      pruning.start();
+    },
+    async stop() {
+      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
+      // After the last tick: give the shards back so the other nodes take them at once.
+      await shards.stop();
+      await sync?.stop();
+    },
+  };
+}
+
+/** Builds the API and listens; on a failure, nothing it opened is left open. */
+export async function startApi(o: ApiOptions): Promise<RunningApi> {
+  const { store, clock, logger, metrics } = o;
   // One LISTEN per process wakes every waiting long-poll of the API.
   const wakeups = new RunWakeups(clock);
   const stopListening = await listenForRuns((w, l) => store.listen(w, l), wakeups, logger);
   const runGauges = new RunGaugeSampler({ store, clock, metrics });
   let app: Awaited<ReturnType<typeof buildApp>> | null = null;
   let metricsListener: Awaited<ReturnType<typeof startMetricsListener>> | null = null;
+  let url: string;
   try {
     app = await buildApp({
       store,
@@ -169,28 +266,34 @@ export async function startServices(o: ServicesOptions): Promise<Services> {
     await stopListening().catch(() => {});
     throw err;
   }
-  o.sync.start();
-  // The first shard step before the first tick: a node ticks only shards it holds.
-  await shards.stepOnce().catch((err: unknown) => logger.warn({ err }, 'first shard step failed; retrying'));
-  shards.start();
-  backlogLoop.start();
-  ticks.start();
-  reaper.start();
-  pruning.start();
+  const listening = app;
   return {
-    app,
+    app: listening,
     url,
     metricsUrl: metricsListener?.url ?? null,
-    ticks,
-    reaper,
-    shards,
     async stop() {
-      await Promise.all([app.close(), metricsListener?.close()]);
+      await Promise.all([listening.close(), metricsListener?.close()]);
       await stopListening();
-      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
-      // After the last tick: give the shards back so the other nodes take them at once.
-      await shards.stop();
-      await o.sync.stop();
+    },
+  };
+}
+
+export async function startServices(o: ServicesOptions): Promise<Services> {
+  let url = '';
+  const scheduler = createScheduler({ ...o, url: () => url });
+  const api = await startApi(o);
+  url = api.url;
+  await scheduler.start();
+  return {
+    app: api.app,
+    url,
+    metricsUrl: api.metricsUrl,
+    ticks: scheduler.ticks,
+    reaper: scheduler.reaper,
+    shards: scheduler.shards,
+    async stop() {
+      await api.stop();
+      await scheduler.stop();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { TockConnectionError } from '../client/index.js';
-import { createLogger } from './logger.js';
+import { TockConnectionError } from '../../src/client/index.js';
+import { createLogger } from '../../src/runtime/logger.js';
 
 function recorded(): { lines: Record<string, unknown>[]; logger: ReturnType<typeof createLogger> } {
   const lines: Record<string, unknown>[] = [];

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_PRIORITY, MIN_PRIORITY, sortKey } from './priority.js';
+import { MAX_PRIORITY, MIN_PRIORITY, sortKey } from '../../src/core/priority.js';
 
 const STEP = 60_000;
 const T = 1_700_000_000_000;

@@ -8,8 +8,14 @@
  *    repeated local time fire and no slot is invented in a skipped hour.
  */
 import { describe, expect, it } from 'vitest';
-import { planSlots } from '../misfire.js';
-import { countSlotsIn, firstSlotFrom, lastSlotsIn, nextSlotAfter, parseSchedule } from './schedule.js';
+import { planSlots } from '../../../src/core/misfire.js';
+import {
+  countSlotsIn,
+  firstSlotFrom,
+  lastSlotsIn,
+  nextSlotAfter,
+  parseSchedule,
+} from '../../../src/core/schedule/schedule.js';
 
 interface DstCase {
   zone: string;

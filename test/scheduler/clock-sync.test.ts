@@ -1,9 +1,9 @@
 import pino from 'pino';
 import { expect, test } from 'vitest';
-import { type ClockSample, FakeClock, OffsetClock } from '../core/index.js';
-import type { Store, TickResult } from '../store/index.js';
-import { ClockSync } from './clock-sync.js';
-import { TickLoop } from './tick.js';
+import { type ClockSample, FakeClock, OffsetClock } from '../../src/core/index.js';
+import { ClockSync } from '../../src/scheduler/clock-sync.js';
+import { TickLoop } from '../../src/scheduler/tick.js';
+import type { Store, TickResult } from '../../src/store/index.js';
 
 /** A reference clock 5 s ahead of the local one, answering after `rtt` ms of local time. */
 function referenceAhead(local: FakeClock, rtt: number) {

@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PermanentError, ValidationError } from '../../core/index.js';
-import type { RunContext } from '../worker.js';
-import { type ExecExecutorConfig, execExecutor } from './exec.js';
-import { OUTPUT_TAIL_BYTES } from './output.js';
+import { PermanentError, ValidationError } from '../../../src/core/index.js';
+import { type ExecExecutorConfig, execExecutor } from '../../../src/worker/executors/exec.js';
+import { OUTPUT_TAIL_BYTES } from '../../../src/worker/executors/output.js';
+import type { RunContext } from '../../../src/worker/worker.js';
 
 let dir: string;
 beforeAll(async () => {

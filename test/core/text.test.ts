@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { badCharIn, badTextAt, describeBadText, sanitiseText, splitErrorText } from './text.js';
+import { badCharIn, badTextAt, describeBadText, sanitiseText, splitErrorText } from '../../src/core/text.js';
 
 /** What PostgreSQL would refuse, judged independently of the module: a UTF-8 round trip changes a lone surrogate. */
 function storable(s: string): boolean {

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planSlots } from '../misfire.js';
+import { planSlots } from '../../../src/core/misfire.js';
 import {
   countSlotsIn,
   firstSlotFrom,
@@ -13,8 +13,8 @@ import {
   nextSlotAfter,
   parseSchedule,
   type Schedule,
-} from './schedule.js';
-import { transitionsBetween } from './timezone.js';
+} from '../../../src/core/schedule/schedule.js';
+import { transitionsBetween } from '../../../src/core/schedule/timezone.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;

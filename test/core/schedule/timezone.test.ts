@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { instantsOf, offsetAt, transitionsBetween, wallOf } from './timezone.js';
+import { instantsOf, offsetAt, transitionsBetween, wallOf } from '../../../src/core/schedule/timezone.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatDuration, parseDuration } from './duration.js';
-import { ValidationError } from './errors.js';
+import { formatDuration, parseDuration } from '../../src/core/duration.js';
+import { ValidationError } from '../../src/core/errors.js';
 
 const DAY = 86_400_000;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type BackoffPolicy, DEFAULT_BACKOFF, retryDelayMs, seededRandom } from './backoff.js';
+import { type BackoffPolicy, DEFAULT_BACKOFF, retryDelayMs, seededRandom } from '../../src/core/backoff.js';
 
 const zero = () => 0;
 const almostOne = () => 1 - 2 ** -40;

@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ValidationError } from '../core/index.js';
-import { parseWorkerConfig, readWorkerConfig } from './config.js';
-import type { RunContext } from './worker.js';
+import { ValidationError } from '../../src/core/index.js';
+import { parseWorkerConfig, readWorkerConfig } from '../../src/worker/config.js';
+import type { RunContext } from '../../src/worker/worker.js';
 
 let dir: string;
 beforeAll(async () => {

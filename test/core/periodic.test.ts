@@ -1,6 +1,6 @@
 import { expect, test } from 'vitest';
-import { FakeClock } from './clock.js';
-import { Periodic } from './periodic.js';
+import { FakeClock } from '../../src/core/clock.js';
+import { Periodic } from '../../src/core/periodic.js';
 
 /** Resolves once `n` steps have run (a test guard against hanging, not scheduling logic). */
 function stepsReached(counter: { n: number; waiters: (() => void)[] }) {

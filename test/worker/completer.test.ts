@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseLostError, ValidationError } from '../core/index.js';
-import { isDataError } from './completer.js';
+import { LeaseLostError, ValidationError } from '../../src/core/index.js';
+import { isDataError } from '../../src/worker/completer.js';
 
 describe('isDataError', () => {
   it('is true for what the store refuses as data', () => {

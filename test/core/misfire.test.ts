@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../../src/core/errors.js';
 import {
   MAX_SLOTS_PER_TICK,
   MISFIRE_POLICIES,
@@ -7,8 +7,8 @@ import {
   parseMisfirePolicy,
   planSlots,
   type SlotPlanInput,
-} from './misfire.js';
-import { firstSlotFrom, parseSchedule } from './schedule/schedule.js';
+} from '../../src/core/misfire.js';
+import { firstSlotFrom, parseSchedule } from '../../src/core/schedule/schedule.js';
 
 const DAY = 86_400_000;
 const every10s = parseSchedule('@every 10s');

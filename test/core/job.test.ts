@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../../src/core/errors.js';
 import {
   definitionHash,
   type JobInput,
@@ -12,7 +12,7 @@ import {
   shardOf,
   validateId,
   validateJob,
-} from './job.js';
+} from '../../src/core/job.js';
 
 const BASE: JobInput = { jobId: 'nightly-report', schedule: '0 3 * * *', handler: 'report' };
 

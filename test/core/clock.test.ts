@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type ClockSample, estimateOffset, FakeClock, OffsetClock, SystemClock } from './clock.js';
+import {
+  type ClockSample,
+  estimateOffset,
+  FakeClock,
+  OffsetClock,
+  SystemClock,
+} from '../../src/core/clock.js';
 
 /** Lets every pending promise reaction run (a macrotask boundary drains the microtask queue). */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { jitterOffsetMs } from './jitter.js';
+import { jitterOffsetMs } from '../../src/core/jitter.js';
 
 describe('jitterOffsetMs', () => {
   it('is zero without jitter', () => {

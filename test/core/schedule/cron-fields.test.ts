@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from '../errors.js';
-import { checkCronFields } from './cron-fields.js';
-import { nextSlotAfter, parseSchedule } from './schedule.js';
+import { ValidationError } from '../../../src/core/errors.js';
+import { checkCronFields } from '../../../src/core/schedule/cron-fields.js';
+import { nextSlotAfter, parseSchedule } from '../../../src/core/schedule/schedule.js';
 
 const utc = (iso: string) => {
   const ms = Date.parse(iso);

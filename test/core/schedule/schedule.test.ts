@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../../../src/core/errors.js';
 import {
   countSlotsIn,
   firstSlotFrom,
@@ -10,7 +10,7 @@ import {
   parseInstant,
   parseSchedule,
   type Schedule,
-} from './schedule.js';
+} from '../../../src/core/schedule/schedule.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;

@@ -8,10 +8,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { PermanentError, RetryLaterError, ValidationError } from '../../core/index.js';
-import type { RunContext } from '../worker.js';
-import { httpExecutor, parseRetryAfter } from './http.js';
-import { OUTPUT_TAIL_BYTES } from './output.js';
+import { PermanentError, RetryLaterError, ValidationError } from '../../../src/core/index.js';
+import { httpExecutor, parseRetryAfter } from '../../../src/worker/executors/http.js';
+import { OUTPUT_TAIL_BYTES } from '../../../src/worker/executors/output.js';
+import type { RunContext } from '../../../src/worker/worker.js';
 
 interface Received {
   method: string;
