@@ -12,9 +12,9 @@ const clock = new SystemClock();
 const logger = pino();
 
 // An upsert: registering the same definition again changes nothing.
-await store.upsertJob({
+await store.upsertJobs({
   tenantId: 'default',
-  job: { jobId: 'hello', schedule: '@every 5s', handler: 'hello', payload: { name: 'world' } },
+  jobs: [{ jobId: 'hello', schedule: '@every 5s', handler: 'hello', payload: { name: 'world' } }],
   now: clock.nowMs(),
 });
 
