@@ -3,7 +3,7 @@
  * to `next_run_at`), paging, pause/resume, delete, tenant isolation, and bad input that writes nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type JobInput, shardOf } from '../../src/core/index.js';
+import { type JobInput, shardOf, validateJob, validateJobs } from '../../src/core/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { alignUp, countRows, expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
@@ -616,5 +616,57 @@ describe('bulk upsert', () => {
     expect((await db.store.upsertJobs({ tenantId, jobs: [at], now: T0 + 120_000 })).changes[0]!.change).toBe(
       'unchanged',
     );
+  });
+});
+
+describe('upsertJobs([job]): the one path for one job and many', () => {
+  test('withJobs answers each job as stored, created, updated or unchanged, in the order given', async () => {
+    const tenantId = uniqueId('with-jobs');
+    const a = validateJob(job({ jobId: 'a' }));
+    const b = validateJob(job({ jobId: 'b' }));
+    const first = await db.store.upsertJobs({ tenantId, jobs: [a, b], now: T0, withJobs: true });
+    expect(first.changes.map((c) => [c.jobId, c.change, c.job.version])).toEqual([
+      ['a', 'created', 1],
+      ['b', 'created', 1],
+    ]);
+    expect(first.changes[1]!.job).toEqual(await db.store.getJob({ tenantId, jobId: 'b' }));
+    const changedB = validateJob(job({ jobId: 'b', priority: 9 }));
+    const second = await db.store.upsertJobs({ tenantId, jobs: [changedB, a], now: T0, withJobs: true });
+    expect(second.changes.map((c) => [c.jobId, c.change, c.job.version, c.job.priority])).toEqual([
+      ['b', 'updated', 2, 9],
+      ['a', 'unchanged', 1, 0],
+    ]);
+    expect(second.changes[1]!.job).toEqual(await db.store.getJob({ tenantId, jobId: 'a' }));
+  });
+
+  test('a validated job on its own is refused in its own words; a batch names the index', async () => {
+    const tenantId = uniqueId('past-words');
+    const once = validateJob(job({ jobId: 'once', schedule: '@at 2025-01-01T00:00:00Z' }));
+    const alone = await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: [once], now: T0 }),
+      'validation_error',
+    );
+    expect(alone.message).toBe('@at instant 2025-01-01T00:00:00.000Z is in the past');
+    expect(alone.details).toEqual({ field: 'schedule' });
+    const inBatch = await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: validateJobs([job({ jobId: 'x' }), job(once.spec)]), now: T0 }),
+      'validation_error',
+    );
+    expect(inBatch.message).toBe('jobs[1]: @at instant of job "once" is in the past');
+    expect(inBatch.details).toEqual({ field: 'schedule', index: 1 });
+    expect(await countRows(db.pool, 'jobs', 'tenant_id = $1', [tenantId])).toBe(0);
+  });
+
+  test('a fractional backoff is stored as given, in a batch as alone', async () => {
+    const tenantId = uniqueId('fraction');
+    const jobs = [
+      job({ jobId: 'f1', backoffBaseSeconds: 1.5, backoffCapSeconds: 90.5 }),
+      job({ jobId: 'f2' }),
+    ];
+    await db.store.upsertJobs({ tenantId, jobs, now: T0 });
+    expect(await db.store.getJob({ tenantId, jobId: 'f1' })).toMatchObject({
+      backoffBaseSeconds: 1.5,
+      backoffCapSeconds: 90.5,
+    });
   });
 });
