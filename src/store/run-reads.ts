@@ -15,7 +15,8 @@ import {
 import { checkInstant, checkLimit, UUID } from './checks.js';
 import { tenantFilter } from './claims.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
-import * as R from './queries/runs.js';
+import * as Q from './queries/run-reads.js';
+import { attemptsOfRun } from './queries/runs.js';
 import { type Queryable, toAttempt, toRun } from './rows.js';
 import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
 
@@ -24,11 +25,11 @@ import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
  * and cancelled ones through their own index, succeeded ones newest first through the tenant's.
  */
 const LIST_BY_STATE: Record<RunState, string> = {
-  pending: R.runListQueued,
-  running: R.runListClaimed,
-  dead: R.runListParked,
-  cancelled: R.runListParked,
-  succeeded: R.runList,
+  pending: Q.runListQueued,
+  running: Q.runListClaimed,
+  dead: Q.runListParked,
+  cancelled: Q.runListParked,
+  succeeded: Q.runList,
 };
 
 export async function getRun(
@@ -37,9 +38,9 @@ export async function getRun(
 ): Promise<RunWithAttempts> {
   const missing = () => new NotFoundError(`run ${p.runId} does not exist`, { run_id: p.runId });
   if (!UUID.test(p.runId)) throw missing();
-  const { rows } = await db.query(R.runGet, [p.tenantId, p.runId]);
+  const { rows } = await db.query(Q.runGet, [p.tenantId, p.runId]);
   if (!rows[0]) throw missing();
-  const attempts = await db.query(R.attemptsOfRun, [p.runId]);
+  const attempts = await db.query(attemptsOfRun, [p.runId]);
   return { ...toRun(rows[0]), attempts: attempts.rows.map(toAttempt) };
 }
 
@@ -62,8 +63,8 @@ export async function listRuns(
   const after = p.cursor ? runCursor(p.cursor) : { slot: null, runId: null };
   const { rows } =
     p.jobId !== undefined
-      ? await db.query(R.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, after.slot, limit + 1])
-      : await db.query(p.state ? LIST_BY_STATE[p.state] : R.runList, [
+      ? await db.query(Q.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, after.slot, limit + 1])
+      : await db.query(p.state ? LIST_BY_STATE[p.state] : Q.runList, [
           p.tenantId,
           p.state ?? null,
           after.slot,
@@ -80,7 +81,7 @@ export async function listRuns(
 
 export async function countRuns(db: Queryable, p: { tenantId?: string }): Promise<Record<RunState, number>> {
   const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
-  const { rows } = await db.query(R.runCountByState, [p.tenantId ?? null]);
+  const { rows } = await db.query(Q.runCountByState, [p.tenantId ?? null]);
   for (const r of rows) {
     const state: string = r.state;
     if (isRunState(state)) counts[state] = r.n;
@@ -90,7 +91,7 @@ export async function countRuns(db: Queryable, p: { tenantId?: string }): Promis
 
 /** Claimable queued runs by priority (all tenants). */
 export async function readyDepth(db: Queryable, p: { now: number }): Promise<Map<number, number>> {
-  const { rows } = await db.query(R.runReadyByPriority, [checkInstant(p.now, 'now')]);
+  const { rows } = await db.query(Q.runReadyByPriority, [checkInstant(p.now, 'now')]);
   return new Map(rows.map((r) => [r.priority as number, r.n as number]));
 }
 
@@ -100,7 +101,7 @@ export async function unservedRuns(
 ): Promise<UnservedRuns> {
   const tenantId =
     p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
-  const { rows } = await db.query(R.runUnserved, [
+  const { rows } = await db.query(Q.runUnserved, [
     checkInstant(p.now, 'now'),
     tenantId,
     checkLimit(p.limit),
@@ -124,7 +125,7 @@ export async function nextAvailableAt(
   db: Queryable,
   p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[] },
 ): Promise<Date | null> {
-  const { rows } = await db.query(R.runNextAvailable, [
+  const { rows } = await db.query(Q.runNextAvailable, [
     p.pool,
     checkInstant(p.now, 'now'),
     p.tenantId ?? null,

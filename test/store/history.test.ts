@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { RUN_STATES } from '../../src/core/index.js';
 import type { Run } from '../../src/store/index.js';
-import * as R from '../../src/store/queries/runs.js';
+import * as R from '../../src/store/queries/run-reads.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
