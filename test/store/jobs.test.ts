@@ -657,6 +657,25 @@ describe('upsertJobs([job]): the one path for one job and many', () => {
     expect(await countRows(db.pool, 'jobs', 'tenant_id = $1', [tenantId])).toBe(0);
   });
 
+  test('any JSON payload is stored as given, null and scalars included, in a batch as alone', async () => {
+    const tenantId = uniqueId('payloads');
+    const payloads = [null, 'text', 0, false, [], { a: [1, null] }];
+    const jobs = payloads.map((payload, i) => job({ jobId: `p${i}`, payload }));
+    await db.store.upsertJobs({ tenantId, jobs, now: T0 });
+    for (const [i, payload] of payloads.entries()) {
+      expect((await db.store.getJob({ tenantId, jobId: `p${i}` })).payload).toEqual(payload);
+    }
+    const alone = await upsertJob(db.store, {
+      tenantId,
+      job: job({ jobId: 'alone', payload: null }),
+      now: T0,
+    });
+    expect(alone.job.payload).toBeNull();
+    expect(
+      (await upsertJob(db.store, { tenantId, job: job({ jobId: 'alone', payload: null }), now: T0 })).change,
+    ).toBe('unchanged');
+  });
+
   test('a fractional backoff is stored as given, in a batch as alone', async () => {
     const tenantId = uniqueId('fraction');
     const jobs = [

@@ -5,8 +5,9 @@ const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, pr
   timeout_seconds, misfire_threshold_seconds, enabled, shard_id, next_run_at, version, created_at, updated_at`;
 
 /**
- * $1 tenant, $2 the jobs (a jsonb array of `jobRow` objects, one per job, keys the column names of
- * \`j\` below), $3 now.
+ * $1 tenant, $2 the jobs (a jsonb array of `jobRow` objects, one per job, keyed by the column names
+ * of `j` below), $3 now.
+ * A payload that is JSON `null` comes out of the recordset as SQL NULL: it is put back.
  * Inserts, or updates only when the definition changed (no row back: unchanged). A new schedule
  * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own. One
  * statement for the whole batch (the job ids must differ). `RETURNING` is the caller's:
@@ -17,7 +18,10 @@ INSERT INTO jobs (tenant_id, created_at, updated_at,
   job_id, handler, payload, schedule, timezone, priority, max_attempts, backoff_base_seconds,
   backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds, timeout_seconds,
   misfire_threshold_seconds, shard_id, next_run_at, definition_hash)
-SELECT $1, $3, $3, j.*
+SELECT $1, $3, $3,
+  j.job_id, j.handler, COALESCE(j.payload, 'null'), j.schedule, j.timezone, j.priority, j.max_attempts,
+  j.backoff_base_seconds, j.backoff_cap_seconds, j.misfire, j.catch_up_limit, j.pool, j.lease_seconds,
+  j.jitter_seconds, j.timeout_seconds, j.misfire_threshold_seconds, j.shard_id, j.next_run_at, j.definition_hash
 FROM jsonb_to_recordset($2::jsonb) AS j(
   job_id text, handler text, payload jsonb, schedule text, timezone text, priority int, max_attempts int,
   backoff_base_seconds float8, backoff_cap_seconds float8, misfire text, catch_up_limit int, pool text,
