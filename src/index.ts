@@ -25,6 +25,7 @@ export {
   PostgresStore,
   type PostgresStoreOptions,
   pendingMigrations,
+  type Store,
   startEmbedded,
 } from './store/index.js';
 export type * from './store/types.js';
