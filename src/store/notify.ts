@@ -19,16 +19,16 @@ export async function notifyRuns(db: Queryable): Promise<void> {
 const RELISTEN_MS = 1000;
 
 /**
- * Calls `onWake` whenever runs may have become claimable. Holds one connection of `pool` for
- * LISTEN and re-listens after a connection loss; the returned function stops listening.
- * `onListening` hears each change between listening (true) and not (false: the connection is lost
- * or could not be made, and a retry is pending).
+ * Calls `onWake` whenever runs may have become claimable. Holds one connection of `pool` for LISTEN
+ * (a pool, not a client: after a loss it connects again) and re-listens after a connection loss;
+ * the returned function stops listening. `onListening` hears each change between listening (true)
+ * and not (false: the connection is lost or could not be made, and a retry is pending).
  */
 export async function listen(
   pool: pg.Pool,
-  onWake: () => void,
-  onListening: (up: boolean) => void = () => {},
+  p: { onWake: () => void; onListening?: (up: boolean) => void },
 ): Promise<() => Promise<void>> {
+  const { onWake, onListening = () => {} } = p;
   let stopped = false;
   let client: { c: pg.PoolClient; release: (destroy?: boolean) => void } | null = null;
   let retry: ReturnType<typeof setTimeout> | null = null;

@@ -266,7 +266,7 @@ export class PostgresStore implements Store {
   }
 
   listen(onWake: () => void, onListening?: (up: boolean) => void) {
-    return notify.listen(this.pool, onWake, onListening);
+    return notify.listen(this.pool, { onWake, onListening });
   }
 
   // -- nodes and shards -----------------------------------------------------------------------
