@@ -42,9 +42,9 @@ const logger = pino({ level: 'silent' });
 async function seed(pool, n) {
   await pool.query('TRUNCATE jobs');
   const store = new PostgresStore(pool);
-  await store.upsertJob({
+  await store.upsertJobs({
     tenantId: 'bench',
-    job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
+    jobs: [{ jobId: 'noop', schedule: '@every 1h', handler: 'noop' }],
     now: clock.nowMs(),
   });
   await seedBacklog(pool, n);

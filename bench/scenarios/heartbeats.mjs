@@ -213,9 +213,9 @@ export default {
     const admin = createPool(url, { max: 1, applicationName: 'tock-bench-admin' });
     try {
       await migrate(admin);
-      await new PostgresStore(admin).upsertJob({
+      await new PostgresStore(admin).upsertJobs({
         tenantId: 'bench',
-        job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
+        jobs: [{ jobId: 'noop', schedule: '@every 1h', handler: 'noop' }],
         now: clock.nowMs(),
       });
     } finally {

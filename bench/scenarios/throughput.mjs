@@ -140,9 +140,9 @@ function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs, prefetch =
       url = databaseUrl;
       admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
       await migrate(admin);
-      await new PostgresStore(admin).upsertJob({
+      await new PostgresStore(admin).upsertJobs({
         tenantId: 'bench',
-        job: { jobId: 'noop', schedule: '@every 1h', handler: 'noop' },
+        jobs: [{ jobId: 'noop', schedule: '@every 1h', handler: 'noop' }],
         now: clock.nowMs(),
       });
     },

@@ -12,6 +12,7 @@ import {
   type JobInput,
   parseSchedule,
   seededRandom,
+  validateJob,
 } from '../core/index.js';
 import { createPool, type Job, PostgresStore } from '../store/index.js';
 import { openDatabase } from './database.js';
@@ -55,7 +56,8 @@ async function walkThrough(store: PostgresStore, print: (line: string) => void):
   const tenantId = 'demo';
   const clock = new FakeClock(T(1000));
   const put = async (job: JobInput): Promise<Job> =>
-    (await store.upsertJob({ tenantId, job, now: clock.nowMs() })).job;
+    (await store.upsertJobs({ tenantId, jobs: [validateJob(job)], now: clock.nowMs(), withJobs: true }))
+      .changes[0]!.job;
 
   await put({ jobId: 'billing', schedule: '@every 500s', handler: 'bill', priority: 5 });
   await put({

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { Metrics } from '../api/index.js';
-import { formatDuration } from '../core/index.js';
+import { formatDuration, validateJob } from '../core/index.js';
 import { PostgresStore } from '../store/index.js';
 import { Worker } from '../worker/index.js';
 import { databaseClock, openDatabase } from './database.js';
@@ -101,7 +101,13 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       'following the database clock',
     );
     for (const job of jobs) {
-      const { job: saved, change } = await store.upsertJob({ tenantId: TENANT, job, now: clock.nowMs() });
+      const { changes } = await store.upsertJobs({
+        tenantId: TENANT,
+        jobs: [validateJob(job)],
+        now: clock.nowMs(),
+        withJobs: true,
+      });
+      const { job: saved, change } = changes[0]!;
       logger.info(
         { job_id: saved.jobId, schedule: saved.schedule, next_run_at: saved.nextRunAt },
         `job ${change}`,

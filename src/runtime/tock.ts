@@ -18,10 +18,10 @@ import {
   OffsetClock,
   ValidationError,
   validateId,
-  validateJob,
+  validateJobs,
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
-import { MAX_BULK_JOBS, migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
+import { migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
 import { type Handler, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { createScheduler, type RunningApi, type Scheduler, startApi } from './services.js';
@@ -128,28 +128,6 @@ export interface Tock {
   upsertJobs(jobs: readonly JobInput[]): Promise<JobChange[]>;
   /** A run of the job now (or for `scheduledFor`), whatever its schedule. `ConflictError` if that slot has one. */
   trigger(jobId: string, options?: { scheduledFor?: Date }): Promise<Run>;
-}
-
-/** The checked jobs of an `upsertJobs` call: `jobs[i]: …` names the first bad one. */
-export function validateJobs(jobs: readonly JobInput[]): JobInput[] {
-  if (!Array.isArray(jobs) || jobs.length === 0) throw new ValidationError('jobs must be a non-empty list');
-  if (jobs.length > MAX_BULK_JOBS)
-    throw new ValidationError(`at most ${MAX_BULK_JOBS} jobs per request (got ${jobs.length})`);
-  const seen = new Set<string>();
-  return jobs.map((input, i) => {
-    let spec: JobInput;
-    try {
-      spec = validateJob(input).spec;
-    } catch (err) {
-      if (err instanceof ValidationError)
-        throw new ValidationError(`jobs[${i}]: ${err.message}`, { ...err.details, index: i });
-      throw err;
-    }
-    if (seen.has(spec.jobId))
-      throw new ValidationError(`jobs[${i}]: job_id "${spec.jobId}" appears twice`, { index: i });
-    seen.add(spec.jobId);
-    return spec;
-  });
 }
 
 /** What `start()` opened, for the job operations and `stop()`. */

@@ -11,19 +11,10 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { type Clock, Periodic } from '../core/index.js';
-import type { ShardLease, ShardStep } from '../store/index.js';
+import type { ShardLease, ShardStep, Store } from '../store/index.js';
 
 /** What the shard manager needs of the store. */
-export interface ShardStore {
-  shardStep(p: {
-    nodeId: string;
-    now: number;
-    leaseMs: number;
-    clock?: { offsetMs: number; uncertaintyMs: number };
-    info?: Record<string, unknown>;
-  }): Promise<ShardStep>;
-  leaveNode(p: { nodeId: string }): Promise<{ released: number[] }>;
-}
+export type ShardStore = Pick<Store, 'shardStep' | 'leaveNode'>;
 
 export interface ShardManagerOptions {
   store: ShardStore;

@@ -1,8 +1,11 @@
 /**
- * The store's checks of what callers give it, shared by `PostgresStore` and the modules it
- * delegates to (`claims.ts`): each throws `ValidationError` naming the field before any write.
+ * The store's checks of what callers give it, shared by the table modules: each throws
+ * `ValidationError` naming the field before any write. These protect the statements (an instant
+ * PostgreSQL cannot hold, a malformed uuid) and so stay in the driver; checks of what a definition
+ * means are the edges' (`validateJob`, the API schemas).
  */
-import { ValidationError } from '../core/index.js';
+import { resultText, ValidationError } from '../core/index.js';
+import type { LeaseRef } from './types.js';
 
 /** A run id, lease token or claim id: a uuid in its text form. */
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -23,4 +26,47 @@ export function checkInstant(ms: number, what: string): Date {
     throw new ValidationError(`${what} is outside the years 1970-9999`, { field: what });
   }
   return d;
+}
+
+/**
+ * A handler start a worker reported, checked, as epoch ms (the statements take numbers: the driver
+ * sends one in a third of the time a `Date` takes); null when it reported none.
+ */
+export function startedMsOf(ms: number | null | undefined): number | null {
+  if (ms === undefined || ms === null) return null;
+  checkInstant(ms, 'started_at');
+  return ms;
+}
+
+/**
+ * Output, error and release-reason text as it is stored (`resultText`: the last 64 KiB, U+0000 and
+ * unpaired surrogates replaced by U+FFFD), null when absent. The last line of defence: no text a
+ * handler or an API caller sends can make these writes fail with SQLSTATE 22021 (a data error the
+ * whole completion batch would share).
+ */
+export function storedText(text: string | null | undefined): string | null {
+  return text === undefined || text === null ? null : resultText(String(text));
+}
+
+/**
+ * Splits leases into well-formed ones (as the statements' parallel arrays of ids and tokens, in
+ * order) and the run ids of the rest, which no statement could match: those are lost.
+ */
+export function checkLeases<L extends LeaseRef>(
+  leases: readonly L[],
+): { ids: string[]; tokens: string[]; invalid: string[]; valid: L[] } {
+  const ids: string[] = [];
+  const tokens: string[] = [];
+  const invalid: string[] = [];
+  const valid: L[] = [];
+  for (const l of leases) {
+    if (UUID.test(l.runId) && UUID.test(l.leaseToken)) {
+      ids.push(l.runId);
+      tokens.push(l.leaseToken);
+      valid.push(l);
+    } else {
+      invalid.push(l.runId);
+    }
+  }
+  return { ids, tokens, invalid, valid };
 }

@@ -8,14 +8,17 @@
  * (a unique index, migration 0010: the scope `claimAgain` looks in), so two servers racing on one
  * id cannot both take runs, the loser answers the winner's claim, and an id another tenant or worker
  * used is no obstacle.
- * `PostgresStore` delegates its claims here.
+ * A claim's lease is kept alive by heartbeats (`heartbeatRuns`), each renewing every live lease it
+ * names in one statement. `PostgresStore` delegates its claims and heartbeats here.
  */
-import type pg from 'pg';
 import { ValidationError, validateId } from '../core/index.js';
-import { checkInstant, UUID } from './checks.js';
+import { checkInstant, checkLeases, UUID } from './checks.js';
+import { notifyRuns } from './notify.js';
 import * as C from './queries/claims.js';
 import * as R from './queries/runs.js';
-import type { ClaimedRun, Store } from './types.js';
+import type { Queryable, Row } from './rows.js';
+import type { Store } from './store.js';
+import type { ClaimedRun } from './types.js';
 
 /** The furthest ahead of its `available_at` a run can be claimed (`claimRuns`' `aheadMs`), ms. */
 export const MAX_CLAIM_AHEAD_MS = 10_000;
@@ -80,8 +83,8 @@ function checkClaim(p: ClaimParams): number {
 }
 
 /** The live claim a claim id names (marked retried), as a retry's answer; empty when there is none. */
-async function claimAgain(pool: pg.Pool, p: ClaimParams & { claimId: string }): Promise<ClaimedRun[]> {
-  const { rows } = await pool.query(C.claimAgain, [
+async function claimAgain(db: Queryable, p: ClaimParams & { claimId: string }): Promise<ClaimedRun[]> {
+  const { rows } = await db.query(C.claimAgain, [
     p.claimId,
     checkInstant(p.now, 'now'),
     p.workerId,
@@ -92,22 +95,23 @@ async function claimAgain(pool: pg.Pool, p: ClaimParams & { claimId: string }): 
 
 /**
  * Leases up to `max` claimable runs; with a claim id that names a live claim of this worker and
- * tenant, answers that claim instead. The lookup runs only when a claim id is given.
+ * tenant, answers that claim instead. The lookup runs only when a claim id is given. `leaseMs`: the
+ * lease of runs whose job sets none.
  */
-export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams): Promise<ClaimedRun[]> {
+export async function claimRuns(db: Queryable, p: ClaimParams & { leaseMs: number }): Promise<ClaimedRun[]> {
   const aheadMs = checkClaim(p);
   const claimId = p.claimId;
   if (claimId !== undefined) {
-    const again = await claimAgain(pool, { ...p, claimId });
+    const again = await claimAgain(db, { ...p, claimId });
     if (again.length > 0) return again;
   }
   try {
-    const { rows } = await pool.query(R.runClaim, [
+    const { rows } = await db.query(R.runClaim, [
       p.pool,
       checkInstant(p.now, 'now'),
       p.max,
       p.workerId,
-      leaseMs,
+      p.leaseMs,
       p.handlers ? [...p.handlers] : null,
       p.tenantId ?? null,
       aheadMs,
@@ -121,7 +125,7 @@ export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams):
     // in between, then the answer is nothing.
     const e = err as { code?: string; constraint?: string };
     if (claimId === undefined || e.code !== '23505' || e.constraint !== CLAIM_ID_INDEX) throw err;
-    return claimAgain(pool, { ...p, claimId });
+    return claimAgain(db, { ...p, claimId });
   }
 }
 
@@ -130,17 +134,35 @@ export async function claimRuns(pool: pg.Pool, leaseMs: number, p: ClaimParams):
  * answered with them: for a server whose client went away before it could answer the claim.
  */
 export async function releaseClaim(
-  pool: pg.Pool,
-  p: { claimId: string; workerId: string; now: number; reason: string; tenantId?: string },
+  db: Queryable,
+  p: Parameters<Store['releaseClaim']>[0],
 ): Promise<{ released: string[] }> {
   if (!UUID.test(p.claimId)) return { released: [] };
-  const { rows } = await pool.query(C.claimRelease, [
+  const { rows } = await db.query(C.claimRelease, [
     p.claimId,
     p.workerId,
     checkInstant(p.now, 'now'),
     p.reason.slice(0, 1000),
     p.tenantId ?? null,
   ]);
-  if (rows.length > 0) await pool.query(R.runNotify);
+  if (rows.length > 0) await notifyRuns(db);
   return { released: rows.map((r: { run_id: string }) => r.run_id) };
+}
+
+/** Renews every live lease of `leases` in one statement; the rest (malformed ones too) are lost. */
+export async function heartbeatRuns(
+  db: Queryable,
+  p: Parameters<Store['heartbeatRuns']>[0],
+): ReturnType<Store['heartbeatRuns']> {
+  const { ids, tokens, invalid } = checkLeases(p.leases);
+  const now = checkInstant(p.now, 'now');
+  const { rows } = ids.length
+    ? await db.query(R.runHeartbeatMany, [ids, tokens, now, p.tenantId ?? null])
+    : { rows: [] };
+  const renewed = rows.map((r: Row) => ({
+    runId: r.run_id as string,
+    leaseExpiresAt: r.lease_expires_at as Date,
+  }));
+  const ok = new Set(renewed.map((r) => r.runId));
+  return { renewed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
 }

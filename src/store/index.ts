@@ -9,4 +9,5 @@ export {
   PostgresStore,
   type PostgresStoreOptions,
 } from './postgres-store.js';
+export type { Store } from './store.js';
 export * from './types.js';

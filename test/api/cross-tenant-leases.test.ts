@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job, uniqueId } from '../setup/factories.js';
+import { job, uniqueId, upsertJob } from '../setup/factories.js';
 import { type Api, client, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
 
 let db: TestDatabase;
@@ -91,7 +91,7 @@ test('the store renews a claim only for a (run, token) pair it holds, of the giv
   const pool = uniqueId('p-store');
   const runOf = async (tenantId: string) => {
     const def = job({ pool });
-    await db.store.upsertJob({ tenantId, job: def, now });
+    await upsertJob(db.store, { tenantId, job: def, now });
     const run = await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: now - 1000, now });
     const [claimed] = await db.store.claimRuns({ workerId: 'w', pool, max: 1, now, tenantId });
     expect(claimed?.runId).toBe(run.runId);

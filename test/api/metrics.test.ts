@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, schedulingDelayMs } from '../../src/api/index.js';
 import type { Store } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job } from '../setup/factories.js';
+import { job, upsertJob } from '../setup/factories.js';
 import { type Api, call, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
 
 let db: TestDatabase;
@@ -72,7 +72,7 @@ describe('GET /metrics', () => {
 
   test('100 scrapes at once read the run counts from the database once; the next interval once more', async () => {
     const t = db.clock.nowMs();
-    await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId: 'm' }), now: t });
+    await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId: 'm' }), now: t });
     await db.store.triggerRun({ tenantId: 'acme', jobId: 'm', scheduledFor: t - 1000, now: t });
     db.clock.advance(METRICS_SAMPLE_MS); // past any sample an earlier test took
     const before = { ...sampled.calls };
@@ -164,7 +164,7 @@ describe('metric names and meanings (issue 15)', () => {
     const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
     try {
       const t = db.clock.nowMs();
-      await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId: 'past', pool: 'p-delay' }), now: t });
+      await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId: 'past', pool: 'p-delay' }), now: t });
       const past = new Date(t - 207_540_000).toISOString();
       const trig = await call(api.base, 'POST', '/v1/jobs/past/runs', {
         key: keys.admin,
@@ -203,7 +203,7 @@ describe('metric names and meanings (issue 15)', () => {
     const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
     try {
       const t = db.clock.nowMs();
-      await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId: 'ok', pool: 'p-ok' }), now: t });
+      await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId: 'ok', pool: 'p-ok' }), now: t });
       await db.store.triggerRun({ tenantId: 'acme', jobId: 'ok', scheduledFor: t, now: t });
       const got = await call(api.base, 'POST', '/v1/leases', {
         key: keys.worker,

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { TockClient } from '../../src/client/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job } from '../setup/factories.js';
+import { job, upsertJob } from '../setup/factories.js';
 import { type Answer, type Api, client, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
 
 const LEASE_MS = 10_000;
@@ -78,15 +78,15 @@ async function registerNodes(t: number): Promise<void> {
 /** Four due jobs (one of another tenant), two not counted; two runs claimable now, one later. */
 async function addBacklog(t: number): Promise<void> {
   for (const jobId of ['a', 'b', 'c', 'paused']) {
-    await db.store.upsertJob({ tenantId: 'acme', job: job({ jobId }), now: t - 30_000 });
+    await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId }), now: t - 30_000 });
   }
   await db.store.pauseJob({ tenantId: 'acme', jobId: 'paused', now: t - 30_000 });
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: 'acme',
     job: job({ jobId: 'later', schedule: `@at ${iso(t + 60_000)}` }),
     now: t - 30_000,
   });
-  await db.store.upsertJob({ tenantId: 'other', job: job({ jobId: 'x' }), now: t - 30_000 });
+  await upsertJob(db.store, { tenantId: 'other', job: job({ jobId: 'x' }), now: t - 30_000 });
   await db.store.triggerRun({ tenantId: 'acme', jobId: 'a', scheduledFor: t - 1000, now: t });
   await db.store.triggerRun({ tenantId: 'acme', jobId: 'b', scheduledFor: t + 5000, now: t });
   await db.store.triggerRun({ tenantId: 'other', jobId: 'x', scheduledFor: t - 1, now: t });
@@ -283,7 +283,7 @@ describe('GET /v1/status', () => {
     let n = 0;
     const waiting = async (tenantId: string, handler: string, pool: string, ageMs: number) => {
       const jobId = `j${n++}`;
-      await db.store.upsertJob({ tenantId, job: job({ jobId, handler, pool }), now: t - 60_000 });
+      await upsertJob(db.store, { tenantId, job: job({ jobId, handler, pool }), now: t - 60_000 });
       await db.store.triggerRun({ tenantId, jobId, scheduledFor: t - ageMs, now: t });
     };
     await waiting('acme', 'h1', 'default', 9000); // served by w-acme

@@ -11,7 +11,7 @@ import { formatStatus } from '../../src/cli/remote.js';
 import type { StatusAnswer } from '../../src/client/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job } from '../setup/factories.js';
+import { job, upsertJob } from '../setup/factories.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
@@ -257,7 +257,7 @@ describe('tock status (the binary)', () => {
       now: now - 4000,
       info: { pool: 'default', concurrency: 2, in_flight: 0, live_ms: 15_000 },
     });
-    await db.store.upsertJob({ tenantId: TENANT, job: job({ jobId: 'due' }), now: now - 20_000 });
+    await upsertJob(db.store, { tenantId: TENANT, job: job({ jobId: 'due' }), now: now - 20_000 });
   });
 
   afterAll(async () => {

@@ -25,6 +25,7 @@ import {
   startEmbedded,
 } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 import { BIN, type Line, TockProcess } from '../setup/proc.js';
 
 const TENANT = 'default';
@@ -198,7 +199,7 @@ async function registerJobs(store: PostgresStore, count: number): Promise<string
   for (let i = 0; i < ids.length; i += 50) {
     await Promise.all(
       ids.slice(i, i + 50).map((jobId) =>
-        store.upsertJob({
+        upsertJob(store, {
           tenantId: TENANT,
           job: { jobId, schedule: '@every 1s', handler: 'tick', misfire: 'catch_up', catchUpLimit: 100 },
           now,

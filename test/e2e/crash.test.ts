@@ -16,6 +16,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import type { Attempt } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 import { type Line, TockProcess } from '../setup/proc.js';
 
 const TENANT = 'default';
@@ -175,7 +176,7 @@ async function startWorker(name: string, o: WorkerOptions = {}): Promise<Proc> {
  * lease (backoff at most 1 s), then `count` runs of it, each for its own slot.
  */
 async function triggerRuns(jobId: string, count: number, payload: unknown = {}): Promise<string[]> {
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: TENANT,
     job: {
       jobId,

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 import { type Line, TockProcess } from '../setup/proc.js';
 
 const TENANT = 'default';
@@ -41,7 +42,7 @@ afterAll(async () => {
 });
 
 async function trigger(jobId: string, handler: string): Promise<string> {
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: TENANT,
     job: { jobId, schedule: '@yearly', handler, maxAttempts: 3 },
     now: db.clock.nowMs(),

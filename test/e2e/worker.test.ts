@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SystemClock } from '../../src/core/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 import { type Line, TockProcess } from '../setup/proc.js';
 
 const TENANT = 'default';
@@ -56,7 +57,7 @@ class Proc extends TockProcess {
 const about = (msg: string, runId: string) => (l: Line) => l.msg === msg && l.run_id === runId;
 
 async function trigger(jobId: string, handler: string, payload: unknown = {}): Promise<string> {
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: TENANT,
     job: { jobId, schedule: '@yearly', handler, payload, maxAttempts: 3 },
     now: db.clock.nowMs(),
@@ -187,7 +188,7 @@ describe('tock worker --tenant', () => {
     // The other tenant's run is the oldest: an unrestricted worker would take it first.
     const at = db.clock.nowMs();
     const runOf = async (tenantId: string, jobId: string, scheduledFor: number) => {
-      await db.store.upsertJob({ tenantId, job: { jobId, schedule: '@yearly', handler: 'greet' }, now: at });
+      await upsertJob(db.store, { tenantId, job: { jobId, schedule: '@yearly', handler: 'greet' }, now: at });
       return (await db.store.triggerRun({ tenantId, jobId, scheduledFor, now: at })).runId;
     };
     const foreign = await runOf('beta', 'beta-greeting', at - 3000);

@@ -9,6 +9,7 @@ import { ShardManager, TickLoop } from '../../src/scheduler/index.js';
 import type { Store, TickResult } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once, WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 let db: TestDatabase;
@@ -26,7 +27,7 @@ afterEach(async () => {
 async function herd(n: number, at: number, schedule = '@every 1h'): Promise<string[]> {
   const ids = Array.from({ length: n }, (_, i) => `herd-${String(i).padStart(3, '0')}`);
   for (const jobId of ids) {
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId: 't',
       job: { jobId, schedule, handler: 'h' },
       now: at - 3_600_000,

@@ -9,6 +9,7 @@ import { TickLoop } from '../../src/scheduler/index.js';
 import type { Store, TickResult } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once, WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -32,7 +33,7 @@ async function addJobs(n: number, prefix = 'job'): Promise<string[]> {
   for (let i = 0; i < ids.length; i += 10) {
     await Promise.all(
       ids.slice(i, i + 10).map(async (jobId) => {
-        const { job } = await db.store.upsertJob({
+        const { job } = await upsertJob(db.store, {
           tenantId: 't',
           job: { jobId, schedule: '@every 10s', handler: 'h' },
           now: T0,

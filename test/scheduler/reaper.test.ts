@@ -9,6 +9,7 @@ import { retryDelayMs, seededRandom } from '../../src/core/index.js';
 import { Reaper } from '../../src/scheduler/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -25,7 +26,7 @@ afterEach(async () => {
 });
 
 test('reapOnce requeues an expired lease with the next attempt and emits reap', async () => {
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: 't',
     job: { jobId: 'a', schedule: '@every 1h', handler: 'h' },
     now: T0,

@@ -11,6 +11,7 @@ import { ShardManager, type ShardStore, TickLoop } from '../../src/scheduler/ind
 import type { ShardStep, Store } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once, WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 const LEASE_MS = 10_000;
@@ -57,7 +58,7 @@ function manager(store: ShardStore = db.store, nodeId = 'node-a'): ShardManager 
 /** `n` jobs of tenant `t`, every 10 s, due at T0. */
 async function addJobs(n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId: 't',
       job: { jobId: `job-${i}`, schedule: '@every 10s', handler: 'h' },
       now: T0,

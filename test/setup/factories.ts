@@ -3,7 +3,8 @@
  */
 import type pg from 'pg';
 import { expect } from 'vitest';
-import { type ErrorCode, type JobInput, TockError } from '../../src/core/index.js';
+import { type ErrorCode, type JobInput, TockError, validateJob } from '../../src/core/index.js';
+import type { Job, Store, UpsertChange } from '../../src/store/index.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
 
 let counter = 0;
@@ -12,6 +13,24 @@ let counter = 0;
 export function job(overrides: Partial<JobInput> = {}): JobInput {
   counter += 1;
   return { jobId: `job-${counter}`, schedule: '@every 10s', handler: 'noop', ...overrides };
+}
+
+/**
+ * Registers one job as `PUT /v1/jobs/{job_id}` does: validated on its own (`validateJob`'s messages),
+ * written by `upsertJobs([job])`, its row back.
+ */
+export async function upsertJob(
+  store: Pick<Store, 'upsertJobs'>,
+  p: { tenantId: string; job: JobInput; now: number },
+): Promise<{ job: Job; change: UpsertChange }> {
+  const { changes } = await store.upsertJobs({
+    tenantId: p.tenantId,
+    jobs: [validateJob(p.job)],
+    now: p.now,
+    withJobs: true,
+  });
+  const { job, change } = changes[0]!;
+  return { job, change };
 }
 
 /** A fresh identifier with a readable prefix (tenants, job ids), unique within the test run. */

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import * as C from '../../src/store/queries/claims.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job, uniqueId } from '../setup/factories.js';
+import { job, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -22,7 +22,7 @@ async function readyPool(tenantId: string, n: number): Promise<string> {
   const pool = uniqueId('p');
   const def = job({ pool });
   const now = db.clock.nowMs();
-  await db.store.upsertJob({ tenantId, job: def, now });
+  await upsertJob(db.store, { tenantId, job: def, now });
   for (let i = 0; i < n; i++) {
     await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: now - (n - i) * 1000, now });
   }

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import * as R from '../../src/store/queries/runs.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job, uniqueId } from '../setup/factories.js';
+import { job, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -21,7 +21,7 @@ async function claimOfTwo() {
   const pool = uniqueId('p');
   const def = job({ pool });
   const now = db.clock.nowMs();
-  await db.store.upsertJob({ tenantId: 't', job: def, now });
+  await upsertJob(db.store, { tenantId: 't', job: def, now });
   for (const ms of [2000, 1000]) {
     await db.store.triggerRun({ tenantId: 't', jobId: def.jobId, scheduledFor: now - ms, now });
   }

@@ -12,7 +12,7 @@ import { createPool, migrate, PostgresStore } from '../../src/store/index.js';
 import { MIGRATIONS_DIR } from '../../src/store/migrate.js';
 import * as R from '../../src/store/queries/runs.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { job, runRow, uniqueId } from '../setup/factories.js';
+import { job, runRow, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -25,7 +25,7 @@ const LEASE_MS = 30_000;
 /** Registers a job in `tenantId` and triggers one run per slot; returns the run ids in slot order. */
 async function runsOf(tenantId: string, slots: number[], overrides: Parameters<typeof job>[0] = {}) {
   const def = job(overrides);
-  await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
   const now = db.clock.nowMs();
   const runs = [];
   for (const scheduledFor of slots) {
@@ -286,7 +286,7 @@ describe('the reaper ends whole claims', () => {
     try {
       const tenantId = 't-reap-claim';
       const def = job({ maxAttempts: 5 });
-      await own.store.upsertJob({ tenantId, job: def, now: own.clock.nowMs() });
+      await upsertJob(own.store, { tenantId, job: def, now: own.clock.nowMs() });
       const start = own.clock.nowMs();
       const ids: string[] = [];
       for (let i = 1; i <= 5; i++) {

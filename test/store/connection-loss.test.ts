@@ -5,10 +5,17 @@
  */
 import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { FakeClock } from '../../src/core/index.js';
+import { FakeClock, TockError } from '../../src/core/index.js';
 import { TickLoop } from '../../src/scheduler/index.js';
-import { inTransaction, type Store, type TickResult } from '../../src/store/index.js';
+import {
+  createPool,
+  inTransaction,
+  PostgresStore,
+  type Store,
+  type TickResult,
+} from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -69,4 +76,29 @@ test('a loop whose step fails keeps going without an error listener (it logs ins
   expect(calls).toBe(2);
   await loop.stop();
   expect(logged).toEqual(['tick failed; retrying with backoff', 'tick failed; retrying with backoff']);
+});
+
+test('a connection lost while checking a past one-shot is that error, not a validation error', async () => {
+  const pool = createPool(db.url, { schema: db.schema, max: 1 });
+  const store = new PostgresStore(pool);
+  // A first upsert reads the shard count, so the next one's first statement is the check's read.
+  await upsertJob(store, {
+    tenantId: 't-lost',
+    job: { jobId: 'warm', schedule: '@daily', handler: 'h' },
+    now: T0,
+  });
+  await pool.end();
+  const once = { jobId: 'once', schedule: `@at ${new Date(T0 - 3_600_000).toISOString()}`, handler: 'h' };
+  for (const write of [
+    () => upsertJob(store, { tenantId: 't-lost', job: once, now: T0 }),
+    () => store.upsertJobs({ tenantId: 't-lost', jobs: [once], now: T0 }),
+  ]) {
+    const err = await write().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(TockError);
+    expect((err as Error).message).toMatch(/pool/);
+  }
 });

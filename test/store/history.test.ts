@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { RUN_STATES } from '../../src/core/index.js';
 import type { Run } from '../../src/store/index.js';
-import * as R from '../../src/store/queries/runs.js';
+import * as R from '../../src/store/queries/run-reads.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { expectTockError, job, uniqueId } from '../setup/factories.js';
+import { expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -26,7 +26,7 @@ function newestFirst(a: Key, b: Key): number {
 
 async function newJob(tenantId: string, overrides: Parameters<typeof job>[0] = {}) {
   const def = job(overrides);
-  await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
   return def.jobId;
 }
 

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { jitterOffsetMs } from '../../src/core/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -67,9 +68,9 @@ test('1,000 jobs on 0 0 * * * with a 5-minute jitter: one slot, availability spr
 test('jitter is part of the definition: changing it is an update and keeps next_run_at', async () => {
   const { store, clock } = db;
   const base = { jobId: 'j', schedule: '0 0 * * *', handler: 'noop' };
-  const first = await store.upsertJob({ tenantId: 't', job: base, now: clock.nowMs() });
+  const first = await upsertJob(store, { tenantId: 't', job: base, now: clock.nowMs() });
   expect(first.job.jitterSeconds).toBe(0);
-  const second = await store.upsertJob({
+  const second = await upsertJob(store, {
     tenantId: 't',
     job: { ...base, jitterSeconds: 300 },
     now: clock.nowMs() + 5000,

@@ -3,9 +3,9 @@
  * to `next_run_at`), paging, pause/resume, delete, tenant isolation, and bad input that writes nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type JobInput, shardOf } from '../../src/core/index.js';
+import { type JobInput, shardOf, validateJob, validateJobs } from '../../src/core/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { alignUp, countRows, expectTockError, job, uniqueId } from '../setup/factories.js';
+import { alignUp, countRows, expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -41,7 +41,7 @@ describe('upsert', () => {
     const def = job();
     const before = await countRows(db.pool, 'jobs');
 
-    const { job: created, change } = await db.store.upsertJob({ tenantId, job: def, now });
+    const { job: created, change } = await upsertJob(db.store, { tenantId, job: def, now });
 
     expect(change).toBe('created');
     expect(created.nextRunAt).toEqual(new Date(alignUp(now, TEN_S)));
@@ -77,7 +77,7 @@ describe('upsert', () => {
     const tenantId = uniqueId('t-onslot');
     db.clock.set(alignUp(db.clock.nowMs(), TEN_S));
     const now = db.clock.nowMs();
-    const { job: created } = await db.store.upsertJob({ tenantId, job: job(), now });
+    const { job: created } = await upsertJob(db.store, { tenantId, job: job(), now });
     expect(created.nextRunAt).toEqual(new Date(now));
   });
 
@@ -85,11 +85,11 @@ describe('upsert', () => {
     const tenantId = uniqueId('t-same');
     const def = job({ payload: { a: 1, b: [1, 2] } });
     const t = db.clock.nowMs();
-    const { job: first } = await db.store.upsertJob({ tenantId, job: def, now: t });
+    const { job: first } = await upsertJob(db.store, { tenantId, job: def, now: t });
     const original = await jobRow(tenantId, def.jobId);
 
     db.clock.advance(25_000);
-    const again = await db.store.upsertJob({ tenantId, job: { ...def }, now: db.clock.nowMs() });
+    const again = await upsertJob(db.store, { tenantId, job: { ...def }, now: db.clock.nowMs() });
     expect(again.change).toBe('unchanged');
     expect(again.job.nextRunAt).toEqual(first.nextRunAt);
     expect(again.job.version).toBe(1);
@@ -111,7 +111,7 @@ describe('upsert', () => {
       schedule: '@every 10s',
       jobId: def.jobId,
     };
-    const third = await db.store.upsertJob({ tenantId, job: reordered, now: db.clock.nowMs() });
+    const third = await upsertJob(db.store, { tenantId, job: reordered, now: db.clock.nowMs() });
     expect(third.change).toBe('unchanged');
     expect(third.job.nextRunAt).toEqual(new Date(slotAfter(now)));
     expect(third.job.version).toBe(1);
@@ -125,12 +125,12 @@ describe('upsert', () => {
     const tenantId = uniqueId('t-payload');
     const def = job({ payload: { n: 1 } });
     const t = db.clock.nowMs();
-    const { job: first } = await db.store.upsertJob({ tenantId, job: def, now: t });
+    const { job: first } = await upsertJob(db.store, { tenantId, job: def, now: t });
 
     db.clock.advance(37_000); // a recomputation from now would give a different slot
     const now = db.clock.nowMs();
     expect(alignUp(now, TEN_S)).not.toBe(first.nextRunAt!.getTime());
-    const { job: updated, change } = await db.store.upsertJob({
+    const { job: updated, change } = await upsertJob(db.store, {
       tenantId,
       job: { ...def, payload: { n: 2 } },
       now,
@@ -149,11 +149,11 @@ describe('upsert', () => {
   test('a new schedule recomputes next_run_at from now', async () => {
     const tenantId = uniqueId('t-sched');
     const def = job();
-    const { job: first } = await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    const { job: first } = await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
 
     db.clock.advance(37_000);
     const now = db.clock.nowMs();
-    const { job: updated, change } = await db.store.upsertJob({
+    const { job: updated, change } = await upsertJob(db.store, {
       tenantId,
       job: { ...def, schedule: '@every 1m' },
       now,
@@ -167,7 +167,7 @@ describe('upsert', () => {
     // A new timezone also recomputes (cron in Tokyo: 09:00 local is 00:00 UTC).
     db.clock.advance(1_000);
     const cronAt = db.clock.nowMs();
-    const tokyo = await db.store.upsertJob({
+    const tokyo = await upsertJob(db.store, {
       tenantId,
       job: { ...def, schedule: '0 9 * * *', timezone: 'Asia/Tokyo' },
       now: cronAt,
@@ -183,14 +183,14 @@ describe('get and list', () => {
     const tenantId = uniqueId('t-list');
     const ids = ['job-g', 'job-c', 'job-a', 'job-f', 'job-b', 'job-e', 'job-d'];
     for (const jobId of ids) {
-      await db.store.upsertJob({
+      await upsertJob(db.store, {
         tenantId,
         job: job({ jobId, handler: `h-${jobId}` }),
         now: db.clock.nowMs(),
       });
     }
     // Another tenant's jobs sort in between and must not show.
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId: uniqueId('t-list-other'),
       job: job({ jobId: 'job-bb' }),
       now: db.clock.nowMs(),
@@ -223,7 +223,7 @@ describe('get and list', () => {
   test('a page that ends exactly at the last job has a null cursor; an empty tenant lists nothing', async () => {
     const tenantId = uniqueId('t-list6');
     for (const jobId of ['a1', 'a2', 'a3', 'a4', 'a5', 'a6']) {
-      await db.store.upsertJob({ tenantId, job: job({ jobId }), now: db.clock.nowMs() });
+      await upsertJob(db.store, { tenantId, job: job({ jobId }), now: db.clock.nowMs() });
     }
     const one = await db.store.listJobs({ tenantId, limit: 3 });
     expect(one.items.map((j) => j.jobId)).toEqual(['a1', 'a2', 'a3']);
@@ -243,7 +243,7 @@ describe('pause and resume', () => {
   test('a paused job is disabled and a tick creates nothing for it', async () => {
     const tenantId = uniqueId('t-pause');
     const def = job();
-    const { job: created } = await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    const { job: created } = await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
     db.clock.advance(20_000); // due
     const pausedAt = db.clock.nowMs();
     const paused = await db.store.pauseJob({ tenantId, jobId: def.jobId, now: pausedAt });
@@ -266,7 +266,7 @@ describe('pause and resume', () => {
   test('resume starts at the first slot at or after now: the paused time is not backfilled', async () => {
     const tenantId = uniqueId('t-resume');
     const def = job();
-    const { job: created } = await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    const { job: created } = await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
     await db.store.pauseJob({ tenantId, jobId: def.jobId, now: db.clock.nowMs() });
 
     db.clock.set(alignUp(db.clock.nowMs() + 95_000, TEN_S) + 4_321); // many missed slots, and off the grid
@@ -292,7 +292,7 @@ describe('pause and resume', () => {
   test('resume exactly on a slot starts at that slot; resuming an enabled job changes nothing', async () => {
     const tenantId = uniqueId('t-resume2');
     const def = job();
-    await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
     await db.store.pauseJob({ tenantId, jobId: def.jobId, now: db.clock.nowMs() });
     db.clock.set(alignUp(db.clock.nowMs() + 120_000, TEN_S));
     const now = db.clock.nowMs();
@@ -312,7 +312,7 @@ describe('delete', () => {
   test('deletes the job, cancels its pending runs, keeps history, and is not_found afterwards', async () => {
     const tenantId = uniqueId('t-delete');
     const def = job();
-    await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
     const now = db.clock.nowMs();
     const slots = [now - 4_000, now - 3_000, now - 2_000, now - 1_000];
     const runs: { runId: string }[] = [];
@@ -368,12 +368,12 @@ describe('tenants', () => {
     const a = uniqueId('t-a');
     const b = uniqueId('t-b');
     const jobId = 'shared-id';
-    const ra = await db.store.upsertJob({
+    const ra = await upsertJob(db.store, {
       tenantId: a,
       job: job({ jobId, handler: 'ha' }),
       now: db.clock.nowMs(),
     });
-    const rb = await db.store.upsertJob({
+    const rb = await upsertJob(db.store, {
       tenantId: b,
       job: job({ jobId, handler: 'hb' }),
       now: db.clock.nowMs(),
@@ -399,7 +399,7 @@ describe('tenants', () => {
     const owner = uniqueId('t-owner');
     const other = uniqueId('t-other');
     const def = job();
-    await db.store.upsertJob({ tenantId: owner, job: def, now: db.clock.nowMs() });
+    await upsertJob(db.store, { tenantId: owner, job: def, now: db.clock.nowMs() });
     const snap = await snapshot();
     const now = db.clock.nowMs();
     await expectTockError(db.store.getJob({ tenantId: other, jobId: def.jobId }), 'not_found');
@@ -416,7 +416,7 @@ describe('bad input is a typed error and writes nothing', () => {
   const existing = 'existing-job';
 
   beforeAll(async () => {
-    await db.store.upsertJob({ tenantId, job: job({ jobId: existing }), now: T0 });
+    await upsertJob(db.store, { tenantId, job: job({ jobId: existing }), now: T0 });
   });
 
   /** Runs `op`, expects `code`, and shows that the jobs and runs tables are exactly as before. */
@@ -431,7 +431,7 @@ describe('bad input is a typed error and writes nothing', () => {
   }
 
   const upsert = (j: JobInput, tenant = tenantId) =>
-    db.store.upsertJob({ tenantId: tenant, job: j, now: db.clock.nowMs() });
+    upsertJob(db.store, { tenantId: tenant, job: j, now: db.clock.nowMs() });
 
   test('unknown job on get, pause, resume, delete and trigger is not_found', async () => {
     const now = db.clock.nowMs();
@@ -505,7 +505,7 @@ describe('bad input is a typed error and writes nothing', () => {
     await rejects(() => upsert(job(), 'bad tenant'), 'validation_error', 'tenant_id');
     await rejects(() => upsert(job(), ''), 'validation_error', 'tenant_id');
     await rejects(
-      () => db.store.upsertJob({ tenantId, job: job(), now: Number.NaN }),
+      () => upsertJob(db.store, { tenantId, job: job(), now: Number.NaN }),
       'validation_error',
       'now',
     );
@@ -616,5 +616,76 @@ describe('bulk upsert', () => {
     expect((await db.store.upsertJobs({ tenantId, jobs: [at], now: T0 + 120_000 })).changes[0]!.change).toBe(
       'unchanged',
     );
+  });
+});
+
+describe('upsertJobs([job]): the one path for one job and many', () => {
+  test('withJobs answers each job as stored, created, updated or unchanged, in the order given', async () => {
+    const tenantId = uniqueId('with-jobs');
+    const a = validateJob(job({ jobId: 'a' }));
+    const b = validateJob(job({ jobId: 'b' }));
+    const first = await db.store.upsertJobs({ tenantId, jobs: [a, b], now: T0, withJobs: true });
+    expect(first.changes.map((c) => [c.jobId, c.change, c.job.version])).toEqual([
+      ['a', 'created', 1],
+      ['b', 'created', 1],
+    ]);
+    expect(first.changes[1]!.job).toEqual(await db.store.getJob({ tenantId, jobId: 'b' }));
+    const changedB = validateJob(job({ jobId: 'b', priority: 9 }));
+    const second = await db.store.upsertJobs({ tenantId, jobs: [changedB, a], now: T0, withJobs: true });
+    expect(second.changes.map((c) => [c.jobId, c.change, c.job.version, c.job.priority])).toEqual([
+      ['b', 'updated', 2, 9],
+      ['a', 'unchanged', 1, 0],
+    ]);
+    expect(second.changes[1]!.job).toEqual(await db.store.getJob({ tenantId, jobId: 'a' }));
+  });
+
+  test('a validated job on its own is refused in its own words; a batch names the index', async () => {
+    const tenantId = uniqueId('past-words');
+    const once = validateJob(job({ jobId: 'once', schedule: '@at 2025-01-01T00:00:00Z' }));
+    const alone = await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: [once], now: T0 }),
+      'validation_error',
+    );
+    expect(alone.message).toBe('@at instant 2025-01-01T00:00:00.000Z is in the past');
+    expect(alone.details).toEqual({ field: 'schedule' });
+    const inBatch = await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: validateJobs([job({ jobId: 'x' }), job(once.spec)]), now: T0 }),
+      'validation_error',
+    );
+    expect(inBatch.message).toBe('jobs[1]: @at instant of job "once" is in the past');
+    expect(inBatch.details).toEqual({ field: 'schedule', index: 1 });
+    expect(await countRows(db.pool, 'jobs', 'tenant_id = $1', [tenantId])).toBe(0);
+  });
+
+  test('any JSON payload is stored as given, null and scalars included, in a batch as alone', async () => {
+    const tenantId = uniqueId('payloads');
+    const payloads = [null, 'text', 0, false, [], { a: [1, null] }];
+    const jobs = payloads.map((payload, i) => job({ jobId: `p${i}`, payload }));
+    await db.store.upsertJobs({ tenantId, jobs, now: T0 });
+    for (const [i, payload] of payloads.entries()) {
+      expect((await db.store.getJob({ tenantId, jobId: `p${i}` })).payload).toEqual(payload);
+    }
+    const alone = await upsertJob(db.store, {
+      tenantId,
+      job: job({ jobId: 'alone', payload: null }),
+      now: T0,
+    });
+    expect(alone.job.payload).toBeNull();
+    expect(
+      (await upsertJob(db.store, { tenantId, job: job({ jobId: 'alone', payload: null }), now: T0 })).change,
+    ).toBe('unchanged');
+  });
+
+  test('a fractional backoff is stored as given, in a batch as alone', async () => {
+    const tenantId = uniqueId('fraction');
+    const jobs = [
+      job({ jobId: 'f1', backoffBaseSeconds: 1.5, backoffCapSeconds: 90.5 }),
+      job({ jobId: 'f2' }),
+    ];
+    await db.store.upsertJobs({ tenantId, jobs, now: T0 });
+    expect(await db.store.getJob({ tenantId, jobId: 'f1' })).toMatchObject({
+      backoffBaseSeconds: 1.5,
+      backoffCapSeconds: 90.5,
+    });
   });
 });

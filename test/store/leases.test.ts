@@ -7,7 +7,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ClaimedRun } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { attemptRows, countRows, expectTockError, job, runRow, uniqueId } from '../setup/factories.js';
+import {
+  attemptRows,
+  countRows,
+  expectTockError,
+  job,
+  runRow,
+  uniqueId,
+  upsertJob,
+} from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -21,7 +29,7 @@ const LEASE_MS = 30_000;
 /** Registers a job in `tenantId` and triggers one run per slot; returns the run ids in slot order. */
 async function runsOf(tenantId: string, slots: number[], overrides: Parameters<typeof job>[0] = {}) {
   const def = job(overrides);
-  await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
   const now = db.clock.nowMs();
   const runs = await Promise.all(
     slots.map((scheduledFor) => db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor, now })),
@@ -474,7 +482,7 @@ describe('attempt record', () => {
 describe('claiming ahead', () => {
   test('aheadMs claims runs that become claimable within it, with a lease from now; a bad value changes nothing', async () => {
     const tenantId = uniqueId('t-ahead');
-    await db.store.upsertJob({ tenantId, job: job({ jobId: 'ahead' }), now: db.clock.nowMs() });
+    await upsertJob(db.store, { tenantId, job: job({ jobId: 'ahead' }), now: db.clock.nowMs() });
     const now = db.clock.nowMs();
     const run = await db.store.triggerRun({ tenantId, jobId: 'ahead', scheduledFor: now + 500, now });
     const claim = (aheadMs?: number) =>
@@ -498,7 +506,7 @@ describe('claiming ahead', () => {
 
   test('started_at is the handler start the worker reports, kept within [claim, end]; claimed_at is the claim', async () => {
     const tenantId = uniqueId('t-start');
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId,
       job: job({ jobId: 'start', maxAttempts: 5 }),
       now: db.clock.nowMs(),

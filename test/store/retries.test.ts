@@ -5,7 +5,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { attemptRows, expectTockError, job, pauseAfter, runRow, uniqueId } from '../setup/factories.js';
+import {
+  attemptRows,
+  expectTockError,
+  job,
+  pauseAfter,
+  runRow,
+  uniqueId,
+  upsertJob,
+} from '../setup/factories.js';
 
 let db: TestDatabase;
 /** A store whose backoff jitter is always zero: delays are exactly `min(cap, base^attempt)` seconds. */
@@ -22,7 +30,7 @@ const LEASE_MS = 30_000;
 async function oneRun(overrides: Parameters<typeof job>[0] = {}) {
   const tenantId = uniqueId('t-retry');
   const def = job(overrides);
-  await store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  await upsertJob(store, { tenantId, job: def, now: db.clock.nowMs() });
   const now = db.clock.nowMs();
   const run = await store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: now - 1_000, now });
   return { tenantId, jobId: def.jobId, runId: run.runId };
@@ -292,7 +300,7 @@ describe('the reaper', () => {
   test('two reapers at once requeue each expired run once: attempt grows by exactly 1', async () => {
     const tenantId = uniqueId('t-double-reap');
     const def = job({ maxAttempts: 5 });
-    await store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+    await upsertJob(store, { tenantId, job: def, now: db.clock.nowMs() });
     const start = db.clock.nowMs();
     const runs = await Promise.all(
       Array.from({ length: 30 }, (_, i) =>

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { type Random, seededRandom, shardOf } from '../../src/core/index.js';
 import { PostgresStore, type ShardInfo, type ShardStep, type TickResult } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { job } from '../setup/factories.js';
+import { job, upsertJob } from '../setup/factories.js';
 
 const LEASE_MS = 10_000;
 const SHARDS = 64;
@@ -102,7 +102,7 @@ async function addJobs(n: number, t: number, extra: Parameters<typeof job>[0] = 
   const out: AddedJob[] = [];
   for (let i = 0; i < n; i++) {
     const jobId = `job-${String(i).padStart(3, '0')}`;
-    const { job: j } = await db.store.upsertJob({ tenantId: TENANT, job: job({ jobId, ...extra }), now: t });
+    const { job: j } = await upsertJob(db.store, { tenantId: TENANT, job: job({ jobId, ...extra }), now: t });
     expect(j.nextRunAt?.getTime()).toBe(t);
     expect(j.shardId).toBe(shardOf(TENANT, jobId, SHARDS));
     out.push({ jobId, shardId: j.shardId });
@@ -548,12 +548,12 @@ describe('backlog and the next claimable run', () => {
     const jobs = await addJobs(30, T0);
     await db.store.pauseJob({ tenantId: TENANT, jobId: jobs[0]!.jobId, now: T0 });
     await db.store.pauseJob({ tenantId: TENANT, jobId: jobs[1]!.jobId, now: T0 });
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId: TENANT,
       job: job({ jobId: 'later', schedule: `@at ${new Date(T0 + 60_000).toISOString()}` }),
       now: T0,
     });
-    await db.store.upsertJob({ tenantId: 'other', job: job({ jobId: 'other-1' }), now: T0 });
+    await upsertJob(db.store, { tenantId: 'other', job: job({ jobId: 'other-1' }), now: T0 });
     const expected = new Map<number, number>();
     for (const j of [...jobs.slice(2), { shardId: shardOf('other', 'other-1', SHARDS) }]) {
       expected.set(j.shardId, (expected.get(j.shardId) ?? 0) + 1);
@@ -576,7 +576,7 @@ describe('backlog and the next claimable run', () => {
   test("nextAvailableAt: the earliest future available_at of the pool's pending runs, by tenant when asked", async () => {
     const at = (ms: number) => new Date(T0 + ms);
     const add = async (tenantId: string, jobId: string, pool: string, slots: number[]) => {
-      await db.store.upsertJob({ tenantId, job: job({ jobId, pool, schedule: '@every 1h' }), now: T0 });
+      await upsertJob(db.store, { tenantId, job: job({ jobId, pool, schedule: '@every 1h' }), now: T0 });
       for (const ms of slots) await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 + ms, now: T0 });
     };
     await add(TENANT, 'p1-job', 'p1', [-5000, 3000, 5000]);

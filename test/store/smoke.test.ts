@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -9,7 +10,7 @@ afterAll(() => db.teardown());
 
 test('a job ticks, is claimed and completes', async () => {
   const { store, clock } = db;
-  await store.upsertJob({
+  await upsertJob(store, {
     tenantId: 't',
     job: { jobId: 'a', schedule: '@every 10s', handler: 'h' },
     now: clock.nowMs(),

@@ -7,7 +7,15 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { ValidationError } from '../../src/core/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { attemptRows, countRows, expectTockError, job, runRow, uniqueId } from '../setup/factories.js';
+import {
+  attemptRows,
+  countRows,
+  expectTockError,
+  job,
+  runRow,
+  uniqueId,
+  upsertJob,
+} from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -19,7 +27,7 @@ afterAll(() => db.teardown());
 async function claimed(n: number) {
   const tenantId = uniqueId('t');
   const def = job();
-  await db.store.upsertJob({ tenantId, job: def, now: db.clock.nowMs() });
+  await upsertJob(db.store, { tenantId, job: def, now: db.clock.nowMs() });
   for (let i = 0; i < n; i++) {
     await db.store.triggerRun({
       tenantId,
@@ -95,12 +103,12 @@ test('a payload or an API key name PostgreSQL cannot store is refused, naming th
   const tenantId = uniqueId('t');
   const before = await countRows(db.pool, 'jobs');
   const err = await expectTockError(
-    db.store.upsertJob({ tenantId, job: job({ payload: { a: ['x\u0000'] } }), now: db.clock.nowMs() }),
+    upsertJob(db.store, { tenantId, job: job({ payload: { a: ['x\u0000'] } }), now: db.clock.nowMs() }),
     'validation_error',
   );
   expect(err.details).toEqual({ field: 'payload.a[0]' });
   const inf = await expectTockError(
-    db.store.upsertJob({
+    upsertJob(db.store, {
       tenantId,
       job: job({ payload: { n: JSON.parse('1e309') } }),
       now: db.clock.nowMs(),

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import type { MisfirePolicy } from '../../src/core/index.js';
 import type { RunRef } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { alignUp, countRows, expectTockError, job, uniqueId } from '../setup/factories.js';
+import { alignUp, countRows, expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -45,7 +45,7 @@ describe('exactly once', () => {
   test('two stores ticking the same 200 due jobs at the same instant create each (job, slot) once', async () => {
     const tenantId = uniqueId('t-herd');
     const ids = Array.from({ length: 200 }, (_, i) => `herd-${String(i).padStart(3, '0')}`);
-    await Promise.all(ids.map((jobId) => db.store.upsertJob({ tenantId, job: job({ jobId }), now: t0 })));
+    await Promise.all(ids.map((jobId) => upsertJob(db.store, { tenantId, job: job({ jobId }), now: t0 })));
     const other = db.newStore();
 
     for (let round = 0; round < 3; round++) {
@@ -80,7 +80,7 @@ describe('exactly once', () => {
   test('replaying a tick at the same instant creates nothing, even when next_run_at is rewound', async () => {
     const tenantId = uniqueId('t-replay');
     const ids = Array.from({ length: 20 }, (_, i) => `replay-${i}`);
-    await Promise.all(ids.map((jobId) => db.store.upsertJob({ tenantId, job: job({ jobId }), now: t0 })));
+    await Promise.all(ids.map((jobId) => upsertJob(db.store, { tenantId, job: job({ jobId }), now: t0 })));
     const first = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 100 });
     expect(first.jobs).toBe(20);
     expect(first.created).toHaveLength(20);
@@ -108,7 +108,7 @@ describe('bounded batches', () => {
     const idOf = (k: number) => `batch-${String((k * 7) % 25).padStart(2, '0')}-${k}`;
     await Promise.all(
       order.map((k) =>
-        db.store.upsertJob({
+        upsertJob(db.store, {
           tenantId,
           job: job({ jobId: idOf(k), schedule: `@at ${new Date(t0 + k * 1000).toISOString()}` }),
           now: t0,
@@ -137,7 +137,7 @@ describe('bounded batches', () => {
   test('a batch exactly as large as the due jobs is full; the next tick finds none', async () => {
     await Promise.all(
       ['x1', 'x2', 'x3'].map((jobId) =>
-        db.store.upsertJob({ tenantId: uniqueId('t-exact'), job: job({ jobId }), now: t0 }),
+        upsertJob(db.store, { tenantId: uniqueId('t-exact'), job: job({ jobId }), now: t0 }),
       ),
     );
     const one = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 3 });
@@ -154,7 +154,7 @@ describe('lookahead', () => {
     db.clock.set(slot - 500);
     const now = db.clock.nowMs();
     const def = job();
-    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now });
+    const { job: registered } = await upsertJob(db.store, { tenantId, job: def, now });
     expect(registered.nextRunAt).toEqual(new Date(slot));
 
     const short = await db.store.tick({ now, lookaheadMs: 499, batchSize: 10 });
@@ -182,7 +182,7 @@ describe('lookahead', () => {
   test('lookahead materialises every slot up to the horizon, and only those', async () => {
     const tenantId = uniqueId('t-ahead2');
     const def = job({ schedule: '@every 1s' });
-    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    await upsertJob(db.store, { tenantId, job: def, now: t0 });
     const tick = await db.store.tick({ now: t0, lookaheadMs: 3_500, batchSize: 10 });
     expect(tick.created.map((r) => r.scheduledFor.getTime()).sort((a, b) => a - b)).toEqual([
       t0,
@@ -204,7 +204,7 @@ describe('misfire after a 350 s outage', () => {
   test.each(['skip', 'fire_once', 'catch_up'] as const)('%s', async (misfire) => {
     const tenantId = uniqueId(`t-misfire-${misfire}`);
     const def = job({ misfire, catchUpLimit: 3 });
-    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    const { job: registered } = await upsertJob(db.store, { tenantId, job: def, now: t0 });
     expect(registered.nextRunAt).toEqual(new Date(t0));
     const first = await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 });
     expect(first.created.map((r) => r.scheduledFor)).toEqual([new Date(t0)]);
@@ -231,7 +231,7 @@ describe('misfire after a 350 s outage', () => {
   test('a tick less than the misfire threshold late fires every missed slot, whatever the policy', async () => {
     const tenantId = uniqueId('t-late');
     const def = job({ misfire: 'skip' });
-    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    await upsertJob(db.store, { tenantId, job: def, now: t0 });
     db.clock.advance(30_000);
     const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
     expect(tick.dropped).toBe(0);
@@ -244,7 +244,7 @@ describe('misfire after a 350 s outage', () => {
     const strict = job({ misfire: 'skip', misfireThresholdSeconds: 10 });
     const lenient = job({ misfire: 'skip', misfireThresholdSeconds: 120 });
     const plain = job({ misfire: 'skip' });
-    for (const def of [strict, lenient, plain]) await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    for (const def of [strict, lenient, plain]) await upsertJob(db.store, { tenantId, job: def, now: t0 });
     const shown = await db.store.getJob({ tenantId, jobId: plain.jobId });
     expect([shown.misfireThresholdSeconds, shown.misfireAfterSeconds]).toEqual([null, 60]);
     const own = await db.store.getJob({ tenantId, jobId: strict.jobId });
@@ -276,7 +276,7 @@ describe('one-shot', () => {
     const tenantId = uniqueId('t-at');
     const at = t0 + 5_000;
     const def = job({ schedule: `@at ${new Date(at).toISOString()}` });
-    const { job: registered } = await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    const { job: registered } = await upsertJob(db.store, { tenantId, job: def, now: t0 });
     expect(registered.nextRunAt).toEqual(new Date(at));
 
     expect((await db.store.tick({ now: t0, lookaheadMs: 0, batchSize: 10 })).created).toEqual([]);
@@ -298,7 +298,7 @@ describe('one-shot registered late', () => {
     const def = job({ schedule: `@at ${new Date(t0 - 3_600_000).toISOString()}` });
     const before = await countRows(db.pool, 'jobs');
     const err = await expectTockError(
-      db.store.upsertJob({ tenantId, job: def, now: t0 }),
+      upsertJob(db.store, { tenantId, job: def, now: t0 }),
       'validation_error',
     );
     expect(err.message).toMatch(/in the past/);
@@ -309,14 +309,14 @@ describe('one-shot registered late', () => {
     const tenantId = uniqueId('t-at-again');
     const at = t0 + 1000;
     const def = job({ schedule: `@at ${new Date(at).toISOString()}` });
-    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    await upsertJob(db.store, { tenantId, job: def, now: t0 });
     db.clock.set(at);
     expect((await db.store.tick({ now: at, lookaheadMs: 0, batchSize: 10 })).created).toHaveLength(1);
-    const again = await db.store.upsertJob({ tenantId, job: def, now: at + 60_000 });
+    const again = await upsertJob(db.store, { tenantId, job: def, now: at + 60_000 });
     expect(again.change).toBe('unchanged');
     expect(again.job.nextRunAt).toBeNull();
     // Changing its payload is still allowed (same instant), and does not make it fire again.
-    const changed = await db.store.upsertJob({
+    const changed = await upsertJob(db.store, {
       tenantId,
       job: { ...def, payload: { v: 2 } },
       now: at + 60_000,
@@ -330,7 +330,7 @@ describe('triggerRun', () => {
   test('creates a run for a slot; the same slot again is a conflict naming the run; unknown job is not_found', async () => {
     const tenantId = uniqueId('t-trigger');
     const def = job({ priority: 7, maxAttempts: 5, payload: { k: 'v' }, handler: 'h-trig' });
-    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    await upsertJob(db.store, { tenantId, job: def, now: t0 });
     db.clock.advance(1_234);
     const now = db.clock.nowMs();
     const slot = t0 - 60_000;
@@ -395,7 +395,7 @@ describe('parked jobs', () => {
   test('a stored schedule that can no longer be evaluated parks the job and says so', async () => {
     const tenantId = uniqueId('t-parked');
     const def = job({ schedule: '0 3 * * *', timezone: 'Europe/Berlin' });
-    await db.store.upsertJob({ tenantId, job: def, now: t0 });
+    await upsertJob(db.store, { tenantId, job: def, now: t0 });
     // As if the runtime that reads it lacks this zone: write a name no runtime knows.
     await db.pool.query(`UPDATE jobs SET timezone = 'Nowhere/Gone', next_run_at = $2 WHERE tenant_id = $1`, [
       tenantId,

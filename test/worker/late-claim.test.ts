@@ -14,7 +14,7 @@ import * as R from '../../src/store/queries/runs.js';
 import { LEASE_TOO_SHORT, START_MARGIN_MS, Worker } from '../../src/worker/worker.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once } from '../setup/events.js';
-import { pauseAfter, uniqueId } from '../setup/factories.js';
+import { pauseAfter, uniqueId, upsertJob } from '../setup/factories.js';
 
 const LEASE_MS = 30_000;
 let db: TestDatabase;
@@ -32,7 +32,7 @@ afterEach(async () => {
 /** One ready run of a fresh job (claimable at T0). */
 async function readyRun(tenantId: string) {
   const jobId = uniqueId('late');
-  await db.store.upsertJob({ tenantId, job: { jobId, schedule: '@every 1h', handler: 'h' }, now: T0 });
+  await upsertJob(db.store, { tenantId, job: { jobId, schedule: '@every 1h', handler: 'h' }, now: T0 });
   return db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 1000, now: T0 });
 }
 

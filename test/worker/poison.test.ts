@@ -16,6 +16,7 @@ import { keysFor } from '../api/helpers.js';
 import { startApi } from '../setup/api.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -81,7 +82,7 @@ async function readyRuns(handlers: string[], extra: Partial<JobInput> = {}): Pro
   const runs: Run[] = [];
   for (const [i, handler] of handlers.entries()) {
     const jobId = `${handler}-${i}`;
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId: 't',
       job: { jobId, schedule: '@every 1h', handler, ...extra },
       now: T0,

@@ -13,6 +13,7 @@ import { attemptsOfRun } from '../../src/store/queries/runs.js';
 import { type Handler, type RunContext, Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once, WatchedClock } from '../setup/events.js';
+import { upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -89,7 +90,7 @@ async function readyRuns(n: number, handler = 'h', tenantId = 't'): Promise<Run[
   const runs: Run[] = [];
   for (let i = 0; i < n; i++) {
     const jobId = `${handler}-job-${i}`;
-    await db.store.upsertJob({
+    await upsertJob(db.store, {
       tenantId,
       job: { jobId, schedule: '@every 1h', handler, payload: { n: i, handler } },
       now: T0,
@@ -548,7 +549,7 @@ test('stop does not release a run whose handler already returned while its compl
 
 test('an idle worker on a direct connection is woken by NOTIFY when a run is triggered: no poll needed', async () => {
   const { worker, events } = newWorker({ h: () => {} });
-  await db.store.upsertJob({
+  await upsertJob(db.store, {
     tenantId: 't',
     job: { jobId: 'woken', schedule: '@every 1h', handler: 'h' },
     now: T0,
@@ -618,7 +619,7 @@ describe('held runs: claim ahead and prefetch', () => {
     const runs: Run[] = [];
     for (let i = 0; i < n; i++) {
       const jobId = `ahead-${i}`;
-      await db.store.upsertJob({
+      await upsertJob(db.store, {
         tenantId: 't',
         job: { jobId, schedule: '@every 1h', handler: 'h' },
         now: T0,

@@ -5,6 +5,8 @@ import {
   parseInstant,
   TockError,
   ValidationError,
+  validateJob,
+  validateJobs,
 } from '../../core/index.js';
 import type { App, AppOptions } from '../app.js';
 import { jobJson, runJson } from '../present.js';
@@ -41,7 +43,7 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       });
       const { changes } = await store.upsertJobs({
         tenantId: request.principal.tenantId,
-        jobs: inputs,
+        jobs: validateJobs(inputs),
         now: now(),
       });
       const count = (c: string) => changes.filter((x) => x.change === c).length;
@@ -69,11 +71,13 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
     async (request) => {
       const { job_id } = request.params as { job_id: string };
       const input = jobInputFromApi({ ...(request.body as object), job_id });
-      const { job, change } = await store.upsertJob({
+      const { changes } = await store.upsertJobs({
         tenantId: request.principal.tenantId,
-        job: input,
+        jobs: [validateJob(input)],
         now: now(),
+        withJobs: true,
       });
+      const { job, change } = changes[0]!;
       return { ...jobJson(job), change };
     },
   );

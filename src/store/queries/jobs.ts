@@ -5,19 +5,28 @@ const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, pr
   timeout_seconds, misfire_threshold_seconds, enabled, shard_id, next_run_at, version, created_at, updated_at`;
 
 /**
- * $1 tenant, $2 job, $3 handler, $4 payload, $5 schedule, $6 timezone, $7 priority, $8 max_attempts,
- * $9 backoff base, $10 backoff cap, $11 misfire, $12 catch_up_limit, $13 pool, $14 lease_seconds,
- * $15 shard, $16 next_run_at, $17 definition_hash, $18 now, $19 jitter_seconds, $20 timeout_seconds,
- * $21 misfire_threshold_seconds.
+ * $1 tenant, $2 the jobs (a jsonb array of `jobRow` objects, one per job, keyed by the column names
+ * of `j` below), $3 now.
+ * A payload that is JSON `null` comes out of the recordset as SQL NULL: it is put back.
  * Inserts, or updates only when the definition changed (no row back: unchanged). A new schedule
- * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own.
+ * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own. One
+ * statement for the whole batch (the job ids must differ). `RETURNING` is the caller's:
+ * `jobUpsert` answers each written job's row, `jobUpsertIds` only its id.
  */
-export const jobUpsert = `
-INSERT INTO jobs (tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
-  backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, shard_id,
-  next_run_at, definition_hash, created_at, updated_at, jitter_seconds, timeout_seconds,
-  misfire_threshold_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18, $19, $20, $21)
+const upsert = (returning: string) => `
+INSERT INTO jobs (tenant_id, created_at, updated_at,
+  job_id, handler, payload, schedule, timezone, priority, max_attempts, backoff_base_seconds,
+  backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds, timeout_seconds,
+  misfire_threshold_seconds, shard_id, next_run_at, definition_hash)
+SELECT $1, $3, $3,
+  j.job_id, j.handler, COALESCE(j.payload, 'null'), j.schedule, j.timezone, j.priority, j.max_attempts,
+  j.backoff_base_seconds, j.backoff_cap_seconds, j.misfire, j.catch_up_limit, j.pool, j.lease_seconds,
+  j.jitter_seconds, j.timeout_seconds, j.misfire_threshold_seconds, j.shard_id, j.next_run_at, j.definition_hash
+FROM jsonb_to_recordset($2::jsonb) AS j(
+  job_id text, handler text, payload jsonb, schedule text, timezone text, priority int, max_attempts int,
+  backoff_base_seconds float8, backoff_cap_seconds float8, misfire text, catch_up_limit int, pool text,
+  lease_seconds int, jitter_seconds int, timeout_seconds int, misfire_threshold_seconds int,
+  shard_id int, next_run_at timestamptz, definition_hash text)
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET
   handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
   timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
@@ -30,40 +39,13 @@ ON CONFLICT (tenant_id, job_id) DO UPDATE SET
                      THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
   version = jobs.version + 1, updated_at = EXCLUDED.updated_at
 WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
-RETURNING ${JOB_COLUMNS}, (xmax = 0) AS inserted`;
+RETURNING ${returning}`;
 
-/**
- * The bulk form of \`jobUpsert\`: $1 tenant, then one array per column, in \`jobUpsert\`'s order
- * ($2 jobs … $21 misfire_threshold_seconds, with $18 now a single instant). One statement for the whole
- * batch; unchanged definitions return no row.
- */
-export const jobUpsertMany = `
-INSERT INTO jobs (tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
-  backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, shard_id,
-  next_run_at, definition_hash, created_at, updated_at, jitter_seconds, timeout_seconds,
-  misfire_threshold_seconds)
-SELECT $1, v.job_id, v.handler, v.payload, v.schedule, v.timezone, v.priority, v.max_attempts,
-  v.backoff_base, v.backoff_cap, v.misfire, v.catch_up_limit, v.pool, v.lease_seconds, v.shard_id,
-  v.next_run_at, v.definition_hash, $18, $18, v.jitter_seconds, v.timeout_seconds, v.misfire_threshold_seconds
-FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::int[], $8::int[],
-  $9::int[], $10::int[], $11::text[], $12::int[], $13::text[], $14::int[], $15::int[],
-  $16::timestamptz[], $17::text[], $19::int[], $20::int[], $21::int[])
-  AS v(job_id, handler, payload, schedule, timezone, priority, max_attempts, backoff_base, backoff_cap,
-       misfire, catch_up_limit, pool, lease_seconds, shard_id, next_run_at, definition_hash,
-       jitter_seconds, timeout_seconds, misfire_threshold_seconds)
-ON CONFLICT (tenant_id, job_id) DO UPDATE SET
-  handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
-  timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-  backoff_base_seconds = EXCLUDED.backoff_base_seconds, backoff_cap_seconds = EXCLUDED.backoff_cap_seconds,
-  misfire = EXCLUDED.misfire, catch_up_limit = EXCLUDED.catch_up_limit, pool = EXCLUDED.pool,
-  lease_seconds = EXCLUDED.lease_seconds, jitter_seconds = EXCLUDED.jitter_seconds,
-  timeout_seconds = EXCLUDED.timeout_seconds, misfire_threshold_seconds = EXCLUDED.misfire_threshold_seconds,
-  definition_hash = EXCLUDED.definition_hash,
-  next_run_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
-                     THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
-  version = jobs.version + 1, updated_at = EXCLUDED.updated_at
-WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
-RETURNING job_id, (xmax = 0) AS inserted`;
+export const jobUpsert = upsert(`${JOB_COLUMNS}, (xmax = 0) AS inserted`);
+export const jobUpsertIds = upsert('job_id, (xmax = 0) AS inserted');
+
+/** $1 tenant, $2 job ids. The rows of these jobs (the ones an upsert left unchanged). */
+export const jobGetMany = `SELECT ${JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 AND job_id = ANY($2::text[])`;
 
 /** $1 tenant, $2 job ids. The schedule of existing jobs (to accept re-applied past one-shots). */
 export const jobSchedules = `

@@ -117,6 +117,9 @@ WHERE s.owner = $1 AND s.lease_expires_at > $2
 ORDER BY s.shard_id
 FOR SHARE OF s`;
 
+/** How many shards there are (fixed when the database was initialised). */
+export const shardCount = 'SELECT count(*)::int AS n FROM shards';
+
 /** Shards: their count, and who owns each. */
 export const shardList = `SELECT shard_id, owner, lease_expires_at, epoch FROM shards ORDER BY shard_id`;
 

@@ -1,0 +1,131 @@
+/**
+ * The reads of runs: one run, pages of a tenant's or a job's runs (each on the index that serves
+ * it), counts by state, the ready queue's depth, and runs no live worker serves. Every read of a
+ * run goes through the `run_states` view. Parameters are positional; each constant's comment lists
+ * them.
+ */
+import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
+
+/** $1 tenant, $2 run */
+export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
+
+/**
+ * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
+ * One job's history newest first, on the unique (tenant_id, job_id, scheduled_for) index: the slot
+ * is unique within a job, so it alone orders the page and continues strictly after the cursor.
+ */
+export const runListOfJob = `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE tenant_id = $1 AND job_id = $2
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::timestamptz IS NULL OR scheduled_for < $4::timestamptz)
+ORDER BY scheduled_for DESC
+LIMIT $5`;
+
+/**
+ * $1 tenant, $2 state (null, or 'succeeded'), $3 cursor slot (or null), $4 cursor run id, $5 limit.
+ * A tenant's runs newest first, on runs_by_tenant; the row comparison continues strictly after the
+ * cursor. Pending, running, dead and cancelled runs have statements of their own.
+ */
+export const runList = `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE tenant_id = $1
+  AND ($2::text IS NULL OR state = $2)
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+ORDER BY scheduled_for DESC, run_id DESC
+LIMIT $5`;
+
+/** A tenant's runs whose ids `ids` (a subquery) returns, newest first, after the cursor: $1 tenant, $3 slot, $4 run id, $5 limit. */
+const listAmong = (ids: string, state: string) => `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE run_id IN (${ids}) AND tenant_id = $1 AND state = '${state}'
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+ORDER BY scheduled_for DESC, run_id DESC
+LIMIT $5`;
+
+/** $1 tenant, $2 unused ('pending'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's queued runs. */
+export const runListQueued = listAmong(
+  'SELECT run_id FROM run_queue WHERE tenant_id = $1 AND $2::text IS NOT NULL',
+  'pending',
+);
+
+/** $1 tenant, $2 unused ('running'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's claimed runs. */
+export const runListClaimed = listAmong(
+  'SELECT unnest(run_ids) FROM run_claims WHERE $2::text IS NOT NULL',
+  'running',
+);
+
+/** $1 tenant, $2 state ('dead' | 'cancelled'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
+export const runListParked = `
+SELECT ${WRITTEN_COLUMNS} FROM runs
+WHERE tenant_id = $1 AND parked = $2
+  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+ORDER BY scheduled_for DESC, run_id DESC
+LIMIT $5`;
+
+/**
+ * $1 tenant (or null). Runs per state: the claims' runs are running, and are among the pending
+ * runs of `runs`.
+ */
+export const runCountByState = `
+WITH stored AS (
+  SELECT state, count(*)::int AS n FROM runs WHERE ($1::text IS NULL OR tenant_id = $1) GROUP BY state
+), claimed AS (
+  SELECT count(*)::int AS n FROM run_claims c, unnest(c.run_ids) AS x(run_id)
+  WHERE $1::text IS NULL OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id AND r.tenant_id = $1)
+)
+SELECT state, n - CASE WHEN state = 'pending' THEN (SELECT n FROM claimed) ELSE 0 END AS n FROM stored
+UNION ALL
+SELECT 'running', n FROM claimed`;
+
+/** $1 now. Claimable queued runs by priority: the ready queue's depth per class. */
+export const runReadyByPriority = `
+SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
+
+/**
+ * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future available_at of
+ * the pool's queued runs.
+ */
+export const runNextAvailable = `
+SELECT min(available_at) AS at FROM run_queue
+WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
+  AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))`;
+
+/**
+ * $1 now, $2 tenant (or null: every tenant), $3 most groups, $4 liveness of a worker row without
+ * its own `live_ms`, ms.
+ * Claimable runs that no live worker serves, by (tenant, pool, handler), longest waiting first,
+ * with the number of such groups and runs over all of them (before the LIMIT). A live worker row
+ * serves its pool, its tenant (a remote worker's row) or its `info.tenants` (a worker on the
+ * database given --tenant) or else every tenant, and its `info.handlers` or else every handler.
+ * What each worker serves is expanded once into `served` (NULL: any); the four anti-joins are
+ * equality joins, so each hashes `served` instead of testing every group against every worker.
+ * It reads the claimable part of `run_queue` once, as `runReadyByPriority` does.
+ */
+export const runUnserved = `
+WITH ready AS (
+  SELECT tenant_id, pool, handler, count(*)::int AS n, min(available_at) AS since
+  FROM run_queue
+  WHERE available_at <= $1 AND ($2::text IS NULL OR tenant_id = $2)
+  GROUP BY tenant_id, pool, handler
+), served AS MATERIALIZED (
+  SELECT DISTINCT COALESCE(w.tenant_id, t.tenant) AS tenant_id, w.info ->> 'pool' AS pool, h.handler
+  FROM nodes w
+  LEFT JOIN LATERAL jsonb_array_elements_text(
+    CASE WHEN jsonb_typeof(w.info -> 'tenants') = 'array' THEN w.info -> 'tenants' END) AS t(tenant) ON true
+  LEFT JOIN LATERAL jsonb_array_elements_text(
+    CASE WHEN jsonb_typeof(w.info -> 'handlers') = 'array' THEN w.info -> 'handlers' END) AS h(handler) ON true
+  WHERE w.role = 'worker'
+    AND ($2::text IS NULL OR w.tenant_id IS NULL OR w.tenant_id = $2)
+    AND w.last_seen_at > $1::timestamptz - interval '1 millisecond' *
+      CASE WHEN jsonb_typeof(w.info -> 'live_ms') = 'number' THEN (w.info ->> 'live_ms')::float8 ELSE $4::float8 END
+)
+SELECT r.tenant_id, r.pool, r.handler, r.n, r.since,
+  count(*) OVER ()::int AS groups, sum(r.n) OVER ()::bigint AS runs
+FROM ready r
+WHERE NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id = r.tenant_id AND s.pool = r.pool AND s.handler = r.handler)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id = r.tenant_id AND s.pool = r.pool AND s.handler IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id IS NULL AND s.pool = r.pool AND s.handler = r.handler)
+  AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id IS NULL AND s.pool = r.pool AND s.handler IS NULL)
+ORDER BY r.since, r.tenant_id, r.pool, r.handler
+LIMIT $3`;

@@ -1,0 +1,135 @@
+/**
+ * Reads of runs: one run with its attempts, pages of a tenant's or a job's runs, counts by state,
+ * the ready queue's depth, runs no live worker serves, and when a pool's next run becomes
+ * claimable. Every read of a run goes through the `run_states` view (a claimed run is `running`).
+ */
+import {
+  DEFAULT_NODE_LIVE_MS,
+  isRunState,
+  NotFoundError,
+  RUN_STATES,
+  type RunState,
+  ValidationError,
+  validateId,
+} from '../core/index.js';
+import { checkInstant, checkLimit, UUID } from './checks.js';
+import { tenantFilter } from './claims.js';
+import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
+import * as Q from './queries/run-reads.js';
+import { attemptsOfRun } from './queries/runs.js';
+import { type Queryable, toAttempt, toRun } from './rows.js';
+import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
+
+/**
+ * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead
+ * and cancelled ones through their own index, succeeded ones newest first through the tenant's.
+ */
+const LIST_BY_STATE: Record<RunState, string> = {
+  pending: Q.runListQueued,
+  running: Q.runListClaimed,
+  dead: Q.runListParked,
+  cancelled: Q.runListParked,
+  succeeded: Q.runList,
+};
+
+export async function getRun(
+  db: Queryable,
+  p: { tenantId: string; runId: string },
+): Promise<RunWithAttempts> {
+  const missing = () => new NotFoundError(`run ${p.runId} does not exist`, { run_id: p.runId });
+  if (!UUID.test(p.runId)) throw missing();
+  const { rows } = await db.query(Q.runGet, [p.tenantId, p.runId]);
+  if (!rows[0]) throw missing();
+  const attempts = await db.query(attemptsOfRun, [p.runId]);
+  return { ...toRun(rows[0]), attempts: attempts.rows.map(toAttempt) };
+}
+
+/** A cursor of `listRuns`: the last run's slot and id. */
+function runCursor(cursor: string): { slot: Date; runId: string } {
+  const [ms, id] = decodeCursor(cursor);
+  if (typeof ms !== 'number' || typeof id !== 'string' || !UUID.test(id)) throw notIssued();
+  return { slot: checkInstant(ms, 'cursor'), runId: id };
+}
+
+/** Newest first by `(scheduled_for, run_id)`: a job's runs through its history, a tenant's by state. */
+export async function listRuns(
+  db: Queryable,
+  p: { tenantId: string; jobId?: string; state?: RunState; limit: number; cursor?: string | null },
+): Promise<Page<Run>> {
+  const limit = checkLimit(p.limit);
+  if (p.state !== undefined && !isRunState(p.state)) {
+    throw new ValidationError(`state must be one of ${RUN_STATES.join(', ')}`, { field: 'state' });
+  }
+  const after = p.cursor ? runCursor(p.cursor) : { slot: null, runId: null };
+  const { rows } =
+    p.jobId !== undefined
+      ? await db.query(Q.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, after.slot, limit + 1])
+      : await db.query(p.state ? LIST_BY_STATE[p.state] : Q.runList, [
+          p.tenantId,
+          p.state ?? null,
+          after.slot,
+          after.runId,
+          limit + 1,
+        ]);
+  const items = rows.slice(0, limit).map(toRun);
+  const last = items[items.length - 1];
+  return {
+    items,
+    nextCursor: rows.length > limit && last ? encodeCursor([last.scheduledFor.getTime(), last.runId]) : null,
+  };
+}
+
+export async function countRuns(db: Queryable, p: { tenantId?: string }): Promise<Record<RunState, number>> {
+  const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
+  const { rows } = await db.query(Q.runCountByState, [p.tenantId ?? null]);
+  for (const r of rows) {
+    const state: string = r.state;
+    if (isRunState(state)) counts[state] = r.n;
+  }
+  return counts;
+}
+
+/** Claimable queued runs by priority (all tenants). */
+export async function readyDepth(db: Queryable, p: { now: number }): Promise<Map<number, number>> {
+  const { rows } = await db.query(Q.runReadyByPriority, [checkInstant(p.now, 'now')]);
+  return new Map(rows.map((r) => [r.priority as number, r.n as number]));
+}
+
+export async function unservedRuns(
+  db: Queryable,
+  p: { now: number; tenantId?: string | null; limit: number },
+): Promise<UnservedRuns> {
+  const tenantId =
+    p.tenantId === undefined || p.tenantId === null ? null : validateId(p.tenantId, 'tenant_id');
+  const { rows } = await db.query(Q.runUnserved, [
+    checkInstant(p.now, 'now'),
+    tenantId,
+    checkLimit(p.limit),
+    DEFAULT_NODE_LIVE_MS,
+  ]);
+  return {
+    runs: rows[0] ? Number(rows[0].runs) : 0,
+    groups: rows[0] ? (rows[0].groups as number) : 0,
+    items: rows.map((r) => ({
+      tenantId: r.tenant_id as string,
+      pool: r.pool as string,
+      handler: r.handler as string,
+      runs: r.n as number,
+      since: r.since as Date,
+    })),
+  };
+}
+
+/** The earliest `available_at` after `now` among a pool's pending runs, or null. */
+export async function nextAvailableAt(
+  db: Queryable,
+  p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[] },
+): Promise<Date | null> {
+  const { rows } = await db.query(Q.runNextAvailable, [
+    p.pool,
+    checkInstant(p.now, 'now'),
+    p.tenantId ?? null,
+    tenantFilter(p.tenants),
+  ]);
+  return (rows[0]?.at as Date | null) ?? null;
+}

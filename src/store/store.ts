@@ -1,0 +1,293 @@
+/**
+ * The store's contract: the only way the scheduler, the worker and the API touch state, and all
+ * they need of it. Each operation is one conditional statement or one short transaction; "0 rows"
+ * answers come back as values (lost leases, already-scheduled slots) or typed errors, never as
+ * partial writes. `PostgresStore` implements it.
+ */
+import type { ClockSample, Role, RunState, ValidJob } from '../core/index.js';
+import type {
+  ApiKey,
+  ClaimedRun,
+  Completion,
+  EndedLease,
+  IdempotentAnswer,
+  Job,
+  JobChange,
+  LeaseRef,
+  NodeInfo,
+  Page,
+  ReapResult,
+  Run,
+  RunWithAttempts,
+  ShardInfo,
+  ShardStep,
+  TickResult,
+  UnservedRuns,
+} from './types.js';
+
+export interface Store {
+  /**
+   * Creates or updates 1 to `MAX_BULK_JOBS` (1000) validated jobs (`validateJob`, `validateJobs`)
+   * in one statement, all or nothing: a job id twice, or a one-shot whose instant has passed (unless
+   * it re-applies the instant of the job that has it), refuses the batch and nothing is written. A
+   * job whose definition did not change is left as it is (`unchanged`); a new schedule or timezone
+   * restarts its `next_run_at` from `now`. The changes are in the order of `jobs`.
+   */
+  upsertJobs<WithJobs extends boolean = false>(p: {
+    tenantId: string;
+    jobs: readonly ValidJob[];
+    now: number;
+    /** Also answer each job's row (`changes[i].job`; an unchanged job's costs one more read). Default false. */
+    withJobs?: WithJobs;
+  }): Promise<{ changes: JobChange<WithJobs>[] }>;
+  getJob(p: { tenantId: string; jobId: string }): Promise<Job>;
+  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>>;
+  pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
+  resumeJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
+  /** Deletes the job and cancels its pending runs; history stays. */
+  deleteJob(p: { tenantId: string; jobId: string; now: number }): Promise<{ cancelledRuns: number }>;
+
+  /** Materialises due slots of up to `batchSize` jobs (in `shards`, or all) and advances `next_run_at`. */
+  tick(p: {
+    now: number;
+    lookaheadMs: number;
+    batchSize: number;
+    shards?: readonly number[];
+    /** Tick only the shards `nodeId` still holds at these epochs, locked against takeover until commit. */
+    fence?: { nodeId: string; shards: readonly { shardId: number; epoch: number }[] };
+  }): Promise<TickResult>;
+  /** An ad-hoc run of a job for `scheduledFor` (default: now). A slot that has a run is a `ConflictError` naming it. */
+  triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
+
+  /** Leases up to `max` claimable runs of `pool`, best `sort_key` first, each with a fresh token. */
+  claimRuns(p: {
+    workerId: string;
+    pool: string;
+    max: number;
+    now: number;
+    handlers?: readonly string[];
+    tenantId?: string;
+    /**
+     * Only runs of these tenants (1 to MAX_CLAIM_TENANTS ids): a worker on the database restricted
+     * with `--tenant`. Default: every tenant's (or `tenantId`'s alone, when that is given).
+     */
+    tenants?: readonly string[];
+    /**
+     * Also claim runs that become claimable within this many ms (0 to 10,000; default 0), for a
+     * worker that starts each at its `availableAt`: the claim's round trip is then off the start.
+     */
+    aheadMs?: number;
+    /** Aborts a waiting claim (a long-poll over HTTP) when the worker stops. */
+    signal?: AbortSignal;
+    /**
+     * Makes the claim retry-safe: a uuid the worker makes per claim and sends again when it retries
+     * that claim. When it names a live claim of this worker and tenant, that claim's runs and leases
+     * (same tokens) are the answer and nothing more is claimed. Default: none (every call claims).
+     */
+    claimId?: string;
+  }): Promise<ClaimedRun[]>;
+  /**
+   * Gives back, without spending an attempt, the runs of the live claims `claimId` names, unless a
+   * retry of that claim was answered with them (its worker holds them): for a server whose client
+   * went away before it could answer the claim.
+   */
+  releaseClaim(p: {
+    claimId: string;
+    workerId: string;
+    now: number;
+    reason: string;
+    tenantId?: string;
+  }): Promise<{ released: string[] }>;
+  /** Renews every live lease in one statement; the rest come back as lost. */
+  heartbeatRuns(p: {
+    leases: readonly LeaseRef[];
+    now: number;
+    /** Only this tenant's runs (the API passes the caller's). */
+    tenantId?: string;
+  }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
+  /** Marks runs succeeded, each only under its live lease. */
+  completeRuns(p: {
+    leases: readonly Completion[];
+    now: number;
+    /** Only this tenant's runs (the API passes the caller's). */
+    tenantId?: string;
+    /** Also answer the completed runs' tenants and jobs (`jobs`). Default false. */
+    withJobs?: boolean;
+  }): Promise<{
+    completed: string[];
+    lost: string[];
+    /** With `withJobs`: each completed run's tenant and job. */
+    jobs?: { runId: string; tenantId: string; jobId: string }[];
+  }>;
+  /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
+  failRun(p: {
+    runId: string;
+    leaseToken: string;
+    /** The error's message (what run tables show). */
+    error: string;
+    /** The error's stack, kept on the attempt. Default none. */
+    errorStack?: string | null;
+    /** When the handler started, epoch ms (kept within [the claim, now]). Default unknown. */
+    startedAt?: number | null;
+    permanent?: boolean;
+    retryAfterMs?: number;
+    /** The tail of what the handler printed before it failed. */
+    output?: string | null;
+    now: number;
+    tenantId?: string;
+  }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
+  /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
+  releaseRuns(p: {
+    leases: readonly EndedLease[];
+    reason: string;
+    now: number;
+    tenantId?: string;
+  }): Promise<{ released: string[] }>;
+  /** Requeues (or dead-letters) the runs of up to `batchSize` claims whose lease expired before `now`. */
+  reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
+
+  /**
+   * Requeues a dead run with a fresh budget of attempts, numbered on from its last; any other state
+   * is a `ConflictError`.
+   */
+  replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
+  getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
+  /** Newest first by `(scheduled_for, run_id)`. */
+  listRuns(p: {
+    tenantId: string;
+    jobId?: string;
+    state?: RunState;
+    limit: number;
+    cursor?: string | null;
+  }): Promise<Page<Run>>;
+  countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
+  /** Claimable pending runs by priority (all tenants). */
+  readyDepth(p: { now: number }): Promise<Map<number, number>>;
+  /**
+   * Claimable runs that no live worker serves (no live worker has their pool, their handler and
+   * their tenant), by tenant, pool and handler, longest waiting first: at most `limit` groups, with
+   * the totals over all of them. Only `tenantId`'s when given.
+   */
+  unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns>;
+  /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
+  nextAvailableAt(p: {
+    pool: string;
+    now: number;
+    tenantId?: string;
+    tenants?: readonly string[];
+  }): Promise<Date | null>;
+
+  /**
+   * Calls `onWake` whenever runs may have become claimable (the tick materialised some, a trigger,
+   * a replay, a release). Holds one connection for LISTEN and re-listens after a connection loss;
+   * the returned function stops listening. `onListening` hears each change between listening
+   * (true) and not (false: the connection is lost or could not be made, and a retry is pending).
+   */
+  listen(onWake: () => void, onListening?: (up: boolean) => void): Promise<() => Promise<void>>;
+
+  /** How many shards the job space has (fixed when the database was initialised). */
+  countShards(): Promise<number>;
+  /**
+   * One shard-lease step of scheduler node `nodeId`: it says it is alive, renews the shards it
+   * still holds (those whose lease ran out are lost), gives back those above its fair share
+   * `ceil(shards / live scheduler nodes)` (highest ids first), and takes unowned or expired
+   * shards up to it. A node is live while it was seen within one lease (`leaseMs`, at least 100).
+   */
+  shardStep(p: {
+    nodeId: string;
+    now: number;
+    leaseMs: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<ShardStep>;
+  /** A node leaving on purpose: gives back every shard it holds and forgets the node. */
+  leaveNode(p: { nodeId: string }): Promise<{ released: number[] }>;
+  /** Registers a node or records that it is alive, with its clock offset and what it reports. */
+  touchNode(p: {
+    nodeId: string;
+    role: string;
+    now: number;
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    info?: Record<string, unknown>;
+  }): Promise<void>;
+  /**
+   * A remote worker of `tenantId` says it is alive: row `<tenant>/<workerId>`, at most `cap` per
+   * tenant (the least recently seen give way); it never writes a cluster node's or another tenant's row.
+   */
+  touchRemoteWorker(p: {
+    tenantId: string;
+    workerId: string;
+    now: number;
+    info?: Record<string, unknown>;
+    /** The offset of the server's clock from the worker's, as the worker measured it; kept when unset. */
+    clock?: { offsetMs: number; uncertaintyMs: number };
+    cap: number;
+  }): Promise<{ nodeId: string; touched: boolean; evicted: number }>;
+  /** A remote worker of `tenantId` leaving on purpose (a clean stop): its row goes. */
+  leaveRemoteWorker(p: { tenantId: string; workerId: string }): Promise<{ left: boolean }>;
+  /**
+   * Nodes (schedulers and workers) with what they last reported, by role then newest first, one
+   * page (`limit` 1 to 500). `tenantId`: only that tenant's remote workers; absent or null: all.
+   */
+  listNodes(p: { tenantId?: string | null; limit: number; cursor?: string | null }): Promise<Page<NodeInfo>>;
+  /**
+   * Forgets cluster nodes not seen since `before` (their leases ran out long ago) and remote
+   * workers not seen since `remoteBefore` (default: `before`); returns how many.
+   */
+  pruneNodes(p: { before: number; remoteBefore?: number }): Promise<number>;
+  listShards(): Promise<ShardInfo[]>;
+  /** Jobs due by `now` whose runs are not materialised yet, per shard (of `shards`, or all). */
+  dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>>;
+
+  /** Creates a key; the secret is returned once and only its hash is stored. */
+  createApiKey(p: {
+    tenantId: string;
+    role: Role;
+    name?: string;
+    now: number;
+  }): Promise<{ key: ApiKey; secret: string }>;
+  /** The live key with this secret, or null (unknown, forged or revoked). */
+  authenticate(secret: string): Promise<ApiKey | null>;
+  listApiKeys(p: { tenantId: string }): Promise<ApiKey[]>;
+  /**
+   * Revokes one of the tenant's keys (`NotFoundError` if it has none by that id). `by`: the caller's
+   * role, or `database` (an operator on the database). A cluster-admin key can only be revoked by a
+   * role with the `cluster` permission or the database: otherwise a `forbidden` `TockError`, and
+   * nothing changes.
+   */
+  revokeApiKey(p: { tenantId: string; keyId: string; now: number; by: Role | 'database' }): Promise<ApiKey>;
+  /** Whether any live key exists. */
+  hasApiKeys(): Promise<boolean>;
+
+  /**
+   * Takes an Idempotency-Key for a request (by its body hash). `taken`: go ahead, then `finishIdempotent`
+   * (or `releaseIdempotent` on an unexpected failure). `done`: the remembered answer (its `requestHash`
+   * may differ: a mismatch). `in_progress`: the same key is being served right now.
+   */
+  takeIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    requestHash: string;
+    now: number;
+    ttlMs: number;
+  }): Promise<
+    | { state: 'taken' }
+    | { state: 'done'; answer: IdempotentAnswer }
+    | { state: 'in_progress'; requestHash: string }
+  >;
+  finishIdempotent(p: {
+    tenantId: string;
+    scope: string;
+    key: string;
+    answer: IdempotentAnswer;
+  }): Promise<void>;
+  releaseIdempotent(p: { tenantId: string; scope: string; key: string }): Promise<void>;
+  /** Deletes up to `batchSize` answers older than `ttlMs`; returns how many. */
+  pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }): Promise<number>;
+
+  /** One round trip reading the database's clock, timed by `localNowMs`. */
+  sampleClock(localNowMs: () => number): Promise<ClockSample>;
+  /** Ends the pool the store was given. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,132 @@
+/**
+ * The tick: one transaction that locks up to a batch of due jobs (`FOR UPDATE SKIP LOCKED`, so
+ * schedulers racing on the same shards share them), inserts the runs `planTick` plans for each
+ * (a slot that has a run is skipped: one run per slot), and advances each job's `next_run_at`.
+ * With a fence, only the shards this node still holds at the epochs it was given, locked
+ * `FOR SHARE` until the commit so none changes hands during the tick.
+ */
+import { planTick, type Schedule, ValidationError } from '../core/index.js';
+import { checkInstant } from './checks.js';
+import * as J from './queries/jobs.js';
+import * as R from './queries/runs.js';
+import * as S from './queries/shards.js';
+import { type Queryable, type Row, toRef } from './rows.js';
+import type { Store } from './store.js';
+import type { RunRef, TickResult } from './types.js';
+
+export type TickParams = Parameters<Store['tick']>[0];
+
+/** Checks a tick's parameters before its transaction; returns its horizon (now + lookahead). */
+export function checkTick(p: TickParams): Date {
+  if (!Number.isInteger(p.batchSize) || p.batchSize < 1)
+    throw new ValidationError('tick batch size must be positive');
+  if (!(p.lookaheadMs >= 0)) throw new ValidationError('lookahead must not be negative');
+  return checkInstant(p.now + p.lookaheadMs, 'now');
+}
+
+/** The shards of the fence this node still holds at its epochs (locked), and those it lost. */
+async function fence(
+  db: Queryable,
+  p: TickParams & { fence: NonNullable<TickParams['fence']> },
+): Promise<{ held: number[]; fencedOut: number[] }> {
+  const asked = p.fence.shards.filter((f) => p.shards === undefined || p.shards.includes(f.shardId));
+  const { rows } = await db.query(S.shardFence, [
+    p.fence.nodeId,
+    new Date(p.now),
+    asked.map((f) => f.shardId),
+    asked.map((f) => f.epoch),
+  ]);
+  const kept = new Set<number>(rows.map((r) => r.shard_id as number));
+  const ids = asked.map((f) => f.shardId);
+  return { held: ids.filter((id) => kept.has(id)), fencedOut: ids.filter((id) => !kept.has(id)) };
+}
+
+/** What `planTick` needs of a due row of `jobDueLock`. */
+function dueJob(row: Row) {
+  return {
+    tenantId: row.tenant_id as string,
+    jobId: row.job_id as string,
+    schedule: row.schedule as string,
+    timezone: row.timezone as string,
+    nextRunAt: (row.next_run_at as Date).getTime(),
+    misfire: row.misfire,
+    catchUpLimit: row.catch_up_limit as number,
+    priority: row.priority as number,
+    jitterSeconds: row.jitter_seconds as number,
+    misfireThresholdSeconds: row.misfire_threshold_seconds as number | null,
+  };
+}
+
+/**
+ * One tick, inside a transaction (`db` a client in it). `shardIds`: the shards to scan when no
+ * fence narrows them (`p.shards`, or all).
+ */
+export async function tick(
+  db: Queryable,
+  p: TickParams & {
+    horizon: Date;
+    shardIds: number[];
+    misfireThresholdMs: number;
+    agingStepMs: number;
+    parse: (source: string, timezone: string) => Schedule;
+  },
+): Promise<TickResult> {
+  let shards = p.shardIds;
+  let fencedOut: number[] = [];
+  if (p.fence) {
+    ({ held: shards, fencedOut } = await fence(db, { ...p, fence: p.fence }));
+    if (shards.length === 0) return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut };
+  }
+  const due = await db.query(J.jobDueLock, [p.horizon, p.batchSize, shards]);
+  const slots = { tenants: [] as string[], jobs: [] as string[], at: [] as Date[] };
+  const keys: Date[] = [];
+  const available: Date[] = [];
+  const next = { tenants: [] as string[], jobs: [] as string[], at: [] as (Date | null)[] };
+  let dropped = 0;
+  const parked: TickResult['parked'] = [];
+  for (const row of due.rows) {
+    const job = dueJob(row);
+    const plan = planTick({
+      job,
+      now: p.now,
+      lookaheadMs: p.lookaheadMs,
+      misfireThresholdMs: p.misfireThresholdMs,
+      agingStepMs: p.agingStepMs,
+      parse: p.parse,
+    });
+    for (const run of plan.runs) {
+      slots.tenants.push(job.tenantId);
+      slots.jobs.push(job.jobId);
+      slots.at.push(new Date(run.scheduledFor));
+      available.push(new Date(run.availableAt));
+      keys.push(new Date(run.sortKey));
+    }
+    dropped += plan.dropped;
+    if (plan.parked !== null) parked.push({ tenantId: job.tenantId, jobId: job.jobId, reason: plan.parked });
+    next.tenants.push(job.tenantId);
+    next.jobs.push(job.jobId);
+    next.at.push(plan.nextRunAt === null ? null : new Date(plan.nextRunAt));
+  }
+  let created: RunRef[] = [];
+  if (slots.at.length > 0) {
+    const inserted = await db.query(R.runInsertSlots, [
+      slots.tenants,
+      slots.jobs,
+      slots.at,
+      keys,
+      new Date(p.now),
+      available,
+    ]);
+    created = inserted.rows.map(toRef);
+  }
+  if (next.jobs.length > 0) await db.query(J.jobAdvanceMany, [next.tenants, next.jobs, next.at]);
+  if (created.length > 0) await db.query(R.runNotify);
+  return {
+    jobs: due.rows.length,
+    created,
+    dropped,
+    parked,
+    full: due.rows.length === p.batchSize,
+    fencedOut,
+  };
+}
