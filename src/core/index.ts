@@ -3,6 +3,8 @@ export * from './backoff.js';
 export * from './clock.js';
 export * from './duration.js';
 export * from './errors.js';
+export * from './fields/field.js';
+export * from './fields/job.js';
 export * from './jitter.js';
 export * from './job.js';
 export * from './keys.js';
