@@ -1,4 +1,5 @@
 /** Domain objects → the API's snake_case JSON. */
+import { jobSpecToApi } from '../core/index.js';
 import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -9,25 +10,11 @@ export function jobState(j: Pick<Job, 'enabled' | 'nextRunAt'>): 'active' | 'pau
   return j.nextRunAt === null ? 'finished' : 'active';
 }
 
+/** A job as the API answers it: its definition (from `JOB_FIELDS`) and its state. */
 export function jobJson(j: Job) {
   return {
-    job_id: j.jobId,
-    schedule: j.schedule,
-    timezone: j.timezone,
-    handler: j.handler,
-    payload: j.payload,
-    priority: j.priority,
-    max_attempts: j.maxAttempts,
-    backoff_base_seconds: j.backoffBaseSeconds,
-    backoff_cap_seconds: j.backoffCapSeconds,
-    misfire: j.misfire,
-    catch_up_limit: j.catchUpLimit,
-    misfire_threshold_seconds: j.misfireThresholdSeconds,
+    ...jobSpecToApi(j),
     misfire_after_seconds: j.misfireAfterSeconds,
-    pool: j.pool,
-    lease_seconds: j.leaseSeconds,
-    jitter_seconds: j.jitterSeconds,
-    timeout_seconds: j.timeoutSeconds,
     enabled: j.enabled,
     state: jobState(j),
     // A paused job's stored next_run_at is stale (resuming computes a new one from then on).

@@ -5,7 +5,8 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
-import { ID_PATTERN } from '../core/index.js';
+import { ID_PATTERN, JOB_FIELDS } from '../core/index.js';
+import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
@@ -26,74 +27,27 @@ export const ErrorBody = Type.Object(
   {},
 );
 
-export const JobBody = Type.Object(
-  {
-    schedule: Type.String({
-      minLength: 1,
-      maxLength: 256,
-      description: 'cron, macro, "@every <duration>" or "@at <instant>"',
-    }),
-    timezone: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 64, description: 'IANA name; default UTC' }),
-    ),
-    handler: Id('handler a worker runs'),
-    payload: Type.Optional(Json),
-    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 0' })),
-    max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'default 3' })),
-    backoff_base_seconds: Type.Optional(Type.Number({ minimum: 1.1, maximum: 60, description: 'default 2' })),
-    backoff_cap_seconds: Type.Optional(
-      Type.Number({ minimum: 1, maximum: 604800, description: 'default 3600' }),
-    ),
-    misfire: Type.Optional(
-      Type.Union([Type.Literal('skip'), Type.Literal('fire_once'), Type.Literal('catch_up')]),
-    ),
-    catch_up_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 10' })),
-    misfire_threshold_seconds: Type.Optional(
-      Nullable(
-        Type.Integer({
-          minimum: 0,
-          maximum: 86400,
-          description:
-            "the misfire policy applies once the next slot is more than this late; default null: the scheduler's (60 s)",
-        }),
-      ),
-    ),
-    pool: Type.Optional(Id('worker pool; default "default"')),
-    lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
-    jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
-    timeout_seconds: Type.Optional(
-      Nullable(
-        Type.Integer({ minimum: 1, maximum: 86400, description: 'abort and retry a run after this long' }),
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
+/** `PUT /v1/jobs/{job_id}`: a job definition (the id is in the path), from `JOB_FIELDS`. */
+export const JobBody = Type.Object(bodyProperties(JOB_FIELDS, ['jobId']), { additionalProperties: false });
 export type JobBody = Static<typeof JobBody>;
+
+/** The definition as an answer shows it, with `misfire_after_seconds` beside the job's own threshold. */
+function jobDefinitionAnswer() {
+  const entries = Object.entries(answerProperties(JOB_FIELDS));
+  const at = entries.findIndex(([name]) => name === 'misfire_threshold_seconds') + 1;
+  const misfireAfter = Type.Integer({
+    description: 'the misfire policy applies once the next slot is more than this many seconds late',
+  });
+  return Object.fromEntries([
+    ...entries.slice(0, at),
+    ['misfire_after_seconds', misfireAfter],
+    ...entries.slice(at),
+  ]) as AnswerProperties<typeof JOB_FIELDS> & { misfire_after_seconds: typeof misfireAfter };
+}
 
 export const Job = Type.Object(
   {
-    job_id: Type.String(),
-    schedule: Type.String(),
-    timezone: Type.String(),
-    handler: Type.String(),
-    payload: Json,
-    priority: Type.Integer(),
-    max_attempts: Type.Integer(),
-    backoff_base_seconds: Type.Number(),
-    backoff_cap_seconds: Type.Number(),
-    misfire: Type.String(),
-    catch_up_limit: Type.Integer(),
-    misfire_threshold_seconds: Nullable(
-      Type.Integer({ description: "the job's own; null: the scheduler's" }),
-    ),
-    misfire_after_seconds: Type.Integer({
-      description: 'the misfire policy applies once the next slot is more than this many seconds late',
-    }),
-    pool: Type.String(),
-    lease_seconds: Nullable(Type.Integer()),
-    jitter_seconds: Type.Integer(),
-    timeout_seconds: Nullable(Type.Integer()),
+    ...jobDefinitionAnswer(),
     enabled: Type.Boolean(),
     state: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
       description:
@@ -117,13 +71,10 @@ export const UpsertedJob = Type.Object({
 /** `PUT /v1/jobs`: many jobs at once, each a job body with its `job_id`. */
 export const BulkJobsBody = Type.Object(
   {
-    jobs: Type.Array(
-      Type.Object({ job_id: Id('job id'), ...JobBody.properties }, { additionalProperties: false }),
-      {
-        minItems: 1,
-        maxItems: 1000,
-      },
-    ),
+    jobs: Type.Array(Type.Object(bodyProperties(JOB_FIELDS), { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: 1000,
+    }),
   },
   { additionalProperties: false },
 );

@@ -1,74 +1,28 @@
 /**
  * The HTTP API's bodies and answers as TypeScript types, in the API's own snake_case. They mirror
  * `src/api/schemas.ts` (the contract); the client knows only the contract, not the server's code.
+ * A job's definition fields are derived from core's field table, as the schemas are.
  * Instants are ISO-8601 strings in UTC.
  */
-import type { MisfirePolicy, Role, RunState } from '../core/index.js';
+import type { JobBodyJson, JobDefinitionJson, MisfirePolicy, Role, RunState } from '../core/index.js';
 
 export type { MisfirePolicy, Role, RunState };
 
-/** `PUT /v1/jobs/{job_id}`: a job definition. Unset fields take the server's defaults. */
-export interface JobBody {
-  /** Cron (5 or 6 fields), a macro (`@daily`), `@every <duration>` or `@at <instant>`. */
-  schedule: string;
-  /** IANA timezone the cron expression is read in. Default `UTC`. */
-  timezone?: string;
-  /** Name of the handler a worker runs. */
-  handler: string;
-  /** JSON given to the handler. Default `{}`. */
-  payload?: unknown;
-  /** 0–100, higher first. Default 0. */
-  priority?: number;
-  /** Attempts before a run is dead-lettered, 1–100. Default 3. */
-  max_attempts?: number;
-  /** Retry backoff base in seconds, 1.1–60. Default 2. */
-  backoff_base_seconds?: number;
-  /** Longest retry wait in seconds, 1–604800. Default 3600. */
-  backoff_cap_seconds?: number;
-  /** Misfire policy after downtime. Default `fire_once`. */
-  misfire?: MisfirePolicy;
-  /** Most missed slots `catch_up` backfills, 1–1000. Default 10. */
-  catch_up_limit?: number;
-  /** Worker pool. Default `default`. */
-  pool?: string;
-  /** Lease length of this job's runs in seconds, 1–86400; `null`: the server's default. */
-  lease_seconds?: number | null;
-  /** Spread runs up to this many seconds after their slot, 0–86400. Default 0. */
-  jitter_seconds?: number;
-  /** Abort a run after this many seconds and retry it, 1–86400; `null`: no limit. Default none. */
-  timeout_seconds?: number | null;
-  /**
-   * The misfire policy applies once the next slot is more than this many seconds late, 0–86400;
-   * `null`: the scheduler's threshold (60 s). Default `null`.
-   */
-  misfire_threshold_seconds?: number | null;
-}
+/**
+ * `PUT /v1/jobs/{job_id}`: a job definition (the id is in the path). Unset fields take the server's
+ * defaults. Its fields, their bounds and defaults are core's `JOB_FIELDS`.
+ */
+export interface JobBody extends Omit<JobBodyJson, 'job_id'> {}
 
 /** What a job is doing (`Job.state`). */
 export type JobState = 'active' | 'paused' | 'finished';
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
-export interface Job {
-  job_id: string;
-  schedule: string;
-  timezone: string;
-  handler: string;
-  payload: unknown;
-  priority: number;
-  max_attempts: number;
-  backoff_base_seconds: number;
-  backoff_cap_seconds: number;
-  misfire: string;
-  catch_up_limit: number;
-  /** The job's own misfire threshold, seconds; `null`: the scheduler's. */
-  misfire_threshold_seconds: number | null;
+/** A job: its definition (`JOB_FIELDS`; `misfire` is any string here) and what it is doing. */
+export interface Job extends JobDefinitionJson {
   /** The threshold that applies: the misfire policy acts once the next slot is this many seconds late. */
   misfire_after_seconds: number;
-  pool: string;
-  lease_seconds: number | null;
-  jitter_seconds: number;
-  timeout_seconds: number | null;
   /** `false` while paused. */
   enabled: boolean;
   /**

@@ -6,7 +6,13 @@
 import { createHash } from 'node:crypto';
 import { ValidationError } from './errors.js';
 import type { Field } from './fields/field.js';
-import { JOB_FIELDS, type JobField, type JobInputFields, type JobSpecFields } from './fields/job.js';
+import {
+  JOB_FIELDS,
+  type JobDefinitionJson,
+  type JobField,
+  type JobInputFields,
+  type JobSpecFields,
+} from './fields/job.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
 
@@ -232,4 +238,14 @@ export function jobInputToApi(input: JobInput, options: { withId?: boolean } = {
     if (value !== undefined) out[apiField] = value;
   }
   return out;
+}
+
+/**
+ * Every definition field of a validated or stored job in the API's snake_case (the definition
+ * part of the API's job answer).
+ */
+export function jobSpecToApi(spec: JobSpecFields): JobDefinitionJson {
+  const out: Record<string, unknown> = {};
+  for (const [apiField, field] of API_FIELDS) out[apiField] = spec[field];
+  return out as JobDefinitionJson;
 }
