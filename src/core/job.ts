@@ -16,13 +16,13 @@ import {
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
 
+export { MAX_MISFIRE_THRESHOLD_SECONDS, MAX_PAYLOAD_BYTES } from './fields/job.js';
+
 /**
  * What an identifier may be: `[A-Za-z0-9._:-]{1,200}`, except `.` and `..`. Ids go into URL paths
  * (`/v1/jobs/<id>`), where `fetch` and every URL parser resolve `.` and `..` as path segments, so
  * such a job could be created but never read or deleted through the client or the CLI.
  */
-export { MAX_MISFIRE_THRESHOLD_SECONDS, MAX_PAYLOAD_BYTES } from './fields/job.js';
-
 export const ID_PATTERN = '^(?!\\.{1,2}$)[A-Za-z0-9._:-]{1,200}$';
 const ID = new RegExp(ID_PATTERN);
 
