@@ -1,10 +1,11 @@
 /**
- * TypeBox schemas built from an entity's field table (`JOB_FIELDS` in core): the request body's
+ * TypeBox schemas built from an entity's field table (`JOB_FIELDS`, `RUN_FIELDS`, … in core): the request body's
  * properties (type, bounds, default as optionality, description) and the answer's (the same types,
  * without bounds: an answer echoes what is stored). The types follow the table at compile time,
  * so a route's body has its precise static type.
  */
 import {
+  type TBoolean,
   type TInteger,
   type TLiteral,
   type TNull,
@@ -16,7 +17,7 @@ import {
   type TUnknown,
   Type,
 } from 'typebox';
-import { type Field, type Fields, ID_PATTERN } from '../core/index.js';
+import { type AnswerField, type AnswerFields, type Field, type Fields, ID_PATTERN } from '../core/index.js';
 
 type Literals<V extends readonly string[]> = { -readonly [I in keyof V]: TLiteral<V[I]> };
 type Base<F> = F extends { type: 'integer' }
@@ -30,12 +31,15 @@ type Base<F> = F extends { type: 'integer' }
         : TString;
 type WithNull<F, S extends TSchema> = F extends { nullable: true } ? TUnion<[S, TNull]> : S;
 type BodySchema<F> = F extends { default: unknown } ? TOptional<WithNull<F, Base<F>>> : WithNull<F, Base<F>>;
-type AnswerSchema<F> = WithNull<F, F extends { type: 'enum' } ? TString : Base<F>>;
+type AnswerSchema<F> = WithNull<
+  F,
+  F extends { type: 'enum' | 'instant' } ? TString : F extends { type: 'boolean' } ? TBoolean : Base<F>
+>;
 
 /** The properties of a request body, keyed by API name. */
 export type BodyProperties<T extends Fields> = { -readonly [K in keyof T as T[K]['api']]: BodySchema<T[K]> };
 /** The properties of an answer, keyed by API name. */
-export type AnswerProperties<T extends Fields> = {
+export type AnswerProperties<T extends AnswerFields> = {
   -readonly [K in keyof T as T[K]['api']]: AnswerSchema<T[K]>;
 };
 
@@ -65,7 +69,7 @@ function bodySchema(f: Field): TSchema {
   }
 }
 
-function answerSchema(f: Field): TSchema {
+function answerSchema(f: AnswerField): TSchema {
   const o = options({ description: f.answerDescription });
   switch (f.type) {
     case 'integer':
@@ -74,12 +78,16 @@ function answerSchema(f: Field): TSchema {
       return Type.Number(o);
     case 'json':
       return Type.Unknown(o);
+    case 'boolean':
+      return Type.Boolean(o);
+    case 'instant':
+      return Type.String(options({ format: 'date-time', description: f.answerDescription }));
     default:
       return Type.String(o);
   }
 }
 
-const nullable = (f: Field, s: TSchema): TSchema => (f.nullable ? Type.Union([s, Type.Null()]) : s);
+const nullable = (f: AnswerField, s: TSchema): TSchema => (f.nullable ? Type.Union([s, Type.Null()]) : s);
 
 /** A request body's properties: a field with a default is optional; `omit` leaves fields out. */
 export function bodyProperties<T extends Fields, O extends keyof T = never>(
@@ -96,7 +104,7 @@ export function bodyProperties<T extends Fields, O extends keyof T = never>(
 }
 
 /** An answer's properties: every field, its type without the request's bounds. */
-export function answerProperties<T extends Fields>(fields: T): AnswerProperties<T> {
+export function answerProperties<T extends AnswerFields>(fields: T): AnswerProperties<T> {
   const out: Record<string, TSchema> = {};
   for (const f of Object.values(fields)) out[f.api] = nullable(f, answerSchema(f));
   return out as AnswerProperties<T>;

@@ -1,5 +1,5 @@
-/** Domain objects → the API's snake_case JSON. */
-import { jobSpecToApi } from '../core/index.js';
+/** Domain objects → the API's snake_case JSON, by the field tables of core (`core/fields/`). */
+import { API_KEY_FIELDS, ATTEMPT_FIELDS, answerOf, jobSpecToApi, RUN_FIELDS } from '../core/index.js';
 import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -26,43 +26,11 @@ export function jobJson(j: Job) {
 }
 
 export function runJson(r: Run) {
-  return {
-    run_id: r.runId,
-    job_id: r.jobId,
-    scheduled_for: r.scheduledFor.toISOString(),
-    state: r.state,
-    attempt: r.attempt,
-    max_attempts: r.maxAttempts,
-    handler: r.handler,
-    payload: r.payload,
-    pool: r.pool,
-    priority: r.priority,
-    available_at: r.availableAt.toISOString(),
-    lease_owner: r.leaseOwner,
-    lease_expires_at: iso(r.leaseExpiresAt),
-    last_error: r.lastError,
-    created_at: r.createdAt.toISOString(),
-    started_at: iso(r.startedAt),
-    claimed_at: iso(r.claimedAt),
-    finished_at: iso(r.finishedAt),
-  };
+  return answerOf(RUN_FIELDS, r);
 }
 
 export function runWithAttemptsJson(r: RunWithAttempts) {
-  return {
-    ...runJson(r),
-    attempts: r.attempts.map((a) => ({
-      attempt: a.attempt,
-      worker_id: a.workerId,
-      started_at: a.startedAt.toISOString(),
-      claimed_at: iso(a.claimedAt),
-      finished_at: iso(a.finishedAt),
-      outcome: a.outcome,
-      error: a.error,
-      error_stack: a.errorStack,
-      output: a.output,
-    })),
-  };
+  return { ...runJson(r), attempts: r.attempts.map((a) => answerOf(ATTEMPT_FIELDS, a)) };
 }
 
 export function leasedRunJson(r: ClaimedRun) {
@@ -84,12 +52,5 @@ export function leasedRunJson(r: ClaimedRun) {
 }
 
 export function keyJson(k: ApiKey) {
-  return {
-    key_id: k.keyId,
-    tenant_id: k.tenantId,
-    role: k.role,
-    name: k.name,
-    created_at: k.createdAt.toISOString(),
-    revoked_at: iso(k.revokedAt),
-  };
+  return answerOf(API_KEY_FIELDS, k);
 }

@@ -5,7 +5,7 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
-import { ID_PATTERN, JOB_FIELDS } from '../core/index.js';
+import { API_KEY_FIELDS, ATTEMPT_FIELDS, ID_PATTERN, JOB_FIELDS, RUN_FIELDS } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
 
@@ -93,47 +93,9 @@ export const BulkJobsAnswer = Type.Object({
 
 export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) }, {});
 
-export const Attempt = Type.Object({
-  attempt: Type.Integer({ description: 'from 1, numbered on across replays' }),
-  worker_id: Type.String(),
-  started_at: Instant(
-    "the handler's start as its worker reported it (within the claim and the end); unreported: the later of the claim and available_at",
-  ),
-  claimed_at: Nullable(Instant('claimed (null on attempts recorded before it was kept)')),
-  finished_at: Nullable(Instant('ended')),
-  outcome: Nullable(Type.String({ description: 'succeeded, failed, lease_expired or released' })),
-  error: Nullable(Type.String({ description: "the error's message" })),
-  error_stack: Nullable(Type.String({ description: "the error's stack, when the handler threw an Error" })),
-  output: Nullable(Type.String({ description: 'the last 64 KiB of what the handler printed' })),
-});
+export const Attempt = Type.Object(answerProperties(ATTEMPT_FIELDS));
 
-export const Run = Type.Object(
-  {
-    run_id: Type.String(),
-    job_id: Type.String(),
-    scheduled_for: Instant('the slot: with the job, the run identity'),
-    state: Type.String({ description: 'pending, running, succeeded, dead or cancelled' }),
-    attempt: Type.Integer(),
-    max_attempts: Type.Integer(),
-    handler: Type.String(),
-    payload: Json,
-    pool: Type.String(),
-    priority: Type.Integer(),
-    available_at: Instant('claimable from'),
-    lease_owner: Nullable(Type.String()),
-    lease_expires_at: Nullable(Instant('lease expiry while running')),
-    last_error: Nullable(Type.String({ description: "the last failed attempt's error message" })),
-    created_at: Instant('materialised'),
-    started_at: Nullable(
-      Instant(
-        "the last ended attempt's handler start; running: the later of its claim and available_at, when the handler can start",
-      ),
-    ),
-    claimed_at: Nullable(Instant('when the attempt of started_at was claimed')),
-    finished_at: Nullable(Instant('ended')),
-  },
-  {},
-);
+export const Run = Type.Object(answerProperties(RUN_FIELDS), {});
 
 export const RunWithAttempts = Type.Object({ ...Run.properties, attempts: Type.Array(Attempt) });
 
@@ -356,14 +318,7 @@ export const KeyBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const ApiKey = Type.Object({
-  key_id: Type.String(),
-  tenant_id: Type.String(),
-  role: Type.String(),
-  name: Type.String(),
-  created_at: Instant('created'),
-  revoked_at: Nullable(Instant('revoked')),
-});
+export const ApiKey = Type.Object(answerProperties(API_KEY_FIELDS));
 
 export const CreatedKey = Type.Object({
   ...ApiKey.properties,

@@ -1,10 +1,19 @@
 /**
  * The HTTP API's bodies and answers as TypeScript types, in the API's own snake_case. They mirror
  * `src/api/schemas.ts` (the contract); the client knows only the contract, not the server's code.
- * A job's definition fields are derived from core's field table, as the schemas are.
+ * The fields of jobs, runs, attempts and keys are derived from core's field tables, as the schemas are.
  * Instants are ISO-8601 strings in UTC.
  */
-import type { JobBodyJson, JobDefinitionJson, MisfirePolicy, Role, RunState } from '../core/index.js';
+import type {
+  ApiKeyJson,
+  AttemptJson,
+  JobBodyJson,
+  JobDefinitionJson,
+  MisfirePolicy,
+  Role,
+  RunJson,
+  RunState,
+} from '../core/index.js';
 
 export type { MisfirePolicy, Role, RunState };
 
@@ -48,49 +57,11 @@ export interface JobList {
   next_cursor: string | null;
 }
 
-export interface Attempt {
-  /** From 1, numbered on across replays. */
-  attempt: number;
-  worker_id: string;
-  /** When the handler started (never before the claim, nor before the slot of a run claimed ahead). */
-  started_at: string;
-  /** When the attempt was claimed; null on attempts recorded before it was kept. */
-  claimed_at: string | null;
-  finished_at: string | null;
-  /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
-  outcome: string | null;
-  /** The error's message. */
-  error: string | null;
-  /** The error's stack, when the handler threw an `Error`. */
-  error_stack: string | null;
-  /** The last 64 KiB of what the handler printed. */
-  output: string | null;
-}
+/** An attempt of a run: its fields are core's `ATTEMPT_FIELDS`. */
+export interface Attempt extends AttemptJson {}
 
-export interface Run {
-  run_id: string;
-  job_id: string;
-  /** The slot: with the job, the run's identity. */
-  scheduled_for: string;
-  state: RunState;
-  attempt: number;
-  max_attempts: number;
-  handler: string;
-  payload: unknown;
-  pool: string;
-  priority: number;
-  available_at: string;
-  lease_owner: string | null;
-  lease_expires_at: string | null;
-  /** The last failed attempt's error message (its stack is on the attempt). */
-  last_error: string | null;
-  created_at: string;
-  /** When the last ended attempt's handler started; running: the later of its claim and `available_at`. */
-  started_at: string | null;
-  /** When the attempt `started_at` belongs to was claimed. */
-  claimed_at: string | null;
-  finished_at: string | null;
-}
+/** A run: its fields are core's `RUN_FIELDS`. */
+export interface Run extends RunJson {}
 
 export interface RunWithAttempts extends Run {
   attempts: Attempt[];
@@ -148,14 +119,8 @@ export interface StateAnswer {
   available_at?: string | null;
 }
 
-export interface ApiKey {
-  key_id: string;
-  tenant_id: string;
-  role: Role;
-  name: string;
-  created_at: string;
-  revoked_at: string | null;
-}
+/** An API key (never its secret): its fields are core's `API_KEY_FIELDS`. */
+export interface ApiKey extends ApiKeyJson {}
 
 /** A new key: the secret `key` is shown this once. */
 export interface CreatedKey extends ApiKey {

@@ -5,6 +5,8 @@ export * from './duration.js';
 export * from './errors.js';
 export * from './fields/field.js';
 export * from './fields/job.js';
+export * from './fields/key.js';
+export * from './fields/run.js';
 export * from './jitter.js';
 export * from './job.js';
 export * from './keys.js';

@@ -19,12 +19,28 @@ export type FieldType = 'id' | 'string' | 'integer' | 'number' | 'enum' | 'json'
 /** The PostgreSQL types the columns of entity fields have. */
 export type PgType = 'text' | 'integer' | 'double precision' | 'jsonb';
 
-export interface Field {
-  /** The name in the HTTP API, job files and error messages (snake_case). */
+/**
+ * A field as answers show it. Beside the types of `FieldType`, answers carry `instant` (a `Date`
+ * stored, an ISO-8601 string in UTC in the API) and `boolean`.
+ */
+export interface AnswerField {
+  /** The name in the HTTP API (snake_case). */
   readonly api: string;
-  readonly type: FieldType;
-  /** `null` is a value (an unset limit), and given as `null` it means the default. */
+  readonly type: FieldType | 'instant' | 'boolean';
+  /** `null` is a value. In a definition field, given as `null` it means the default. */
   readonly nullable?: boolean;
+  /**
+   * The values of an `enum`. On a `string` of an answer: the values the client's type names (the
+   * schema says any string, so that a value added later reaches older clients).
+   */
+  readonly values?: readonly string[];
+  /** What the API reference says of the field in an answer (answers carry no bounds). */
+  readonly answerDescription?: string;
+}
+
+/** A field of a definition: what a caller gives, validated, stored in its column. */
+export interface Field extends AnswerField {
+  readonly type: FieldType;
   /** The value an omitted field takes. A field without a default is required. */
   readonly default?: unknown;
   /** Bounds of an `integer` or `number`, inclusive. */
@@ -33,14 +49,10 @@ export interface Field {
   /** Bounds of a `string`'s length, checked by the API schema. */
   readonly minLength?: number;
   readonly maxLength?: number;
-  /** The values of an `enum`. */
-  readonly values?: readonly string[];
   /** Longest serialised UTF-8 of a `json` value, bytes. */
   readonly maxBytes?: number;
   /** What the API reference says of the field in a request body. */
   readonly description?: string;
-  /** What the API reference says of the field in an answer (answers carry no bounds). */
-  readonly answerDescription?: string;
   /** Its column and the column's type. */
   readonly column: string;
   readonly pgType: PgType;
@@ -54,6 +66,8 @@ export interface Field {
 
 /** An entity's fields, keyed by the TypeScript property. */
 export type Fields = { readonly [property: string]: Field };
+/** The fields of an answer, keyed by the TypeScript property. */
+export type AnswerFields = { readonly [property: string]: AnswerField };
 
 /** The TypeScript type of a field's value. */
 export type ValueOf<F> =
@@ -66,10 +80,26 @@ export type ValueOf<F> =
           : string)
   | (F extends { nullable: true } ? null : never);
 
-/** The type of a field's value in an answer: an `enum` is any string there, as the schema says. */
-export type AnswerValueOf<F> = F extends { type: 'enum' }
-  ? string | (F extends { nullable: true } ? null : never)
-  : ValueOf<F>;
+type OrNull<F> = F extends { nullable: true } ? null : never;
+
+/**
+ * The type of a field's value in an answer: an `enum` is any string there, as the schema says; a
+ * `string` with `values` is one of them; an `instant` is an ISO-8601 string.
+ */
+export type AnswerValueOf<F> =
+  | (F extends { type: 'enum' }
+      ? string
+      : F extends { type: 'string'; values: readonly (infer V)[] }
+        ? V
+        : F extends { type: 'instant' }
+          ? string
+          : F extends { type: 'boolean' }
+            ? boolean
+            : ValueOf<F>)
+  | OrNull<F>;
+
+/** The type of a field's value as the store holds it: an `instant` is a `Date`. */
+export type StoredValueOf<F> = F extends { type: 'instant' } ? Date | OrNull<F> : AnswerValueOf<F>;
 
 type HasDefault<F> = F extends { default: unknown } ? true : false;
 
@@ -89,4 +119,19 @@ export type BodyOf<T extends Fields> = {
 } & { -readonly [K in keyof T as HasDefault<T[K]> extends true ? T[K]['api'] : never]?: ValueOf<T[K]> };
 
 /** An answer in the API's snake_case: every field set. */
-export type AnswerOf<T extends Fields> = { -readonly [K in keyof T as T[K]['api']]: AnswerValueOf<T[K]> };
+export type AnswerOf<T extends AnswerFields> = {
+  -readonly [K in keyof T as T[K]['api']]: AnswerValueOf<T[K]>;
+};
+
+/** What an answer is made from (camelCase, instants as `Date`s). */
+export type StoredOf<T extends AnswerFields> = { readonly [K in keyof T]: StoredValueOf<T[K]> };
+
+/** An answer's fields from what the store holds: snake_case names, instants as ISO-8601 strings. */
+export function answerOf<T extends AnswerFields>(fields: T, stored: StoredOf<T>): AnswerOf<T> {
+  const out: Record<string, unknown> = {};
+  for (const [property, f] of Object.entries(fields)) {
+    const value = (stored as Record<string, unknown>)[property];
+    out[f.api] = f.type === 'instant' && value !== null ? (value as Date).toISOString() : value;
+  }
+  return out as AnswerOf<T>;
+}
