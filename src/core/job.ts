@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ValidationError } from './errors.js';
-import type { Field } from './fields/field.js';
+import { answerOf, type Field } from './fields/field.js';
 import {
   JOB_FIELDS,
   type JobDefinitionJson,
@@ -245,7 +245,5 @@ export function jobInputToApi(input: JobInput, options: { withId?: boolean } = {
  * part of the API's job answer).
  */
 export function jobSpecToApi(spec: JobSpecFields): JobDefinitionJson {
-  const out: Record<string, unknown> = {};
-  for (const [apiField, field] of API_FIELDS) out[apiField] = spec[field];
-  return out as JobDefinitionJson;
+  return answerOf(JOB_FIELDS, spec);
 }

@@ -1,10 +1,12 @@
 /**
  * What a field of an entity is, written once: its name in the HTTP API, its type and bounds, its
- * default, the text the API reference shows, and its database column. An entity's table (for a job,
- * `JOB_FIELDS` in `./job.ts`) is keyed by the TypeScript property; everything else that lists the
- * fields is derived from it: validation and defaults (`core/job.ts`), the TypeBox schemas and
- * so the OpenAPI document (`api/schemas.ts`), the client's JSON types (`client/types.ts`) and the
- * column list the store writes (`JOB_COLUMNS`). The types below derive the TypeScript shapes.
+ * default, the text the API reference shows, and its database column. An entity's table (a job's
+ * definition: `JOB_FIELDS` in `./job.ts`; the answers for runs, attempts and keys: `./run.ts`,
+ * `./key.ts`) is keyed by the TypeScript property, in the API's order. Everything else that lists
+ * the fields is derived from it: validation and defaults (`core/job.ts`), the TypeBox schemas and
+ * so the OpenAPI document (`api/field-schemas.ts`, `api/schemas.ts`), the answers (`answerOf`,
+ * used by `api/present.ts`), the client's JSON types (`client/types.ts`, from the types below) and
+ * the column list the store writes (`JOB_COLUMNS`).
  */
 
 /**
