@@ -1,5 +1,12 @@
 /** Domain objects → the API's snake_case JSON, by the field tables of core (`core/fields/`). */
-import { API_KEY_FIELDS, ATTEMPT_FIELDS, answerOf, jobSpecToApi, RUN_FIELDS } from '../core/index.js';
+import {
+  API_KEY_FIELDS,
+  ATTEMPT_FIELDS,
+  answerOf,
+  jobSpecToApi,
+  LEASED_RUN_FIELDS,
+  RUN_FIELDS,
+} from '../core/index.js';
 import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -34,21 +41,10 @@ export function runWithAttemptsJson(r: RunWithAttempts) {
 }
 
 export function leasedRunJson(r: ClaimedRun) {
-  return {
-    run_id: r.runId,
-    tenant_id: r.tenantId,
-    job_id: r.jobId,
-    handler: r.handler,
-    payload: r.payload,
-    scheduled_for: r.scheduledFor.toISOString(),
-    attempt: r.attempt,
-    lease_token: r.leaseToken,
-    lease_expires_at: r.leaseExpiresAt.toISOString(),
-    pool: r.pool,
-    max_attempts: r.maxAttempts,
-    available_at: r.availableAt.toISOString(),
-    timeout_seconds: r.timeoutMs === null ? null : r.timeoutMs / 1000,
-  };
+  return answerOf(LEASED_RUN_FIELDS, {
+    ...r,
+    timeoutSeconds: r.timeoutMs === null ? null : r.timeoutMs / 1000,
+  });
 }
 
 export function keyJson(k: ApiKey) {

@@ -5,7 +5,14 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
-import { API_KEY_FIELDS, ATTEMPT_FIELDS, ID_PATTERN, JOB_FIELDS, RUN_FIELDS } from '../core/index.js';
+import {
+  API_KEY_FIELDS,
+  ATTEMPT_FIELDS,
+  ID_PATTERN,
+  JOB_FIELDS,
+  LEASED_RUN_FIELDS,
+  RUN_FIELDS,
+} from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
 
@@ -140,23 +147,7 @@ export const LeaseRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const LeasedRun = Type.Object({
-  run_id: Type.String(),
-  tenant_id: Type.String(),
-  job_id: Type.String(),
-  handler: Type.String(),
-  payload: Json,
-  scheduled_for: Instant('the slot'),
-  attempt: Type.Integer(),
-  lease_token: Type.String(),
-  lease_expires_at: Instant('renew before this'),
-  pool: Type.String(),
-  max_attempts: Type.Integer(),
-  available_at: Instant('claimable since'),
-  timeout_seconds: Nullable(
-    Type.Integer({ description: 'abort the handler after this long; null: no limit' }),
-  ),
-});
+export const LeasedRun = Type.Object(answerProperties(LEASED_RUN_FIELDS));
 
 /** The server's clock when it answered: a worker converts lease expiries to its own clock with it. */
 const ServerTime = Instant("the server's clock when it answered");

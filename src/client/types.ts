@@ -9,6 +9,7 @@ import type {
   AttemptJson,
   JobBodyJson,
   JobDefinitionJson,
+  LeasedRunJson,
   MisfirePolicy,
   Role,
   RunJson,
@@ -73,24 +74,8 @@ export interface RunList {
   next_cursor: string | null;
 }
 
-/** A run handed to a worker under a lease (`POST /v1/leases`). */
-export interface LeasedRun {
-  run_id: string;
-  tenant_id: string;
-  job_id: string;
-  handler: string;
-  payload: unknown;
-  scheduled_for: string;
-  attempt: number;
-  lease_token: string;
-  lease_expires_at: string;
-  pool: string;
-  max_attempts: number;
-  /** When the run became claimable. */
-  available_at: string;
-  /** The job's timeout, or null. */
-  timeout_seconds: number | null;
-}
+/** A run handed to a worker under a lease (`POST /v1/leases`): its fields are core's `LEASED_RUN_FIELDS`. */
+export interface LeasedRun extends LeasedRunJson {}
 
 export interface LeaseAnswer {
   runs: LeasedRun[];

@@ -1,11 +1,11 @@
 /**
- * The answer tables (`RUN_FIELDS`, `ATTEMPT_FIELDS`, `API_KEY_FIELDS`) and what is derived from
+ * The answer tables (`RUN_FIELDS`, `ATTEMPT_FIELDS`, `LEASED_RUN_FIELDS`, `API_KEY_FIELDS`) and what is derived from
  * them agree: the API's answer schemas, the mapping from the store's objects (`answerOf`) and the
  * client's types, which are also pinned to what they were before they were derived. No database.
  */
 import type { Static } from 'typebox';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { jobJson, keyJson, runWithAttemptsJson } from '../../src/api/present.js';
+import { jobJson, keyJson, leasedRunJson, runWithAttemptsJson } from '../../src/api/present.js';
 import * as S from '../../src/api/schemas.js';
 import type * as Api from '../../src/client/types.js';
 import {
@@ -15,6 +15,7 @@ import {
   ATTEMPT_FIELDS,
   answerOf,
   JOB_FIELDS,
+  LEASED_RUN_FIELDS,
   type Role,
   RUN_FIELDS,
   type RunState,
@@ -28,6 +29,7 @@ const TABLES: [string, AnswerFields, Json][] = [
   ['RUN_FIELDS', RUN_FIELDS, S.Run],
   ['ATTEMPT_FIELDS', ATTEMPT_FIELDS, S.Attempt],
   ['API_KEY_FIELDS', API_KEY_FIELDS, S.ApiKey],
+  ['LEASED_RUN_FIELDS', LEASED_RUN_FIELDS, S.LeasedRun],
 ];
 
 const T1 = new Date('2026-01-01T00:00:00.000Z');
@@ -130,6 +132,41 @@ describe('answerOf and the present functions', () => {
         },
       ],
     });
+  });
+
+  it('map a leased run, its timeout in seconds', () => {
+    const claimed = {
+      runId: 'r1',
+      tenantId: 'acme',
+      jobId: 'nightly',
+      handler: 'report',
+      payload: [1],
+      pool: 'gpu',
+      scheduledFor: T1,
+      attempt: 1,
+      maxAttempts: 3,
+      leaseToken: 'tok',
+      leaseExpiresAt: T2,
+      availableAt: T1,
+      timeoutMs: 1500,
+      createdAt: T1,
+    };
+    expect(leasedRunJson(claimed)).toEqual({
+      run_id: 'r1',
+      tenant_id: 'acme',
+      job_id: 'nightly',
+      handler: 'report',
+      payload: [1],
+      scheduled_for: '2026-01-01T00:00:00.000Z',
+      attempt: 1,
+      lease_token: 'tok',
+      lease_expires_at: '2026-01-01T00:00:05.250Z',
+      pool: 'gpu',
+      max_attempts: 3,
+      available_at: '2026-01-01T00:00:00.000Z',
+      timeout_seconds: 1.5,
+    });
+    expect(leasedRunJson({ ...claimed, timeoutMs: null }).timeout_seconds).toBeNull();
   });
 
   it('map a key without anything the table does not name', () => {
@@ -275,6 +312,21 @@ declare namespace Before {
     claimed_at: string | null;
     finished_at: string | null;
   }
+  interface LeasedRun {
+    run_id: string;
+    tenant_id: string;
+    job_id: string;
+    handler: string;
+    payload: unknown;
+    scheduled_for: string;
+    attempt: number;
+    lease_token: string;
+    lease_expires_at: string;
+    pool: string;
+    max_attempts: number;
+    available_at: string;
+    timeout_seconds: number | null;
+  }
   interface ApiKey {
     key_id: string;
     tenant_id: string;
@@ -295,11 +347,13 @@ describe("the client's types, derived", () => {
     expectTypeOf<Flat<Api.Attempt>>().toEqualTypeOf<Flat<Before.Attempt>>();
     expectTypeOf<Flat<Api.Run>>().toEqualTypeOf<Flat<Before.Run>>();
     expectTypeOf<Flat<Api.ApiKey>>().toEqualTypeOf<Flat<Before.ApiKey>>();
+    expectTypeOf<Flat<Api.LeasedRun>>().toEqualTypeOf<Flat<Before.LeasedRun>>();
     expectTypeOf<Flat<Api.RunWithAttempts['attempts'][number]>>().toEqualTypeOf<Flat<Before.Attempt>>();
   });
 
   it("agree with the answer schemas' static types (the schema is looser where the client names values)", () => {
     expectTypeOf<Static<typeof S.Attempt>>().toEqualTypeOf<Flat<Api.Attempt>>();
+    expectTypeOf<Static<typeof S.LeasedRun>>().toEqualTypeOf<Flat<Api.LeasedRun>>();
     expectTypeOf<Static<typeof S.Run>>().toEqualTypeOf<Flat<Omit<Api.Run, 'state'> & { state: string }>>();
     expectTypeOf<Static<typeof S.ApiKey>>().toEqualTypeOf<
       Flat<Omit<Api.ApiKey, 'role'> & { role: string }>

@@ -1,5 +1,5 @@
 /**
- * The fields of a run and of its attempts as the API answers them, in the API's order: the one
+ * The fields of a run, of its attempts and of a leased run as the API answers them, in the API's order: the one
  * place that lists them for the answer schemas (`api/schemas.ts`), the mapping from the store's
  * rows (`api/present.ts`) and the client's types. The TSDoc of each entry is the client's.
  */
@@ -106,10 +106,36 @@ export const ATTEMPT_FIELDS = {
   },
 } as const satisfies AnswerFields;
 
+/** A run handed to a worker under a lease (`POST /v1/leases`). */
+export const LEASED_RUN_FIELDS = {
+  runId: { api: 'run_id', type: 'string' },
+  tenantId: { api: 'tenant_id', type: 'string' },
+  jobId: { api: 'job_id', type: 'string' },
+  handler: { api: 'handler', type: 'string' },
+  payload: { api: 'payload', type: 'json', answerDescription: 'any JSON value' },
+  scheduledFor: { api: 'scheduled_for', type: 'instant', answerDescription: 'the slot' },
+  attempt: { api: 'attempt', type: 'integer' },
+  leaseToken: { api: 'lease_token', type: 'string' },
+  leaseExpiresAt: { api: 'lease_expires_at', type: 'instant', answerDescription: 'renew before this' },
+  pool: { api: 'pool', type: 'string' },
+  maxAttempts: { api: 'max_attempts', type: 'integer' },
+  /** When the run became claimable. */
+  availableAt: { api: 'available_at', type: 'instant', answerDescription: 'claimable since' },
+  /** The job's timeout, or null. */
+  timeoutSeconds: {
+    api: 'timeout_seconds',
+    type: 'integer',
+    nullable: true,
+    answerDescription: 'abort the handler after this long; null: no limit',
+  },
+} as const satisfies AnswerFields;
+
 /** A run in an API answer. */
 export type RunJson = AnswerOf<typeof RUN_FIELDS>;
 /** An attempt of a run in an API answer. */
 export type AttemptJson = AnswerOf<typeof ATTEMPT_FIELDS>;
+/** A leased run in an API answer. */
+export type LeasedRunJson = AnswerOf<typeof LEASED_RUN_FIELDS>;
 /** What a run's answer is made from (the store's `Run` has these and more). */
 export type StoredRun = StoredOf<typeof RUN_FIELDS>;
 /** What an attempt's answer is made from. */
