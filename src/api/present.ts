@@ -1,4 +1,12 @@
-/** Domain objects → the API's snake_case JSON. */
+/** Domain objects → the API's snake_case JSON, by the field tables of core (`core/fields/`). */
+import {
+  API_KEY_FIELDS,
+  ATTEMPT_FIELDS,
+  answerOf,
+  jobSpecToApi,
+  LEASED_RUN_FIELDS,
+  RUN_FIELDS,
+} from '../core/index.js';
 import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -9,25 +17,11 @@ export function jobState(j: Pick<Job, 'enabled' | 'nextRunAt'>): 'active' | 'pau
   return j.nextRunAt === null ? 'finished' : 'active';
 }
 
+/** A job as the API answers it: its definition (from `JOB_FIELDS`) and its state. */
 export function jobJson(j: Job) {
   return {
-    job_id: j.jobId,
-    schedule: j.schedule,
-    timezone: j.timezone,
-    handler: j.handler,
-    payload: j.payload,
-    priority: j.priority,
-    max_attempts: j.maxAttempts,
-    backoff_base_seconds: j.backoffBaseSeconds,
-    backoff_cap_seconds: j.backoffCapSeconds,
-    misfire: j.misfire,
-    catch_up_limit: j.catchUpLimit,
-    misfire_threshold_seconds: j.misfireThresholdSeconds,
+    ...jobSpecToApi(j),
     misfire_after_seconds: j.misfireAfterSeconds,
-    pool: j.pool,
-    lease_seconds: j.leaseSeconds,
-    jitter_seconds: j.jitterSeconds,
-    timeout_seconds: j.timeoutSeconds,
     enabled: j.enabled,
     state: jobState(j),
     // A paused job's stored next_run_at is stale (resuming computes a new one from then on).
@@ -39,70 +33,20 @@ export function jobJson(j: Job) {
 }
 
 export function runJson(r: Run) {
-  return {
-    run_id: r.runId,
-    job_id: r.jobId,
-    scheduled_for: r.scheduledFor.toISOString(),
-    state: r.state,
-    attempt: r.attempt,
-    max_attempts: r.maxAttempts,
-    handler: r.handler,
-    payload: r.payload,
-    pool: r.pool,
-    priority: r.priority,
-    available_at: r.availableAt.toISOString(),
-    lease_owner: r.leaseOwner,
-    lease_expires_at: iso(r.leaseExpiresAt),
-    last_error: r.lastError,
-    created_at: r.createdAt.toISOString(),
-    started_at: iso(r.startedAt),
-    claimed_at: iso(r.claimedAt),
-    finished_at: iso(r.finishedAt),
-  };
+  return answerOf(RUN_FIELDS, r);
 }
 
 export function runWithAttemptsJson(r: RunWithAttempts) {
-  return {
-    ...runJson(r),
-    attempts: r.attempts.map((a) => ({
-      attempt: a.attempt,
-      worker_id: a.workerId,
-      started_at: a.startedAt.toISOString(),
-      claimed_at: iso(a.claimedAt),
-      finished_at: iso(a.finishedAt),
-      outcome: a.outcome,
-      error: a.error,
-      error_stack: a.errorStack,
-      output: a.output,
-    })),
-  };
+  return { ...runJson(r), attempts: r.attempts.map((a) => answerOf(ATTEMPT_FIELDS, a)) };
 }
 
 export function leasedRunJson(r: ClaimedRun) {
-  return {
-    run_id: r.runId,
-    tenant_id: r.tenantId,
-    job_id: r.jobId,
-    handler: r.handler,
-    payload: r.payload,
-    scheduled_for: r.scheduledFor.toISOString(),
-    attempt: r.attempt,
-    lease_token: r.leaseToken,
-    lease_expires_at: r.leaseExpiresAt.toISOString(),
-    pool: r.pool,
-    max_attempts: r.maxAttempts,
-    available_at: r.availableAt.toISOString(),
-    timeout_seconds: r.timeoutMs === null ? null : r.timeoutMs / 1000,
-  };
+  return answerOf(LEASED_RUN_FIELDS, {
+    ...r,
+    timeoutSeconds: r.timeoutMs === null ? null : r.timeoutMs / 1000,
+  });
 }
 
 export function keyJson(k: ApiKey) {
-  return {
-    key_id: k.keyId,
-    tenant_id: k.tenantId,
-    role: k.role,
-    name: k.name,
-    created_at: k.createdAt.toISOString(),
-    revoked_at: iso(k.revokedAt),
-  };
+  return answerOf(API_KEY_FIELDS, k);
 }

@@ -5,7 +5,15 @@
  * nothing is coerced.
  */
 import { type Static, Type } from 'typebox';
-import { ID_PATTERN } from '../core/index.js';
+import {
+  API_KEY_FIELDS,
+  ATTEMPT_FIELDS,
+  ID_PATTERN,
+  JOB_FIELDS,
+  LEASED_RUN_FIELDS,
+  RUN_FIELDS,
+} from '../core/index.js';
+import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
@@ -26,74 +34,27 @@ export const ErrorBody = Type.Object(
   {},
 );
 
-export const JobBody = Type.Object(
-  {
-    schedule: Type.String({
-      minLength: 1,
-      maxLength: 256,
-      description: 'cron, macro, "@every <duration>" or "@at <instant>"',
-    }),
-    timezone: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 64, description: 'IANA name; default UTC' }),
-    ),
-    handler: Id('handler a worker runs'),
-    payload: Type.Optional(Json),
-    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'default 0' })),
-    max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'default 3' })),
-    backoff_base_seconds: Type.Optional(Type.Number({ minimum: 1.1, maximum: 60, description: 'default 2' })),
-    backoff_cap_seconds: Type.Optional(
-      Type.Number({ minimum: 1, maximum: 604800, description: 'default 3600' }),
-    ),
-    misfire: Type.Optional(
-      Type.Union([Type.Literal('skip'), Type.Literal('fire_once'), Type.Literal('catch_up')]),
-    ),
-    catch_up_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'default 10' })),
-    misfire_threshold_seconds: Type.Optional(
-      Nullable(
-        Type.Integer({
-          minimum: 0,
-          maximum: 86400,
-          description:
-            "the misfire policy applies once the next slot is more than this late; default null: the scheduler's (60 s)",
-        }),
-      ),
-    ),
-    pool: Type.Optional(Id('worker pool; default "default"')),
-    lease_seconds: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 86400 }))),
-    jitter_seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 86400, description: 'default 0' })),
-    timeout_seconds: Type.Optional(
-      Nullable(
-        Type.Integer({ minimum: 1, maximum: 86400, description: 'abort and retry a run after this long' }),
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
+/** `PUT /v1/jobs/{job_id}`: a job definition (the id is in the path), from `JOB_FIELDS`. */
+export const JobBody = Type.Object(bodyProperties(JOB_FIELDS, ['jobId']), { additionalProperties: false });
 export type JobBody = Static<typeof JobBody>;
+
+/** The definition as an answer shows it, with `misfire_after_seconds` beside the job's own threshold. */
+function jobDefinitionAnswer() {
+  const entries = Object.entries(answerProperties(JOB_FIELDS));
+  const at = entries.findIndex(([name]) => name === 'misfire_threshold_seconds') + 1;
+  const misfireAfter = Type.Integer({
+    description: 'the misfire policy applies once the next slot is more than this many seconds late',
+  });
+  return Object.fromEntries([
+    ...entries.slice(0, at),
+    ['misfire_after_seconds', misfireAfter],
+    ...entries.slice(at),
+  ]) as AnswerProperties<typeof JOB_FIELDS> & { misfire_after_seconds: typeof misfireAfter };
+}
 
 export const Job = Type.Object(
   {
-    job_id: Type.String(),
-    schedule: Type.String(),
-    timezone: Type.String(),
-    handler: Type.String(),
-    payload: Json,
-    priority: Type.Integer(),
-    max_attempts: Type.Integer(),
-    backoff_base_seconds: Type.Number(),
-    backoff_cap_seconds: Type.Number(),
-    misfire: Type.String(),
-    catch_up_limit: Type.Integer(),
-    misfire_threshold_seconds: Nullable(
-      Type.Integer({ description: "the job's own; null: the scheduler's" }),
-    ),
-    misfire_after_seconds: Type.Integer({
-      description: 'the misfire policy applies once the next slot is more than this many seconds late',
-    }),
-    pool: Type.String(),
-    lease_seconds: Nullable(Type.Integer()),
-    jitter_seconds: Type.Integer(),
-    timeout_seconds: Nullable(Type.Integer()),
+    ...jobDefinitionAnswer(),
     enabled: Type.Boolean(),
     state: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
       description:
@@ -117,13 +78,10 @@ export const UpsertedJob = Type.Object({
 /** `PUT /v1/jobs`: many jobs at once, each a job body with its `job_id`. */
 export const BulkJobsBody = Type.Object(
   {
-    jobs: Type.Array(
-      Type.Object({ job_id: Id('job id'), ...JobBody.properties }, { additionalProperties: false }),
-      {
-        minItems: 1,
-        maxItems: 1000,
-      },
-    ),
+    jobs: Type.Array(Type.Object(bodyProperties(JOB_FIELDS), { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: 1000,
+    }),
   },
   { additionalProperties: false },
 );
@@ -142,47 +100,9 @@ export const BulkJobsAnswer = Type.Object({
 
 export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) }, {});
 
-export const Attempt = Type.Object({
-  attempt: Type.Integer({ description: 'from 1, numbered on across replays' }),
-  worker_id: Type.String(),
-  started_at: Instant(
-    "the handler's start as its worker reported it (within the claim and the end); unreported: the later of the claim and available_at",
-  ),
-  claimed_at: Nullable(Instant('claimed (null on attempts recorded before it was kept)')),
-  finished_at: Nullable(Instant('ended')),
-  outcome: Nullable(Type.String({ description: 'succeeded, failed, lease_expired or released' })),
-  error: Nullable(Type.String({ description: "the error's message" })),
-  error_stack: Nullable(Type.String({ description: "the error's stack, when the handler threw an Error" })),
-  output: Nullable(Type.String({ description: 'the last 64 KiB of what the handler printed' })),
-});
+export const Attempt = Type.Object(answerProperties(ATTEMPT_FIELDS));
 
-export const Run = Type.Object(
-  {
-    run_id: Type.String(),
-    job_id: Type.String(),
-    scheduled_for: Instant('the slot: with the job, the run identity'),
-    state: Type.String({ description: 'pending, running, succeeded, dead or cancelled' }),
-    attempt: Type.Integer(),
-    max_attempts: Type.Integer(),
-    handler: Type.String(),
-    payload: Json,
-    pool: Type.String(),
-    priority: Type.Integer(),
-    available_at: Instant('claimable from'),
-    lease_owner: Nullable(Type.String()),
-    lease_expires_at: Nullable(Instant('lease expiry while running')),
-    last_error: Nullable(Type.String({ description: "the last failed attempt's error message" })),
-    created_at: Instant('materialised'),
-    started_at: Nullable(
-      Instant(
-        "the last ended attempt's handler start; running: the later of its claim and available_at, when the handler can start",
-      ),
-    ),
-    claimed_at: Nullable(Instant('when the attempt of started_at was claimed')),
-    finished_at: Nullable(Instant('ended')),
-  },
-  {},
-);
+export const Run = Type.Object(answerProperties(RUN_FIELDS), {});
 
 export const RunWithAttempts = Type.Object({ ...Run.properties, attempts: Type.Array(Attempt) });
 
@@ -227,23 +147,7 @@ export const LeaseRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const LeasedRun = Type.Object({
-  run_id: Type.String(),
-  tenant_id: Type.String(),
-  job_id: Type.String(),
-  handler: Type.String(),
-  payload: Json,
-  scheduled_for: Instant('the slot'),
-  attempt: Type.Integer(),
-  lease_token: Type.String(),
-  lease_expires_at: Instant('renew before this'),
-  pool: Type.String(),
-  max_attempts: Type.Integer(),
-  available_at: Instant('claimable since'),
-  timeout_seconds: Nullable(
-    Type.Integer({ description: 'abort the handler after this long; null: no limit' }),
-  ),
-});
+export const LeasedRun = Type.Object(answerProperties(LEASED_RUN_FIELDS));
 
 /** The server's clock when it answered: a worker converts lease expiries to its own clock with it. */
 const ServerTime = Instant("the server's clock when it answered");
@@ -405,14 +309,7 @@ export const KeyBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const ApiKey = Type.Object({
-  key_id: Type.String(),
-  tenant_id: Type.String(),
-  role: Type.String(),
-  name: Type.String(),
-  created_at: Instant('created'),
-  revoked_at: Nullable(Instant('revoked')),
-});
+export const ApiKey = Type.Object(answerProperties(API_KEY_FIELDS));
 
 export const CreatedKey = Type.Object({
   ...ApiKey.properties,

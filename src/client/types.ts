@@ -1,74 +1,38 @@
 /**
  * The HTTP API's bodies and answers as TypeScript types, in the API's own snake_case. They mirror
  * `src/api/schemas.ts` (the contract); the client knows only the contract, not the server's code.
+ * The fields of jobs, runs, attempts and keys are derived from core's field tables, as the schemas are.
  * Instants are ISO-8601 strings in UTC.
  */
-import type { MisfirePolicy, Role, RunState } from '../core/index.js';
+import type {
+  ApiKeyJson,
+  AttemptJson,
+  JobBodyJson,
+  JobDefinitionJson,
+  LeasedRunJson,
+  MisfirePolicy,
+  Role,
+  RunJson,
+  RunState,
+} from '../core/index.js';
 
 export type { MisfirePolicy, Role, RunState };
 
-/** `PUT /v1/jobs/{job_id}`: a job definition. Unset fields take the server's defaults. */
-export interface JobBody {
-  /** Cron (5 or 6 fields), a macro (`@daily`), `@every <duration>` or `@at <instant>`. */
-  schedule: string;
-  /** IANA timezone the cron expression is read in. Default `UTC`. */
-  timezone?: string;
-  /** Name of the handler a worker runs. */
-  handler: string;
-  /** JSON given to the handler. Default `{}`. */
-  payload?: unknown;
-  /** 0–100, higher first. Default 0. */
-  priority?: number;
-  /** Attempts before a run is dead-lettered, 1–100. Default 3. */
-  max_attempts?: number;
-  /** Retry backoff base in seconds, 1.1–60. Default 2. */
-  backoff_base_seconds?: number;
-  /** Longest retry wait in seconds, 1–604800. Default 3600. */
-  backoff_cap_seconds?: number;
-  /** Misfire policy after downtime. Default `fire_once`. */
-  misfire?: MisfirePolicy;
-  /** Most missed slots `catch_up` backfills, 1–1000. Default 10. */
-  catch_up_limit?: number;
-  /** Worker pool. Default `default`. */
-  pool?: string;
-  /** Lease length of this job's runs in seconds, 1–86400; `null`: the server's default. */
-  lease_seconds?: number | null;
-  /** Spread runs up to this many seconds after their slot, 0–86400. Default 0. */
-  jitter_seconds?: number;
-  /** Abort a run after this many seconds and retry it, 1–86400; `null`: no limit. Default none. */
-  timeout_seconds?: number | null;
-  /**
-   * The misfire policy applies once the next slot is more than this many seconds late, 0–86400;
-   * `null`: the scheduler's threshold (60 s). Default `null`.
-   */
-  misfire_threshold_seconds?: number | null;
-}
+/**
+ * `PUT /v1/jobs/{job_id}`: a job definition (the id is in the path). Unset fields take the server's
+ * defaults. Its fields, their bounds and defaults are core's `JOB_FIELDS`.
+ */
+export interface JobBody extends Omit<JobBodyJson, 'job_id'> {}
 
 /** What a job is doing (`Job.state`). */
 export type JobState = 'active' | 'paused' | 'finished';
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
-export interface Job {
-  job_id: string;
-  schedule: string;
-  timezone: string;
-  handler: string;
-  payload: unknown;
-  priority: number;
-  max_attempts: number;
-  backoff_base_seconds: number;
-  backoff_cap_seconds: number;
-  misfire: string;
-  catch_up_limit: number;
-  /** The job's own misfire threshold, seconds; `null`: the scheduler's. */
-  misfire_threshold_seconds: number | null;
+/** A job: its definition (`JOB_FIELDS`; `misfire` is any string here) and what it is doing. */
+export interface Job extends JobDefinitionJson {
   /** The threshold that applies: the misfire policy acts once the next slot is this many seconds late. */
   misfire_after_seconds: number;
-  pool: string;
-  lease_seconds: number | null;
-  jitter_seconds: number;
-  timeout_seconds: number | null;
   /** `false` while paused. */
   enabled: boolean;
   /**
@@ -94,49 +58,11 @@ export interface JobList {
   next_cursor: string | null;
 }
 
-export interface Attempt {
-  /** From 1, numbered on across replays. */
-  attempt: number;
-  worker_id: string;
-  /** When the handler started (never before the claim, nor before the slot of a run claimed ahead). */
-  started_at: string;
-  /** When the attempt was claimed; null on attempts recorded before it was kept. */
-  claimed_at: string | null;
-  finished_at: string | null;
-  /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
-  outcome: string | null;
-  /** The error's message. */
-  error: string | null;
-  /** The error's stack, when the handler threw an `Error`. */
-  error_stack: string | null;
-  /** The last 64 KiB of what the handler printed. */
-  output: string | null;
-}
+/** An attempt of a run: its fields are core's `ATTEMPT_FIELDS`. */
+export interface Attempt extends AttemptJson {}
 
-export interface Run {
-  run_id: string;
-  job_id: string;
-  /** The slot: with the job, the run's identity. */
-  scheduled_for: string;
-  state: RunState;
-  attempt: number;
-  max_attempts: number;
-  handler: string;
-  payload: unknown;
-  pool: string;
-  priority: number;
-  available_at: string;
-  lease_owner: string | null;
-  lease_expires_at: string | null;
-  /** The last failed attempt's error message (its stack is on the attempt). */
-  last_error: string | null;
-  created_at: string;
-  /** When the last ended attempt's handler started; running: the later of its claim and `available_at`. */
-  started_at: string | null;
-  /** When the attempt `started_at` belongs to was claimed. */
-  claimed_at: string | null;
-  finished_at: string | null;
-}
+/** A run: its fields are core's `RUN_FIELDS`. */
+export interface Run extends RunJson {}
 
 export interface RunWithAttempts extends Run {
   attempts: Attempt[];
@@ -148,24 +74,8 @@ export interface RunList {
   next_cursor: string | null;
 }
 
-/** A run handed to a worker under a lease (`POST /v1/leases`). */
-export interface LeasedRun {
-  run_id: string;
-  tenant_id: string;
-  job_id: string;
-  handler: string;
-  payload: unknown;
-  scheduled_for: string;
-  attempt: number;
-  lease_token: string;
-  lease_expires_at: string;
-  pool: string;
-  max_attempts: number;
-  /** When the run became claimable. */
-  available_at: string;
-  /** The job's timeout, or null. */
-  timeout_seconds: number | null;
-}
+/** A run handed to a worker under a lease (`POST /v1/leases`): its fields are core's `LEASED_RUN_FIELDS`. */
+export interface LeasedRun extends LeasedRunJson {}
 
 export interface LeaseAnswer {
   runs: LeasedRun[];
@@ -194,14 +104,8 @@ export interface StateAnswer {
   available_at?: string | null;
 }
 
-export interface ApiKey {
-  key_id: string;
-  tenant_id: string;
-  role: Role;
-  name: string;
-  created_at: string;
-  revoked_at: string | null;
-}
+/** An API key (never its secret): its fields are core's `API_KEY_FIELDS`. */
+export interface ApiKey extends ApiKeyJson {}
 
 /** A new key: the secret `key` is shown this once. */
 export interface CreatedKey extends ApiKey {

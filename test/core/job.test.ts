@@ -321,3 +321,12 @@ describe('jobInputToApi', () => {
     expect(jobInputToApi(BASE, { withId: false })).toEqual({ schedule: '0 3 * * *', handler: 'report' });
   });
 });
+
+describe('jobInputFromApi', () => {
+  it('names an unknown field as it was given, even one Object.prototype has', () => {
+    for (const key of ['toString', 'constructor', '__proto__', 'bogus']) {
+      const body = JSON.parse(`{"schedule":"@daily","handler":"h",${JSON.stringify(key)}:1}`);
+      expect(() => jobInputFromApi(body)).toThrow(`unknown job field "${key}"`);
+    }
+  });
+});
