@@ -9,6 +9,7 @@ import {
   checkJobBatch,
   definitionHash,
   firstSlotFrom,
+  JOB_FIELDS,
   NotFoundError,
   pastOneShotError,
   type Schedule,
@@ -35,23 +36,12 @@ const jobOf = (row: Row, o: Reading): Job => toJob(row, o.misfireThresholdMs / 1
 export function jobRow(p: { tenantId: string; job: ValidJob; now: number; shardCount: number }) {
   const { spec, schedule } = p.job;
   const first = firstSlotFrom(schedule, p.now);
+  // Keyed by column, from core's field table (the payload as JSON, not as its text).
+  const row: Record<string, unknown> = {};
+  for (const [property, field] of Object.entries(JOB_FIELDS))
+    row[field.column] = spec[property as keyof typeof spec];
   return {
-    job_id: spec.jobId,
-    handler: spec.handler,
-    payload: spec.payload,
-    schedule: spec.schedule,
-    timezone: spec.timezone,
-    priority: spec.priority,
-    max_attempts: spec.maxAttempts,
-    backoff_base_seconds: spec.backoffBaseSeconds,
-    backoff_cap_seconds: spec.backoffCapSeconds,
-    misfire: spec.misfire,
-    catch_up_limit: spec.catchUpLimit,
-    pool: spec.pool,
-    lease_seconds: spec.leaseSeconds,
-    jitter_seconds: spec.jitterSeconds,
-    timeout_seconds: spec.timeoutSeconds,
-    misfire_threshold_seconds: spec.misfireThresholdSeconds,
+    ...row,
     shard_id: shardOf(p.tenantId, spec.jobId, p.shardCount),
     next_run_at: first === null ? null : new Date(first).toISOString(),
     definition_hash: definitionHash(spec),

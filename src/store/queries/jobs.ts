@@ -1,8 +1,23 @@
 /** Every statement on `jobs`. Parameters are positional; each constant's comment lists them. */
+import { JOB_COLUMNS as DEFINITION_COLUMNS } from '../../core/index.js';
 
 const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds,
   timeout_seconds, misfire_threshold_seconds, enabled, shard_id, next_run_at, version, created_at, updated_at`;
+
+/**
+ * The definition's columns, from the job's field table in core (`JOB_COLUMNS`: one entry per
+ * field, in the API's order), then the three the store computes. A new job field is a new entry
+ * there (and a migration); this statement follows.
+ */
+const UPSERT_COLUMNS: readonly { column: string; pgType: string }[] = [
+  ...DEFINITION_COLUMNS.map(({ column, pgType }) => ({ column, pgType })),
+  { column: 'shard_id', pgType: 'integer' },
+  { column: 'next_run_at', pgType: 'timestamptz' },
+  { column: 'definition_hash', pgType: 'text' },
+];
+const names = UPSERT_COLUMNS.map((c) => c.column);
+const read = (c: string) => (c === 'payload' ? `COALESCE(j.payload, 'null')` : `j.${c}`);
 
 /**
  * $1 tenant, $2 the jobs (a jsonb array of `jobRow` objects, one per job, keyed by the column names
@@ -14,27 +29,14 @@ const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, pr
  * `jobUpsert` answers each written job's row, `jobUpsertIds` only its id.
  */
 const upsert = (returning: string) => `
-INSERT INTO jobs (tenant_id, created_at, updated_at,
-  job_id, handler, payload, schedule, timezone, priority, max_attempts, backoff_base_seconds,
-  backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds, timeout_seconds,
-  misfire_threshold_seconds, shard_id, next_run_at, definition_hash)
-SELECT $1, $3, $3,
-  j.job_id, j.handler, COALESCE(j.payload, 'null'), j.schedule, j.timezone, j.priority, j.max_attempts,
-  j.backoff_base_seconds, j.backoff_cap_seconds, j.misfire, j.catch_up_limit, j.pool, j.lease_seconds,
-  j.jitter_seconds, j.timeout_seconds, j.misfire_threshold_seconds, j.shard_id, j.next_run_at, j.definition_hash
-FROM jsonb_to_recordset($2::jsonb) AS j(
-  job_id text, handler text, payload jsonb, schedule text, timezone text, priority int, max_attempts int,
-  backoff_base_seconds float8, backoff_cap_seconds float8, misfire text, catch_up_limit int, pool text,
-  lease_seconds int, jitter_seconds int, timeout_seconds int, misfire_threshold_seconds int,
-  shard_id int, next_run_at timestamptz, definition_hash text)
+INSERT INTO jobs (tenant_id, created_at, updated_at, ${names.join(', ')})
+SELECT $1, $3, $3, ${names.map(read).join(', ')}
+FROM jsonb_to_recordset($2::jsonb) AS j(${UPSERT_COLUMNS.map((c) => `${c.column} ${c.pgType}`).join(', ')})
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET
-  handler = EXCLUDED.handler, payload = EXCLUDED.payload, schedule = EXCLUDED.schedule,
-  timezone = EXCLUDED.timezone, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-  backoff_base_seconds = EXCLUDED.backoff_base_seconds, backoff_cap_seconds = EXCLUDED.backoff_cap_seconds,
-  misfire = EXCLUDED.misfire, catch_up_limit = EXCLUDED.catch_up_limit, pool = EXCLUDED.pool,
-  lease_seconds = EXCLUDED.lease_seconds, jitter_seconds = EXCLUDED.jitter_seconds,
-  timeout_seconds = EXCLUDED.timeout_seconds, misfire_threshold_seconds = EXCLUDED.misfire_threshold_seconds,
-  definition_hash = EXCLUDED.definition_hash,
+  ${names
+    .filter((c) => c !== 'job_id' && c !== 'shard_id' && c !== 'next_run_at')
+    .map((c) => `${c} = EXCLUDED.${c}`)
+    .join(', ')},
   next_run_at = CASE WHEN jobs.schedule = EXCLUDED.schedule AND jobs.timezone = EXCLUDED.timezone
                      THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
   version = jobs.version + 1, updated_at = EXCLUDED.updated_at
