@@ -73,6 +73,12 @@ function setup(ids: string[], o: { held?: string[]; lost?: string[]; fail?: bool
   return { clock, runs, keeper, calls, events, forgotten, errors, lost, run };
 }
 
+/** The signal a handler reads (made on first read, as the executor's context does). */
+function signalOf(a: ActiveRun): AbortSignal {
+  a.controller = new AbortController();
+  return a.controller.signal;
+}
+
 /** Lets the keeper's loop take its next step (a few turns: the step awaits several promises). */
 async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
@@ -112,7 +118,7 @@ describe('LeaseKeeper', () => {
       lost: ['running', 'held', 'finishing'],
     });
     const running = run('running');
-    const signal = (running.controller ??= new AbortController()).signal;
+    const signal = signalOf(running);
     runs.finished(run('finishing'));
     clock.advance(LEASE_MS / 3);
     await keeper.heartbeatOnce();
@@ -152,7 +158,7 @@ describe('LeaseKeeper', () => {
 
   it('steps down when renewals fail until the lease runs out: the handler is aborted', async () => {
     const { clock, keeper, calls, errors, events, run } = setup(['a'], { fail: true });
-    const signal = (run('a').controller ??= new AbortController()).signal;
+    const signal = signalOf(run('a'));
     keeper.start();
     try {
       // Every check from a third of the lease on tries to renew and fails (the loop backs off); the
