@@ -12,7 +12,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { type ClaimedRun, type Clock, type LeaseSource, msUntilClaimable, Periodic } from '../core/index.js';
+import {
+  type ClaimedRun,
+  type Clock,
+  idleSleepMs,
+  type LeaseSource,
+  msUntilClaimable,
+  Periodic,
+} from '../core/index.js';
 import { type ActiveRun, type ActiveRuns, type EmitEvent, FINISHED, heldRun } from './active-run.js';
 import { FailureLog } from './failure-log.js';
 
@@ -81,9 +88,17 @@ export class Producer {
       clock: o.clock,
       intervalMs: o.pollIntervalMs,
       step: async () => {
-        const again = await this.claimOnce();
+        const claimed = await this.claim();
         this.failures.succeeded();
-        return again;
+        if (!(claimed instanceof Date)) return claimed;
+        // Idle: until woken (`poke`), until the next run may be claimed, or the poll interval.
+        const now = o.clock.nowMs();
+        return idleSleepMs({
+          now,
+          next: claimed,
+          aheadMs: o.scope.claimAheadMs,
+          intervalMs: o.pollIntervalMs,
+        });
       },
       onError: (err) => {
         this.failures.failed(err);
@@ -133,6 +148,16 @@ export class Producer {
    * tell, the ms until the next run of the pool becomes claimable (the next claim is then).
    */
   async claimOnce(): Promise<boolean | number> {
+    const claimed = await this.claim();
+    if (!(claimed instanceof Date)) return claimed;
+    return msUntilClaimable(claimed, this.o.scope.claimAheadMs, this.o.clock.nowMs());
+  }
+
+  /**
+   * One claim for the free capacity: true when it filled the capacity it asked for, the instant the
+   * next run of the pool becomes available when it did not and the source can tell, else false.
+   */
+  private async claim(): Promise<boolean | Date> {
     const { runs, scope, clock, source } = this.o;
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
@@ -168,8 +193,7 @@ export class Producer {
         tenantId: scope.tenantId,
         tenants: scope.tenants,
       });
-      // The loop sleeps the poll interval at most, and a notification or a freed slot wakes it.
-      if (next !== null) return msUntilClaimable(next, scope.claimAheadMs, clock.nowMs());
+      if (next !== null) return next;
     }
     return false;
   }
