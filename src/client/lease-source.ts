@@ -37,7 +37,6 @@ import {
   type LeaseRef,
   type LeaseSource,
   SystemClock,
-  validateId,
 } from '../core/index.js';
 import { TockApiError, TockClient, TockConnectionError } from './client.js';
 import type { WorkerReport } from './types.js';
@@ -133,7 +132,8 @@ export class HttpLeaseSource implements LeaseSource {
   }
 
   constructor(o: HttpLeaseSourceOptions) {
-    this.workerId = validateId(o.workerId ?? `worker-${randomBytes(6).toString('hex')}`, 'worker_id');
+    // Not validated here: the server refuses a bad id, and a `Worker` checks its own.
+    this.workerId = o.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
     this.clock = o.clock ?? new SystemClock();
