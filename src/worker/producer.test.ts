@@ -33,7 +33,13 @@ function claimed(runId: string, o: { availableAt?: number; leaseExpiresAt?: numb
 
 /** A producer whose claims answer from `queue` (up to `max`), with its source's calls and its events. */
 function setup(
-  o: { concurrency?: number; prefetch?: number; claimAheadMs?: number; next?: Date | null } = {},
+  o: {
+    concurrency?: number;
+    prefetch?: number;
+    claimAheadMs?: number;
+    next?: Date | null;
+    pollIntervalMs?: number;
+  } = {},
 ) {
   const clock = new FakeClock(T0);
   const runs = new ActiveRuns();
@@ -41,6 +47,8 @@ function setup(
   const claims: ClaimRunsParams[] = [];
   const releases: ReleaseRunsParams[] = [];
   const started: ActiveRun[] = [];
+  /** What the source answers for the next available run. */
+  const state = { next: o.next ?? null };
   const events: [keyof WorkerEvents, unknown[]][] = [];
   let failNext = false;
   const producer = new Producer({
@@ -57,7 +65,7 @@ function setup(
         releases.push(p);
         return { released: p.leases.map((l) => l.runId) };
       },
-      nextAvailableAt: async () => o.next ?? null,
+      nextAvailableAt: async () => state.next,
     },
     clock,
     logger,
@@ -70,7 +78,7 @@ function setup(
       prefetch: o.prefetch ?? 0,
       claimAheadMs: o.claimAheadMs ?? 250,
     },
-    pollIntervalMs: 3_600_000,
+    pollIntervalMs: o.pollIntervalMs ?? 3_600_000,
     emit: (event, ...args) => void events.push([event, args]),
     begin: (a) => {
       a.started = true;
@@ -88,7 +96,7 @@ function setup(
     producer.pump();
     runs.ended(a);
   };
-  return { clock, runs, queue, claims, releases, started, events, producer, failClaim, end };
+  return { clock, runs, queue, claims, releases, started, events, producer, failClaim, end, state };
 }
 
 const settle = async () => {
@@ -201,6 +209,43 @@ describe('Producer', () => {
       expect(await none.producer.claimOnce()).toBe(false);
     } finally {
       await none.producer.stop();
+    }
+  });
+
+  it('idle, claims again when the next run may be claimed, at most a poll interval later, or when poked', async () => {
+    const soon = setup({ claimAheadMs: 300, next: new Date(T0 + 1000), pollIntervalMs: 5000 });
+    soon.producer.start();
+    try {
+      await settle();
+      expect(soon.claims).toHaveLength(1);
+      // By then another worker has it: the source knows of no other run.
+      soon.state.next = null;
+      soon.clock.advance(699);
+      await settle();
+      expect(soon.claims).toHaveLength(1);
+      soon.clock.advance(1);
+      await settle();
+      expect(soon.claims).toHaveLength(2);
+    } finally {
+      await soon.producer.stop();
+    }
+    const idle = setup({ next: null, pollIntervalMs: 5000 });
+    idle.producer.start();
+    try {
+      await settle();
+      idle.clock.advance(4999);
+      await settle();
+      expect(idle.claims).toHaveLength(1);
+      idle.clock.advance(1);
+      await settle();
+      expect(idle.claims).toHaveLength(2);
+      // A notification (or a freed slot) wakes it at once.
+      idle.producer.poke();
+      await settle();
+      expect(idle.claims).toHaveLength(3);
+      expect(idle.clock.nowMs()).toBe(T0 + 5000);
+    } finally {
+      await idle.producer.stop();
     }
   });
 });
