@@ -10,7 +10,7 @@ const ALLOWED = {
   core: [],
   store: ['core'],
   scheduler: ['core', 'store'],
-  worker: ['core', 'store', 'client'],
+  worker: ['core', 'store'],
   api: ['core', 'store', 'scheduler', 'worker'],
   client: ['core'],
   runtime: ['core', 'store', 'scheduler', 'worker', 'api', 'client'],

@@ -1,7 +1,7 @@
 /**
  * The Tock library, what `import … from 'tock'` gives: `createTock()` to run the scheduler, a
  * worker and the API inside an application; `Worker` and its handler types for a worker of one's
- * own (through a Tock server with `HttpLeaseStore`); `TockClient` for the HTTP API, whose JSON
+ * own (through a Tock server with `HttpLeaseSource`); `TockClient` for the HTTP API, whose JSON
  * shapes are the `Api` namespace (`Api.Job`, `Api.Run`); the errors a handler throws or a caller
  * catches; and the clocks (`FakeClock` for tests). `etc/tock.api.md` is this surface as
  * API Extractor reports it (`npm run api` rewrites it; CI fails when it differs).
@@ -9,6 +9,8 @@
 export {
   type ClaimOptions,
   type CompleteOptions,
+  HttpLeaseSource,
+  type HttpLeaseSourceOptions,
   type ListRunsOptions,
   type PageOptions,
   TockApiError,
@@ -46,8 +48,6 @@ export {
 export type { ClaimedRun, Run, UpsertChange } from './store/index.js';
 export {
   type Handler,
-  HttpLeaseStore,
-  type HttpLeaseStoreOptions,
   type RunContext,
   Worker,
   type WorkerEvents,

@@ -21,7 +21,7 @@
  * were their re-claims paid from the request quota, one tenant could spend another's and have its
  * heartbeats and completions refused. A client that went away gets no claim.
  */
-import { type Clock, TockError } from '../core/index.js';
+import { type Clock, idleSleepMs, type RunWakeups, TockError, type Wakeups } from '../core/index.js';
 import type { HttpLimits } from './limits.js';
 import type { TenantQuota } from './quota.js';
 
@@ -39,43 +39,8 @@ export const LONG_POLL_MIN_SLEEP_MS = 100;
 /** `Retry-After` of a long-poll refused for the per-key or per-tenant cap, seconds. */
 export const LONG_POLL_RETRY_AFTER_S = 5;
 
-/** What a waiting long-poll sleeps on. */
-export interface Wakeups {
-  /** Whether notifications arrive now; when not, waiters re-claim every {@link LONG_POLL_UNLISTENED_MS}. */
-  readonly listening: boolean;
-  /** Resolves after `ms` of the clock's time, at the next wake, or when `signal` aborts. Never rejects. */
-  wait(ms: number, signal: AbortSignal): Promise<void>;
-}
-
-/** The process's fan-out: `wake()` on every notification wakes every waiter once. */
-export class RunWakeups implements Wakeups {
-  listening = false;
-  private readonly waiters = new Set<() => void>();
-
-  constructor(private readonly clock: Clock) {}
-
-  /** How many long-polls sleep now. */
-  get waiting(): number {
-    return this.waiters.size;
-  }
-
-  wake(): void {
-    for (const w of [...this.waiters]) w();
-  }
-
-  async wait(ms: number, signal: AbortSignal): Promise<void> {
-    const woken = new AbortController();
-    const stop = () => woken.abort();
-    this.waiters.add(stop);
-    signal.addEventListener('abort', stop, { once: true });
-    try {
-      if (!signal.aborted) await this.clock.sleep(ms, woken.signal);
-    } finally {
-      this.waiters.delete(stop);
-      signal.removeEventListener('abort', stop);
-    }
-  }
-}
+// What a waiting long-poll sleeps on: the process's fan-out of notifications, shared with the worker.
+export { RunWakeups, type Wakeups } from '../core/index.js';
 
 export interface LongPollRequest<T> {
   tenantId: string;
@@ -129,11 +94,15 @@ export class LongPolls {
       const runs = await r.claim();
       if (runs.length > 0 || deadline - clock.nowMs() <= 0 || r.signal.aborted) return runs;
       const next = await r.nextAvailableAt();
-      const remaining = Math.max(0, deadline - clock.nowMs());
-      const until =
-        next === null ? Number.POSITIVE_INFINITY : Math.max(0, next.getTime() - r.aheadMs - clock.nowMs());
-      const interval = wakeups?.listening ? LONG_POLL_FALLBACK_MS : LONG_POLL_UNLISTENED_MS;
-      const ms = Math.min(interval, remaining, Math.max(until, LONG_POLL_MIN_SLEEP_MS));
+      const now = clock.nowMs();
+      const ms = idleSleepMs({
+        now,
+        next,
+        aheadMs: r.aheadMs,
+        intervalMs: wakeups?.listening ? LONG_POLL_FALLBACK_MS : LONG_POLL_UNLISTENED_MS,
+        minMs: LONG_POLL_MIN_SLEEP_MS,
+        leftMs: Math.max(0, deadline - now),
+      });
       if (wakeups) await wakeups.wait(ms, r.signal);
       else await clock.sleep(ms, r.signal);
       // Each re-claim counts against the tenant's re-claim quota; with none left, it waits for a token.

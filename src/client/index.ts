@@ -1,4 +1,7 @@
-/** The HTTP client: `TockClient` and the API's JSON shapes (the CLI and remote workers use it). */
+/**
+ * The HTTP client: `TockClient`, the API's JSON shapes (the CLI uses them) and `HttpLeaseSource`, the
+ * lease contract over HTTP (remote workers use it).
+ */
 export {
   type ClaimOptions,
   type CompleteOptions,
@@ -11,4 +14,13 @@ export {
   TockConnectionError,
   type TriggerOptions,
 } from './client.js';
+export {
+  CLAIM_RETRIES,
+  CLAIM_RETRY_BACKOFF_MS,
+  CLAIM_RETRY_WINDOW_MS,
+  DEFAULT_CLAIM_TIMEOUT_MS,
+  type HttpClaimParams,
+  HttpLeaseSource,
+  type HttpLeaseSourceOptions,
+} from './lease-source.js';
 export type * from './types.js';

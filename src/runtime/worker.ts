@@ -12,10 +12,11 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import { TockApiError, TockConnectionError } from '../client/index.js';
+import { HttpLeaseSource, TockApiError, TockConnectionError } from '../client/index.js';
 import {
   type Clock,
   formatDuration,
+  type LeaseSource,
   OffsetClock,
   SystemClock,
   ValidationError,
@@ -23,7 +24,7 @@ import {
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
 import { PostgresStore } from '../store/index.js';
-import { type Handler, HttpLeaseStore, type LeaseStore, readWorkerConfig, Worker } from '../worker/index.js';
+import { type Handler, readWorkerConfig, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 
 export interface WorkerRuntimeOptions {
@@ -235,7 +236,7 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
   // Handlers first: a bad configuration fails before anything connects.
   const handlers = await loadHandlers(o);
   const workerId = o.workerId ?? defaultWorkerId();
-  let store: LeaseStore;
+  let store: LeaseSource;
   let clock: Clock;
   let db: OpenDatabase | null = null;
   let sync: ClockSync | null = null;
@@ -243,11 +244,11 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
     const url = o.url;
     // The worker's own clock: the store converts the server's lease expiries to it.
     clock = new SystemClock();
-    const remote = new HttpLeaseStore({ url, key: o.key, clock });
+    const remote = new HttpLeaseSource({ url, key: o.key, clock, workerId });
     store = remote;
     // A wrong key is a configuration error: say so once and exit, rather than retry it forever. A
     // server not up yet is not: the claim loop retries it.
-    await remote.checkAccess(workerId).catch((err: unknown) => {
+    await remote.checkAccess().catch((err: unknown) => {
       if (refusedByServer(err)) throw refusal(url, err);
       logger.warn(
         { error: err instanceof Error ? err.message : String(err) },

@@ -1,6 +1,9 @@
 /** The shapes the store's contract (`Store`, in `store.ts`) reads and answers, in camelCase. */
 import type { AttemptOutcome, MisfirePolicy, Role, RunState } from '../core/index.js';
 
+// The lease types live in core (core/lease.ts), shared with the HTTP adapter and the worker.
+export type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../core/index.js';
+
 export interface Job {
   tenantId: string;
   jobId: string;
@@ -90,47 +93,6 @@ export interface Attempt {
 
 export interface RunWithAttempts extends Run {
   attempts: Attempt[];
-}
-
-/** A run handed to a worker under a lease. */
-export interface ClaimedRun {
-  runId: string;
-  tenantId: string;
-  jobId: string;
-  handler: string;
-  payload: unknown;
-  pool: string;
-  scheduledFor: Date;
-  attempt: number;
-  maxAttempts: number;
-  leaseToken: string;
-  leaseExpiresAt: Date;
-  /** When the run became claimable: start − availableAt is the scheduling delay. */
-  availableAt: Date;
-  /** Abort the handler after this long (the job's `timeout_seconds`), or null for no limit. */
-  timeoutMs: number | null;
-  /**
-   * When the run was materialised or triggered (absent over HTTP): a run that became available
-   * before it existed (a trigger or catch-up slot in the past) was not delayed by scheduling
-   * before then (`schedulingDelayMs`).
-   */
-  createdAt?: Date;
-}
-
-export interface LeaseRef {
-  runId: string;
-  leaseToken: string;
-}
-
-/** A lease being ended, with when its handler started (epoch ms; absent or null: never started, or unknown). */
-export interface EndedLease extends LeaseRef {
-  /** Kept within [the claim, the end] by the store: a worker's clock is trusted no further. */
-  startedAt?: number | null;
-}
-
-/** A lease being completed, with the tail of what the handler printed or returned. */
-export interface Completion extends EndedLease {
-  output?: string | null;
 }
 
 export interface RunRef {

@@ -16,8 +16,15 @@
  * - `settle` bounds how long a stopping worker waits: what is still unrecorded then is given up.
  */
 import type { Logger } from 'pino';
-import { type Clock, LeaseLostError, resultText, TockError } from '../core/index.js';
-import type { ClaimedRun, Completion, Store } from '../store/index.js';
+import {
+  type ClaimedRun,
+  type Clock,
+  type Completion,
+  LeaseLostError,
+  type LeaseSource,
+  resultText,
+  TockError,
+} from '../core/index.js';
 
 /** How a result ended up. */
 export type ResultOutcome =
@@ -55,7 +62,7 @@ interface Pending {
 }
 
 export interface CompleterOptions {
-  store: Pick<Store, 'completeRuns' | 'failRun'>;
+  store: Pick<LeaseSource, 'completeRuns' | 'failRun'>;
   clock: Clock;
   logger: Logger;
   /** Told of each write error (after it is logged). */

@@ -15,7 +15,6 @@ export {
   httpExecutor,
 } from './executors/http.js';
 export { OUTPUT_TAIL_BYTES } from './executors/output.js';
-export { HttpLeaseStore, type HttpLeaseStoreOptions } from './http-store.js';
 export {
   type Handler,
   type LeaseStore,

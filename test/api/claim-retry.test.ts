@@ -3,7 +3,7 @@
  * worker must not strand its runs for a whole lease: (a) the worker retries with the same
  * `claim_id`, to the same server or another on the same database, and gets the same runs and
  * tokens, with nothing new claimed; (b) a server whose client went away while its claim ran gives
- * the runs back without spending an attempt; (c) `HttpLeaseStore`, whose first claim's answer a
+ * the runs back without spending an attempt; (c) `HttpLeaseSource`, whose first claim's answer a
  * loopback proxy drops after the server sent it, retries with the claim id and gets those leases.
  */
 import { randomUUID } from 'node:crypto';
@@ -11,10 +11,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, createServer, type Server } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { CLAIM_RETRIES, HttpLeaseSource } from '../../src/client/index.js';
 import type { ClaimedRun } from '../../src/store/index.js';
 import * as R from '../../src/store/queries/runs.js';
-import { CLAIM_RETRIES } from '../../src/worker/http-store.js';
-import { HttpLeaseStore, Worker } from '../../src/worker/index.js';
+import { Worker } from '../../src/worker/index.js';
 import { LEASE_TOO_SHORT } from '../../src/worker/worker.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { once } from '../setup/events.js';
@@ -232,11 +232,17 @@ async function lossyProxy(
   return { url: `http://127.0.0.1:${address.port}`, dropped: () => dropped, close: () => server.close() };
 }
 
-test('HttpLeaseStore: a claim whose answer is lost is retried with its claim id and gets the same leases; nothing stranded', async () => {
+test('HttpLeaseSource: a claim whose answer is lost is retried with its claim id and gets the same leases; nothing stranded', async () => {
   const pool = await readyPool(2);
   const proxy = await lossyProxy(api.base);
   try {
-    const store = new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock });
+    const store = new HttpLeaseSource({
+      url: proxy.url,
+      key: keys.worker,
+      waitMs: 0,
+      clock: db.clock,
+      workerId: 'w-lossy',
+    });
     const claimed = await store.claimRuns({ workerId: 'w-lossy', pool, max: 2 });
     expect(proxy.dropped()).toBe(1);
     // The one claim the lost answer was for, and no other: its runs and tokens are the worker's.
@@ -301,12 +307,12 @@ async function slowProxy(target: string) {
   return { url: `http://127.0.0.1:${address.port}`, held, deliver, close: () => server.close() };
 }
 
-test('HttpLeaseStore gives a claim up after CLAIM_RETRIES retries whose answers are lost too', async () => {
+test('HttpLeaseSource gives a claim up after CLAIM_RETRIES retries whose answers are lost too', async () => {
   const pool = await readyPool(1);
   const proxy = await lossyProxy(api.base, Number.POSITIVE_INFINITY);
   try {
     // The system clock: the retries after the first wait a little (backoff), for real.
-    const store = new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0 });
+    const store = new HttpLeaseSource({ url: proxy.url, key: keys.worker, waitMs: 0, workerId: 'w-lost' });
     await expect(store.claimRuns({ workerId: 'w-lost', pool, max: 1 })).rejects.toThrow(/other side closed/);
     expect(proxy.dropped()).toBe(1 + CLAIM_RETRIES);
     // Every retry was answered with the one claim: nothing more was claimed.
@@ -323,7 +329,7 @@ test('a Worker over HTTP whose claim answer arrives after the lease expired does
   const proxy = await slowProxy(api.base);
   const calls: string[] = [];
   const worker = new Worker({
-    store: new HttpLeaseStore({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock }),
+    store: new HttpLeaseSource({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock }),
     clock: db.clock,
     logger: pino({ level: 'silent' }),
     handlers: { h: (ctx) => void calls.push(ctx.runId) },

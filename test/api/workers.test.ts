@@ -1,16 +1,6 @@
-/**
- * The worker endpoints over real HTTP: claims under a lease, the long-poll (driven by the
- * FakeClock the handler sleeps on), single and batched heartbeats, completion and failure, and a
- * stale token after the reaper took the run back, which must answer 409 and change nothing.
- * Each test uses its own pool so that runs of other tests are never claimed.
- */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { listenForRuns, RunWakeups } from '../../src/api/index.js';
 import { LONG_POLL_FALLBACK_MS } from '../../src/api/long-poll.js';
-import { FakeClock } from '../../src/core/index.js';
-import { HttpLeaseStore } from '../../src/worker/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { attemptRows, runRow } from '../setup/factories.js';
 import {
@@ -424,37 +414,6 @@ test('a stale token (lease expired, reaped, re-claimed) gets 409 lease_lost and 
   expect(ok.json).toEqual({ state: 'succeeded' });
 });
 
-test("HttpLeaseStore puts the server's lease expiries on the worker's own clock, whatever the skew", async () => {
-  const [runId] = await jobWithRuns('skewed', 'p-skew', 1);
-  // The worker's clock is an hour behind the server's.
-  const workerClock = new FakeClock(db.clock.nowMs() - 3_600_000);
-  const store = new HttpLeaseStore({ url: api.base, key: keys.worker, clock: workerClock, waitMs: 0 });
-  const [claimed] = await store.claimRuns({ workerId: 'w-skew', pool: 'p-skew', max: 1 });
-  expect(claimed!.runId).toBe(runId);
-  // On the worker's clock the lease ends a whole lease from now, not an hour and a lease from now.
-  expect(claimed!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
-  db.clock.advance(10_000);
-  workerClock.advance(10_000);
-  const { renewed, lost } = await store.heartbeatRuns({ leases: [claimed!] });
-  expect(lost).toEqual([]);
-  expect(renewed).toEqual([{ runId, leaseExpiresAt: new Date(workerClock.nowMs() + LEASE_MS) }]);
-  // A worker clock ahead of the server's: the same.
-  workerClock.advance(7_200_000);
-  const again = await store.heartbeatRuns({ leases: [claimed!] });
-  expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
-  // A handler start goes the other way: on the server's clock, not the worker's hour-ahead one.
-  const startedLocal = workerClock.nowMs();
-  const startedOnServer = db.clock.nowMs();
-  db.clock.advance(500);
-  workerClock.advance(500);
-  expect(await store.completeRuns({ leases: [{ ...claimed!, startedAt: startedLocal }] })).toMatchObject({
-    completed: [runId],
-  });
-  expect((await db.store.getRun({ tenantId: 'acme', runId: runId! })).startedAt).toEqual(
-    new Date(startedOnServer),
-  );
-});
-
 test('ahead_ms claims a run up to that long before it becomes claimable; the lease starts now; out of range is a 400', async () => {
   const put = await http('PUT', '/v1/jobs/ahead', {
     key: keys.operator,
@@ -547,48 +506,6 @@ test('a worker reports its handler start and error stack: kept within [claim, no
     body: { lease_token: token(c), status: 'succeeded', started_at: 'yesterday' },
   });
   expectError(bad, 400, 'validation_error');
-});
-
-test('HttpLeaseStore talking to a server from before started_at and error_stack sends its results without them', async () => {
-  // What such a server does with the new fields: its strict bodies refuse them as unknown.
-  const bodies: Record<string, unknown>[] = [];
-  const older = createServer((req, res) => {
-    let text = '';
-    req.on('data', (chunk) => {
-      text += chunk;
-    });
-    req.on('end', () => {
-      const body = JSON.parse(text) as Record<string, unknown>;
-      bodies.push(body);
-      res.setHeader('content-type', 'application/json');
-      if ('started_at' in body || 'error_stack' in body) {
-        res.statusCode = 400;
-        res.end(
-          JSON.stringify({
-            error: { code: 'validation_error', message: 'body must NOT have additional properties' },
-          }),
-        );
-      } else res.end(JSON.stringify({ state: body.status === 'failed' ? 'dead' : 'succeeded' }));
-    });
-  });
-  await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
-  try {
-    const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`;
-    const store = new HttpLeaseStore({ url, key: 'k', clock: new FakeClock(db.clock.nowMs()), waitMs: 0 });
-    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
-    expect(await store.completeRuns({ leases: [{ ...lease, startedAt: db.clock.nowMs() }] })).toEqual({
-      completed: [lease.runId],
-      lost: [],
-    });
-    expect(bodies.map((b) => 'started_at' in b)).toEqual([true, false]);
-    // Known to be older now: the next results go without the fields at once.
-    await store.failRun({ ...lease, error: 'boom', errorStack: 'Error: boom', startedAt: db.clock.nowMs() });
-    expect(bodies).toHaveLength(3);
-    expect(bodies[2]).toMatchObject({ status: 'failed', error: 'boom' });
-    expect(bodies[2]).not.toHaveProperty('error_stack');
-  } finally {
-    await new Promise((resolve) => older.close(resolve));
-  }
 });
 
 test('a failure from a worker that sends its stack as the error (before error_stack) is split: the message apart', async () => {

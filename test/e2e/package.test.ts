@@ -191,7 +191,7 @@ test('the tarball installs into a new project: strict TypeScript compiles agains
   await writeFile(
     path.join(project, 'main.ts'),
     [
-      "import { type Api, createTock, type Handler, HttpLeaseStore, TockClient, type TockOptions, Worker } from 'tock';",
+      "import { type Api, createTock, type Handler, HttpLeaseSource, TockClient, type TockOptions, Worker } from 'tock';",
       '',
       'const handler: Handler = async (ctx) => {',
       '  console.log(ctx.runId, ctx.jobId, ctx.payload);',
@@ -202,7 +202,7 @@ test('the tarball installs into a new project: strict TypeScript compiles agains
       '  await tock.start();',
       "  await tock.upsertJobs([{ jobId: 'a', schedule: '@daily', handler: 'handler' }]);",
       '}',
-      "export const remote = new HttpLeaseStore({ url: 'http://127.0.0.1:8080', key: 'tock_x' });",
+      "export const remote = new HttpLeaseSource({ url: 'http://127.0.0.1:8080', key: 'tock_x' });",
       "export const client = new TockClient({ url: 'http://127.0.0.1:8080', key: 'tock_x' });",
       'export const pieces = { handler, Worker };',
       'export type Job = Api.Job;',

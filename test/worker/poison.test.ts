@@ -8,10 +8,11 @@
  */
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test, vi } from 'vitest';
+import { HttpLeaseSource } from '../../src/client/index.js';
 import { type JobInput, PermanentError } from '../../src/core/index.js';
 import type { ClaimedRun, Completion, Run } from '../../src/store/index.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
-import { type Handler, HttpLeaseStore, Worker, type WorkerOptions } from '../../src/worker/index.js';
+import { type Handler, Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { keysFor } from '../api/helpers.js';
 import { startApi } from '../setup/api.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
@@ -266,12 +267,12 @@ test('stop gives up a result the store cannot take after the grace period, inste
   expect(clock.nowMs() - T0).toBeLessThan(60_000);
 });
 
-test('a remote worker (HttpLeaseStore) records NUL output and a NUL error sanitised, beside the others', async () => {
+test('a remote worker (HttpLeaseSource) records NUL output and a NUL error sanitised, beside the others', async () => {
   const runs = await readyRuns(['poison', 'throws', 'ok', 'ok']);
   const api = await startApi(db);
   cleanups.push(() => api.close());
   const keys = await keysFor(db, 't');
-  const store = new HttpLeaseStore({ url: api.base, key: keys.worker, clock, waitMs: 0 });
+  const store = new HttpLeaseSource({ url: api.base, key: keys.worker, clock, waitMs: 0 });
   const { worker, ended, untilEnded } = newWorker(
     {
       poison: () => ({ output: 'binary\u0000output' }),

@@ -11,20 +11,44 @@
  * sent): an estimate never earlier than the real start; the server keeps it within the claim and
  * its now whatever is sent.
  *
+ * The source is bound to one worker (`workerId`, given at construction): its claims, heartbeats
+ * and reports all go under that id, so the server's node list shows one worker, not one per
+ * request. A `Worker` given this source takes its id from it.
+ *
  * Claims are retry-safe: each carries a claim id (the worker's, or one made here), and a claim
  * whose request failed without an answer (a network error, a timeout, a 5xx) is sent again with the
  * same id, which answers the claim the first request made, if it made one, with the same runs and
  * tokens. A claim whose answer was lost is then not stranded under leases nobody renews.
  */
-import { randomUUID } from 'node:crypto';
-import { TockApiError, TockClient, TockConnectionError, type WorkerReport } from '../client/index.js';
-import { type Clock, type ClockSample, estimateOffset, LeaseLostError, SystemClock } from '../core/index.js';
-import type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../store/index.js';
-import type { LeaseStore } from './worker.js';
+import { randomBytes, randomUUID } from 'node:crypto';
+import {
+  type ClaimedRun,
+  type ClaimRunsParams,
+  type Clock,
+  type ClockSample,
+  type CompleteRunsAnswer,
+  type Completion,
+  type EndedLease,
+  estimateOffset,
+  type FailRunAnswer,
+  type FailRunParams,
+  type HeartbeatRunsAnswer,
+  LeaseLostError,
+  type LeaseRef,
+  type LeaseSource,
+  SystemClock,
+} from '../core/index.js';
+import { TockApiError, TockClient, TockConnectionError } from './client.js';
+import type { WorkerReport } from './types.js';
 
-export interface HttpLeaseStoreOptions {
+export interface HttpLeaseSourceOptions {
   /** The server, e.g. `http://127.0.0.1:8080`. */
   url: string;
+  /**
+   * The worker these leases are for: claims, heartbeats and reports go under it. Default
+   * `worker-<random>`; a `Worker` built on this source takes it as its own id.
+   */
+  workerId?: string;
   /** A `worker` (or admin) key of the tenant whose runs to work. */
   key?: string;
   /** How long a claim waits on the server for work when none is ready, ms. Default 20000. */
@@ -68,12 +92,19 @@ const olderServer = (err: unknown) =>
 const retryable = (err: unknown) =>
   err instanceof TockConnectionError || (err instanceof TockApiError && err.status >= 500);
 
-export class HttpLeaseStore implements LeaseStore {
+/** A claim over HTTP: the server's clock is `now`, and the key's tenant the only tenant. */
+export type HttpClaimParams = Omit<ClaimRunsParams, 'now' | 'tenantId' | 'tenants'> & {
+  now?: number;
+  tenantId?: string;
+  tenants?: readonly string[];
+};
+
+export class HttpLeaseSource implements LeaseSource {
   readonly client: TockClient;
+  readonly workerId: string;
   private readonly waitMs: number;
   private readonly clock: Clock;
   private readonly claimTimeoutMs: number;
-  private workerId = 'worker';
   /** The server's clock minus this worker's, as the last answer told (0 before any). */
   private serverOffsetMs = 0;
   /** The latest round trips with the server's `server_time`: the worker's clock offset, for `tock status`. */
@@ -100,7 +131,9 @@ export class HttpLeaseStore implements LeaseStore {
     }
   }
 
-  constructor(o: HttpLeaseStoreOptions) {
+  constructor(o: HttpLeaseSourceOptions) {
+    // Not validated here: the server refuses a bad id, and a `Worker` checks its own.
+    this.workerId = o.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
     this.clock = o.clock ?? new SystemClock();
@@ -111,8 +144,8 @@ export class HttpLeaseStore implements LeaseStore {
    * Asks the server whether this worker may work: an empty lease heartbeat, which needs what every
    * lease request needs (a key with the `worker` role, or admin). Throws what the request threw.
    */
-  async checkAccess(workerId: string): Promise<void> {
-    await this.client.heartbeatMany(workerId, []);
+  async checkAccess(): Promise<void> {
+    await this.client.heartbeatMany(this.workerId, []);
   }
 
   /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
@@ -139,16 +172,13 @@ export class HttpLeaseStore implements LeaseStore {
     return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
   }
 
-  async claimRuns(p: {
-    workerId: string;
-    pool: string;
-    max: number;
-    handlers?: readonly string[];
-    aheadMs?: number;
-    signal?: AbortSignal;
-    claimId?: string;
-  }): Promise<ClaimedRun[]> {
-    this.workerId = p.workerId;
+  /**
+   * Claims for this source's worker: `p.workerId` must be its `workerId` (refused otherwise: the
+   * claims would be another worker's, and the heartbeats and reports this one's).
+   */
+  async claimRuns(p: HttpClaimParams): Promise<ClaimedRun[]> {
+    if (p.workerId !== this.workerId)
+      throw new RangeError(`this lease source serves worker ${this.workerId}, not ${p.workerId}`);
     const claimId = p.claimId ?? randomUUID();
     const firstSentAt = this.clock.nowMs();
     let answer: Awaited<ReturnType<TockClient['claimLeases']>>;
@@ -195,7 +225,7 @@ export class HttpLeaseStore implements LeaseStore {
     }));
   }
 
-  async heartbeatRuns(p: { leases: readonly LeaseRef[] }) {
+  async heartbeatRuns(p: { leases: readonly LeaseRef[] }): Promise<HeartbeatRunsAnswer> {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
     const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);
@@ -210,7 +240,7 @@ export class HttpLeaseStore implements LeaseStore {
   }
 
   /** One request per run (the API completes runs one at a time), sent concurrently. */
-  async completeRuns(p: { leases: readonly Completion[] }) {
+  async completeRuns(p: { leases: readonly Completion[] }): Promise<CompleteRunsAnswer> {
     const completed: string[] = [];
     const lostRuns: string[] = [];
     await Promise.all(
@@ -234,16 +264,7 @@ export class HttpLeaseStore implements LeaseStore {
     return { completed, lost: lostRuns };
   }
 
-  async failRun(p: {
-    runId: string;
-    leaseToken: string;
-    error: string;
-    errorStack?: string | null;
-    startedAt?: number | null;
-    permanent?: boolean;
-    retryAfterMs?: number;
-    output?: string | null;
-  }) {
+  async failRun(p: Omit<FailRunParams, 'now' | 'tenantId'>): Promise<FailRunAnswer> {
     const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
     try {
       const answer = await this.withDetails((details) =>
@@ -308,7 +329,7 @@ export class HttpLeaseStore implements LeaseStore {
     await this.client.leaveWorker(p.nodeId);
   }
 
-  async releaseRuns(p: { leases: readonly EndedLease[]; reason: string }) {
+  async releaseRuns(p: { leases: readonly EndedLease[]; reason: string }): Promise<{ released: string[] }> {
     const released: string[] = [];
     await Promise.all(
       p.leases.map(async (l) => {

@@ -1,0 +1,225 @@
+/**
+ * Runs one handler for one run: builds its context, calls it, enforces the job's timeout, and hands
+ * its result (value or thrown error, with its output) to the completer; then says how the result
+ * ended up. The invariant: a run that stopped being ours while its handler ran (`dropped`: lease
+ * lost, worker shutdown) has its result dropped, never written.
+ */
+import type { Logger } from 'pino';
+import { type ClaimedRun, type Clock, RetryLaterError, resultText } from '../core/index.js';
+import { type ActiveRun, abortRun, type EmitEvent, FINISHED } from './active-run.js';
+import type { Completer, ResultOutcome } from './completer.js';
+
+/** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
+export interface RunContext {
+  runId: string;
+  tenantId: string;
+  jobId: string;
+  /** The slot this run is for: its identity and its logical date. */
+  scheduledFor: Date;
+  /** 1 on the first try; grows with each retry. */
+  attempt: number;
+  payload: unknown;
+  /** Aborted when the lease is lost or the worker shuts down: stop work, the result will be dropped. */
+  signal: AbortSignal;
+  logger: Logger;
+  /**
+   * Renews this worker's leases now (one statement for all of them) before a known-long step;
+   * resolves to this run's new expiry. Rejects with `LeaseLostError` when the lease is gone.
+   */
+  extendLease(): Promise<Date>;
+}
+
+/**
+ * Resolve to succeed; a returned string, or `{ output: string }`, is kept (its last 64 KiB) on the
+ * attempt. Throw `PermanentError` to dead-letter at once, `RetryLaterError` to retry no sooner than
+ * its delay; any other error retries after the job's backoff. An error's `output` property, if it
+ * is a string, is kept on the attempt too.
+ *
+ * Output and error text are sanitised, not refused: U+0000 and unpaired UTF-16 surrogates, which
+ * PostgreSQL cannot store, are kept as U+FFFD, so a result is never lost over its bytes. Return
+ * binary data encoded (base64) if it must survive exactly.
+ */
+
+export type Handler = (ctx: RunContext) => unknown | Promise<unknown>;
+
+/** What a handler's result or error carries to keep on the attempt: a string, or its `output`. */
+export function outputOf(value: unknown): string | null {
+  if (typeof value === 'string') return value;
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { output?: unknown }).output === 'string'
+  ) {
+    return (value as { output: string }).output;
+  }
+  return null;
+}
+
+/**
+ * A thrown value as the attempt's error, each part its last 64 KiB, sanitised: the message (what
+ * run tables show: an `Error`'s message, prefixed by its name unless that is plain `Error`; a
+ * string; or JSON) and, for an `Error`, its stack.
+ */
+export function errorParts(err: unknown): { message: string; stack: string | null } {
+  if (err instanceof Error) {
+    const name = typeof err.name === 'string' && err.name !== '' ? err.name : 'Error';
+    const text = typeof err.message === 'string' ? err.message : String(err.message);
+    const message = name === 'Error' ? text || name : text ? `${name}: ${text}` : name;
+    return {
+      message: resultText(message),
+      stack: typeof err.stack === 'string' && err.stack !== '' ? resultText(err.stack) : null,
+    };
+  }
+  try {
+    return {
+      message: resultText(typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err))),
+      stack: null,
+    };
+  } catch {
+    return { message: resultText(String(err)), stack: null };
+  }
+}
+
+/** How a handler's call ended: its value, or what it threw (or the timeout). */
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export interface ExecutorOptions {
+  handlers: Record<string, Handler>;
+  clock: Clock;
+  logger: Logger;
+  completer: Completer;
+  /** See `WorkerOptions.resultRetryMs`. Default: the run's lease length. */
+  resultRetryMs?: number;
+  emit: EmitEvent;
+  /** Renews every lease now; the run's new expiry, or `LeaseLostError` (the lease keeper's). */
+  extendLease: (a: ActiveRun) => Promise<Date>;
+  /** The handler returned: its slot is free while its result is recorded. */
+  onFinished: (a: ActiveRun) => void;
+  /** The run is over: its result is settled. */
+  onEnded: (a: ActiveRun) => void;
+}
+
+export class Executor {
+  constructor(private readonly o: ExecutorOptions) {}
+
+  /** Calls the run's handler now; `a.done` settles once its result is. */
+  begin(a: ActiveRun): void {
+    a.started = true;
+    a.startedAt = this.o.clock.nowMs();
+    this.o.emit('run:started', a.run);
+    a.done = this.execute(a).finally(() => this.o.onEnded(a));
+  }
+
+  private async execute(a: ActiveRun): Promise<void> {
+    const outcome = await this.call(a);
+    this.o.onFinished(a);
+    if (a.dropped !== null) {
+      this.o.emit('run:dropped', a.run, a.dropped);
+      return;
+    }
+    this.report(a.run, await this.record(a, outcome));
+  }
+
+  /** The handler's context. */
+  private context(a: ActiveRun): RunContext {
+    const { run } = a;
+    // `signal` and `logger` are made on first use: most handlers read neither, and at thousands of
+    // runs a second an AbortController and a pino child per run are a measurable share of the CPU.
+    const parent = this.o.logger;
+    let logger: Logger | undefined;
+    return {
+      runId: run.runId,
+      tenantId: run.tenantId,
+      jobId: run.jobId,
+      scheduledFor: run.scheduledFor,
+      attempt: run.attempt,
+      payload: run.payload,
+      get signal() {
+        a.controller ??= new AbortController();
+        return a.controller.signal;
+      },
+      get logger() {
+        logger ??= parent.child({ run_id: run.runId, job_id: run.jobId, attempt: run.attempt });
+        return logger;
+      },
+      extendLease: () => this.o.extendLease(a),
+    };
+  }
+
+  /** Calls the handler, racing the job's timeout (which aborts the handler and fails the attempt). */
+  private async call(a: ActiveRun): Promise<Outcome> {
+    const { run } = a;
+    const handler = this.o.handlers[run.handler];
+    const ctx = this.context(a);
+    const work: Promise<Outcome> = (async () => {
+      if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
+      return handler(ctx);
+    })().then(
+      (value) => ({ ok: true, value }),
+      (error) => ({ ok: false, error }),
+    );
+    const timeoutMs = run.timeoutMs;
+    if (timeoutMs === null) return work;
+    const timer = new AbortController();
+    const timedOut = this.o.clock.sleep(timeoutMs, timer.signal).then((): Outcome => {
+      const error = new Error(`timed out after ${timeoutMs / 1000}s`);
+      if (!timer.signal.aborted) abortRun(a, error);
+      return { ok: false, error };
+    });
+    const outcome = await Promise.race([work, timedOut]);
+    // A reason of our own: aborting without one builds a DOMException with a stack, per run.
+    timer.abort(FINISHED);
+    return outcome;
+  }
+
+  /** Hands the outcome to the completer; how it ended up. */
+  private async record(a: ActiveRun, outcome: Outcome): Promise<ResultOutcome> {
+    const { run } = a;
+    const budgetMs = this.o.resultRetryMs ?? a.leaseMs;
+    if (outcome.ok) {
+      const output = outputOf(outcome.value);
+      return this.o.completer.complete(
+        run,
+        output === null ? null : resultText(output),
+        budgetMs,
+        a.startedAt,
+      );
+    }
+    const failure = outcome.error;
+    const code =
+      typeof failure === 'object' && failure !== null ? (failure as { code?: unknown }).code : undefined;
+    const output = outputOf(failure);
+    const { message, stack } = errorParts(failure);
+    return this.o.completer.fail(
+      run,
+      {
+        error: message,
+        errorStack: stack,
+        startedAt: a.startedAt,
+        permanent: code === 'permanent_failure',
+        retryAfterMs: failure instanceof RetryLaterError ? failure.retryAfterMs : undefined,
+        output: output === null ? null : resultText(output),
+      },
+      budgetMs,
+    );
+  }
+
+  /** Emits how a run's result ended up. */
+  private report(run: ClaimedRun, outcome: ResultOutcome): void {
+    switch (outcome.kind) {
+      case 'succeeded':
+        this.o.emit('run:succeeded', run);
+        return;
+      case 'failed':
+        this.o.emit('run:failed', run, { state: outcome.state, error: outcome.error });
+        return;
+      case 'lost':
+        this.o.emit('lease:lost', run.runId);
+        this.o.emit('run:dropped', run, 'lease lost before the result was recorded');
+        return;
+      case 'dropped':
+        this.o.emit('run:dropped', run, outcome.reason);
+        return;
+    }
+  }
+}

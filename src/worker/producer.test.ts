@@ -1,0 +1,251 @@
+/**
+ * The producer without a database: a FakeClock and a source that hands out the runs the test
+ * gives it. What it claims for (free capacity, claim-ahead), when it starts held runs (a free slot
+ * and their instant), what it does with a run whose lease is nearly out, and its claim ids.
+ */
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { type ClaimedRun, type ClaimRunsParams, FakeClock, type ReleaseRunsParams } from '../core/index.js';
+import { type ActiveRun, ActiveRuns, type WorkerEvents } from './active-run.js';
+import { LEASE_TOO_SHORT, Producer } from './producer.js';
+
+const T0 = Date.UTC(2026, 0, 1);
+const LEASE_MS = 30_000;
+const logger = pino({ level: 'silent' });
+
+function claimed(runId: string, o: { availableAt?: number; leaseExpiresAt?: number } = {}): ClaimedRun {
+  return {
+    runId,
+    tenantId: 't',
+    jobId: `job-${runId}`,
+    handler: 'h',
+    payload: null,
+    pool: 'default',
+    scheduledFor: new Date(o.availableAt ?? T0),
+    attempt: 1,
+    maxAttempts: 3,
+    leaseToken: `token-${runId}`,
+    leaseExpiresAt: new Date(o.leaseExpiresAt ?? T0 + LEASE_MS),
+    availableAt: new Date(o.availableAt ?? T0),
+    timeoutMs: null,
+  };
+}
+
+/** A producer whose claims answer from `queue` (up to `max`), with its source's calls and its events. */
+function setup(
+  o: {
+    concurrency?: number;
+    prefetch?: number;
+    claimAheadMs?: number;
+    next?: Date | null;
+    pollIntervalMs?: number;
+  } = {},
+) {
+  const clock = new FakeClock(T0);
+  const runs = new ActiveRuns();
+  const queue: ClaimedRun[] = [];
+  const claims: ClaimRunsParams[] = [];
+  const releases: ReleaseRunsParams[] = [];
+  const started: ActiveRun[] = [];
+  /** What the source answers for the next available run. */
+  const state = { next: o.next ?? null };
+  const events: [keyof WorkerEvents, unknown[]][] = [];
+  let failNext = false;
+  const producer = new Producer({
+    source: {
+      claimRuns: async (p) => {
+        claims.push(p);
+        if (failNext) {
+          failNext = false;
+          throw new Error('socket hang up');
+        }
+        return queue.splice(0, p.max);
+      },
+      releaseRuns: async (p) => {
+        releases.push(p);
+        return { released: p.leases.map((l) => l.runId) };
+      },
+      nextAvailableAt: async () => state.next,
+    },
+    clock,
+    logger,
+    runs,
+    scope: {
+      workerId: 'w',
+      pool: 'default',
+      handlers: ['h'],
+      concurrency: o.concurrency ?? 2,
+      prefetch: o.prefetch ?? 0,
+      claimAheadMs: o.claimAheadMs ?? 250,
+    },
+    pollIntervalMs: o.pollIntervalMs ?? 3_600_000,
+    emit: (event, ...args) => void events.push([event, args]),
+    begin: (a) => {
+      a.started = true;
+      a.startedAt = clock.nowMs();
+      started.push(a);
+    },
+    onError: () => {},
+  });
+  const failClaim = () => {
+    failNext = true;
+  };
+  /** The executor's part when a started run's handler returns and its result is settled. */
+  const end = (a: ActiveRun) => {
+    runs.finished(a);
+    producer.pump();
+    runs.ended(a);
+  };
+  return { clock, runs, queue, claims, releases, started, events, producer, failClaim, end, state };
+}
+
+const settle = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+};
+
+describe('Producer', () => {
+  it('claims its free capacity, starts up to concurrency and holds the prefetched rest for a free slot', async () => {
+    const { queue, claims, started, producer, runs, end } = setup({ concurrency: 2, prefetch: 2 });
+    queue.push(...['a', 'b', 'c', 'd', 'e'].map((id) => claimed(id)));
+    producer.start();
+    try {
+      await settle();
+      expect(claims[0]).toMatchObject({
+        workerId: 'w',
+        pool: 'default',
+        max: 4,
+        aheadMs: 250,
+        handlers: ['h'],
+      });
+      expect(started.map((a) => a.run.runId)).toEqual(['a', 'b']);
+      expect(producer.heldCount).toBe(2);
+      expect(runs.size).toBe(4);
+      // A full claim: the capacity it asked for is taken, so it claims nothing more now.
+      expect(await producer.claimOnce()).toBe(false);
+      // A slot frees: the next held run takes it at once, in claim order.
+      end(started[0]!);
+      expect(started.map((a) => a.run.runId)).toEqual(['a', 'b', 'c']);
+      // Runs whose result is being written do not count against the capacity of the next claim.
+      runs.finished(started[1]!);
+      await producer.claimOnce();
+      expect(claims.at(-1)!.max).toBe(2);
+    } finally {
+      await producer.stop();
+    }
+  });
+
+  it('starts a run claimed ahead exactly at its instant, not before', async () => {
+    const { clock, queue, started, producer } = setup({ claimAheadMs: 500 });
+    queue.push(claimed('soon', { availableAt: T0 + 400 }));
+    producer.start();
+    try {
+      await settle();
+      expect(producer.heldCount).toBe(1);
+      expect(started).toEqual([]);
+      clock.advance(399);
+      await settle();
+      expect(started).toEqual([]);
+      clock.advance(1);
+      await settle();
+      expect(started.map((a) => [a.run.runId, a.startedAt])).toEqual([['soon', T0 + 400]]);
+    } finally {
+      await producer.stop();
+    }
+  });
+
+  it('does not start a held run whose lease is nearly out: it is released (no attempt spent) and dropped', async () => {
+    const { clock, queue, started, releases, events, producer, runs } = setup({ claimAheadMs: 500 });
+    // Its lease ends 200 ms after its instant: less than the margin left when it is due (a quarter
+    // of the lease, counted as at least 1 s, when that is less than START_MARGIN_MS).
+    queue.push(claimed('late', { availableAt: T0 + 400, leaseExpiresAt: T0 + 600 }));
+    producer.start();
+    try {
+      await settle();
+      clock.advance(400);
+      await settle();
+      expect(started).toEqual([]);
+      expect(runs.size).toBe(0);
+      expect(releases).toEqual([
+        { leases: [{ runId: 'late', leaseToken: 'token-late' }], reason: LEASE_TOO_SHORT, now: T0 + 400 },
+      ]);
+      expect(events).toEqual([
+        ['run:dropped', [expect.objectContaining({ runId: 'late' }), LEASE_TOO_SHORT]],
+      ]);
+    } finally {
+      await producer.stop();
+    }
+  });
+
+  it('sends a failed claim again with the same claim id; the next claim has a new one', async () => {
+    const { queue, claims, producer, failClaim } = setup();
+    producer.start();
+    try {
+      await settle(); // the loop's first claim, which found nothing
+      failClaim();
+      await expect(producer.claimOnce()).rejects.toThrow('socket hang up');
+      queue.push(claimed('a'));
+      await producer.claimOnce();
+      await producer.claimOnce();
+      const ids = claims.slice(-3).map((c) => c.claimId);
+      expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
+      expect(ids[1]).toBe(ids[0]);
+      expect(ids[2]).not.toBe(ids[0]);
+    } finally {
+      await producer.stop();
+    }
+  });
+
+  it('with nothing to claim, answers when to look again: the next run less the claim-ahead', async () => {
+    const { producer } = setup({ claimAheadMs: 300, next: new Date(T0 + 1000) });
+    producer.start();
+    try {
+      expect(await producer.claimOnce()).toBe(700);
+    } finally {
+      await producer.stop();
+    }
+    const none = setup({ next: null });
+    none.producer.start();
+    try {
+      expect(await none.producer.claimOnce()).toBe(false);
+    } finally {
+      await none.producer.stop();
+    }
+  });
+
+  it('idle, claims again when the next run may be claimed, at most a poll interval later, or when poked', async () => {
+    const soon = setup({ claimAheadMs: 300, next: new Date(T0 + 1000), pollIntervalMs: 5000 });
+    soon.producer.start();
+    try {
+      await settle();
+      expect(soon.claims).toHaveLength(1);
+      // By then another worker has it: the source knows of no other run.
+      soon.state.next = null;
+      soon.clock.advance(699);
+      await settle();
+      expect(soon.claims).toHaveLength(1);
+      soon.clock.advance(1);
+      await settle();
+      expect(soon.claims).toHaveLength(2);
+    } finally {
+      await soon.producer.stop();
+    }
+    const idle = setup({ next: null, pollIntervalMs: 5000 });
+    idle.producer.start();
+    try {
+      await settle();
+      idle.clock.advance(4999);
+      await settle();
+      expect(idle.claims).toHaveLength(1);
+      idle.clock.advance(1);
+      await settle();
+      expect(idle.claims).toHaveLength(2);
+      // A notification (or a freed slot) wakes it at once.
+      idle.producer.poke();
+      await settle();
+      expect(idle.claims).toHaveLength(3);
+      expect(idle.clock.nowMs()).toBe(T0 + 5000);
+    } finally {
+      await idle.producer.stop();
+    }
+  });
+});

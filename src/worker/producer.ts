@@ -1,0 +1,310 @@
+/**
+ * The producer: claims runs for the worker's free capacity and starts each when a slot is free and
+ * its instant has come. Claimed runs wait in `held`, in claim (`sort_key`) order, leased like
+ * running ones; a run claimed ahead starts at its `availableAt`, not before. Idle, it sleeps until
+ * woken (a notification from the source's `listen`, or a slot freeing), until the next run of the
+ * pool becomes claimable, or for the poll interval (`core/wakeups.ts`).
+ *
+ * Invariants: a held run is started only with at least {@link START_MARGIN_MS} of its lease left
+ * (else it is released, or dropped if its lease is gone), because a claim answered late may hand
+ * out runs the reaper is already taking back; a claim that failed is sent again with the same claim
+ * id, so a lost answer does not strand the runs it claimed.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import {
+  type ClaimedRun,
+  type Clock,
+  idleSleepMs,
+  type LeaseSource,
+  msUntilClaimable,
+  Periodic,
+} from '../core/index.js';
+import { type ActiveRun, type ActiveRuns, type EmitEvent, FINISHED, heldRun } from './active-run.js';
+import { FailureLog } from './failure-log.js';
+
+/**
+ * The least lease a held run must have left for its handler to start, ms (a quarter of the lease,
+ * if that is less). A claim's answer can arrive late (a database or server stalled after claiming):
+ * a run whose lease has expired, or is about to, may already be the reaper's and another worker's,
+ * so starting it would run it twice. It is released instead (no attempt spent), or, if its lease is
+ * gone, dropped.
+ */
+export const START_MARGIN_MS = 1000;
+
+/** Why a held run was not started: its lease had expired, or was about to, when its turn came. */
+export const LEASE_TOO_SHORT = 'lease expired or about to expire before the run started';
+
+/** What the producer claims, and for whom: the worker's settings. */
+export interface ClaimScope {
+  workerId: string;
+  pool: string;
+  handlers: readonly string[];
+  concurrency: number;
+  prefetch: number;
+  claimAheadMs: number;
+  tenantId?: string;
+  tenants?: readonly string[];
+}
+
+export interface ProducerOptions {
+  source: Pick<LeaseSource, 'claimRuns' | 'releaseRuns' | 'listen' | 'nextAvailableAt'>;
+  clock: Clock;
+  logger: Logger;
+  runs: ActiveRuns;
+  scope: ClaimScope;
+  /** Wait between claims when nothing is ready, ms. */
+  pollIntervalMs: number;
+  emit: EmitEvent;
+  /** Starts a held run's handler (the executor's). */
+  begin: (a: ActiveRun) => void;
+  /** Told of each failed claim (after it is logged). */
+  onError: (err: unknown) => void;
+}
+
+export class Producer {
+  /** Claimed runs not started yet, in claim (`sort_key`) order. */
+  private held: ActiveRun[] = [];
+  /** Wakes `pump` when the earliest held run not yet due becomes due. */
+  private pumpTimer: AbortController | null = null;
+  private pumpAt = Number.POSITIVE_INFINITY;
+  private readonly loop: Periodic;
+  private readonly failures: FailureLog;
+  private claiming = false;
+  /** The id of the claim being made; kept when it fails, so that its retry answers what it claimed. */
+  private claimId: string | null = null;
+  /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
+  private stopping = new AbortController();
+  private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
+
+  constructor(private readonly o: ProducerOptions) {
+    this.failures = new FailureLog({
+      clock: o.clock,
+      logger: o.logger,
+      message: 'claim failed; retrying with backoff',
+      recovered: 'claims work again',
+    });
+    this.loop = new Periodic({
+      clock: o.clock,
+      intervalMs: o.pollIntervalMs,
+      step: async () => {
+        const claimed = await this.claim();
+        this.failures.succeeded();
+        if (!(claimed instanceof Date)) return claimed;
+        // Idle: until woken (`poke`), until the next run may be claimed, or the poll interval.
+        const now = o.clock.nowMs();
+        return idleSleepMs({
+          now,
+          next: claimed,
+          aheadMs: o.scope.claimAheadMs,
+          intervalMs: o.pollIntervalMs,
+        });
+      },
+      onError: (err) => {
+        this.failures.failed(err);
+        o.onError(err);
+      },
+    });
+  }
+
+  /** Runs held for a slot or their instant. */
+  get heldCount(): number {
+    return this.held.length;
+  }
+
+  /** Starts claiming, woken by the source's notifications where it has them. */
+  start(): void {
+    this.claiming = true;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
+    const { source } = this.o;
+    const listen = source.listen?.bind(source);
+    if (listen) {
+      // Woken by the database when work arrives; the poll interval remains the fallback.
+      this.listening = listen(() => this.loop.poke()).catch((err) => {
+        this.o.logger.warn({ err }, 'could not listen for new runs; polling only');
+        return null;
+      });
+    }
+    this.loop.start();
+  }
+
+  /** Stops claiming: cuts a waiting claim short, stops listening, waits for the claim in flight. */
+  async stop(): Promise<void> {
+    this.claiming = false;
+    this.stopping.abort();
+    await (await this.listening)?.();
+    this.listening = Promise.resolve(null);
+    await this.loop.stop();
+  }
+
+  /** Claims again as soon as it can: a slot was freed. */
+  poke(): void {
+    if (this.claiming) this.loop.poke();
+  }
+
+  /**
+   * One claim for the free capacity. Returns true when it filled the capacity it asked for
+   * (more may be ready: claim again as soon as a slot frees); when it did not and the source can
+   * tell, the ms until the next run of the pool becomes claimable (the next claim is then).
+   */
+  async claimOnce(): Promise<boolean | number> {
+    const claimed = await this.claim();
+    if (!(claimed instanceof Date)) return claimed;
+    return msUntilClaimable(claimed, this.o.scope.claimAheadMs, this.o.clock.nowMs());
+  }
+
+  /**
+   * One claim for the free capacity: true when it filled the capacity it asked for, the instant the
+   * next run of the pool becomes available when it did not and the source can tell, else false.
+   */
+  private async claim(): Promise<boolean | Date> {
+    const { runs, scope, clock, source } = this.o;
+    // Runs whose handler has returned only wait for their result to be written: their slots are
+    // free, so the next claim overlaps with those writes.
+    const capacity = scope.concurrency + scope.prefetch;
+    const free = Math.min(1000, capacity - (runs.size - runs.finishing));
+    if (!this.claiming || free <= 0) return false;
+    // The leases start no earlier than this: their length is measured from it, not from the
+    // answer's arrival, which may be late.
+    const sentAt = clock.nowMs();
+    // Retry-safe: a claim that failed (its answer may have been lost after it claimed) is sent
+    // again with its claim id, which answers what it claimed; a new claim gets a new id.
+    this.claimId ??= randomUUID();
+    const claimed = await source.claimRuns({
+      claimId: this.claimId,
+      signal: this.stopping.signal,
+      workerId: scope.workerId,
+      pool: scope.pool,
+      max: free,
+      now: clock.nowMs(),
+      handlers: scope.handlers,
+      tenantId: scope.tenantId,
+      tenants: scope.tenants,
+      aheadMs: scope.claimAheadMs,
+    });
+    this.claimId = null;
+    for (const run of claimed) if (!runs.has(run.runId)) this.hold(run, sentAt);
+    this.pump();
+    if (claimed.length === free) return runs.size - runs.finishing < capacity;
+    if (this.claiming && source.nextAvailableAt) {
+      const next = await source.nextAvailableAt({
+        pool: scope.pool,
+        now: clock.nowMs(),
+        tenantId: scope.tenantId,
+        tenants: scope.tenants,
+      });
+      if (next !== null) return next;
+    }
+    return false;
+  }
+
+  private hold(run: ClaimedRun, sentAt: number): void {
+    const a = heldRun(run, sentAt);
+    this.o.runs.add(a);
+    this.held.push(a);
+  }
+
+  /**
+   * Starts held runs that are due, in claim order, while slots are free; when a slot is free but
+   * the next held run is not due yet, wakes at its instant.
+   */
+  pump(): void {
+    if (!this.claiming || this.held.length === 0) return;
+    const { runs, scope } = this.o;
+    const now = this.o.clock.nowMs();
+    let running = runs.size - runs.finishing - this.held.length;
+    let nextDue = Number.POSITIVE_INFINITY;
+    // Taken out of `held` before any starts (a handler may run synchronously); the rest keep
+    // their order. One pass, not a splice per started run.
+    const held = this.held;
+    const due: ActiveRun[] = [];
+    const waiting: ActiveRun[] = [];
+    const stale: ActiveRun[] = [];
+    for (const a of held) {
+      const at = a.run.availableAt.getTime();
+      if (a.leaseExpiresAt - now < Math.min(START_MARGIN_MS, a.leaseMs / 4)) {
+        stale.push(a);
+      } else if (running < scope.concurrency && at <= now) {
+        due.push(a);
+        running += 1;
+      } else {
+        if (at > now) nextDue = Math.min(nextDue, at);
+        waiting.push(a);
+      }
+    }
+    this.held = waiting;
+    if (stale.length > 0) this.giveBackStale(stale, now);
+    for (const a of due) this.o.begin(a);
+    if (running < scope.concurrency && nextDue < Number.POSITIVE_INFINITY) this.wakeAt(nextDue);
+  }
+
+  /**
+   * Held runs whose lease has expired or is about to: never started. Those still leased are
+   * released (no attempt spent) so another worker takes them at once; the rest are the reaper's.
+   * Each is reported as dropped once that is settled.
+   */
+  private giveBackStale(stale: ActiveRun[], now: number): void {
+    const { emit, logger } = this.o;
+    const dropped = (list: ActiveRun[]) => {
+      for (const a of list) emit('run:dropped', a.run, LEASE_TOO_SHORT);
+    };
+    for (const a of stale) {
+      a.dropped = LEASE_TOO_SHORT;
+      this.o.runs.remove(a);
+      logger.warn(
+        { run_id: a.run.runId, job_id: a.run.jobId, lease_left_ms: a.leaseExpiresAt - now },
+        `${LEASE_TOO_SHORT}; not started`,
+      );
+    }
+    const live = stale.filter((a) => a.leaseExpiresAt > now);
+    dropped(stale.filter((a) => a.leaseExpiresAt <= now));
+    if (live.length === 0) return;
+    this.o.source
+      .releaseRuns({
+        leases: live.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
+        reason: LEASE_TOO_SHORT,
+        now,
+      })
+      .catch((err: unknown) =>
+        logger.warn(
+          { err, runs: live.length },
+          'could not release runs not started; their leases will expire',
+        ),
+      )
+      .finally(() => dropped(live));
+  }
+
+  private wakeAt(at: number): void {
+    if (this.pumpTimer && this.pumpAt <= at) return;
+    this.pumpTimer?.abort(FINISHED);
+    const timer = new AbortController();
+    this.pumpTimer = timer;
+    this.pumpAt = at;
+    void this.o.clock.sleep(at - this.o.clock.nowMs(), timer.signal).then(() => {
+      if (timer.signal.aborted) return;
+      this.pumpTimer = null;
+      this.pumpAt = Number.POSITIVE_INFINITY;
+      this.pump();
+    });
+  }
+
+  /** A held run whose lease was lost: no longer ours, never started. */
+  forget(a: ActiveRun): void {
+    this.held = this.held.filter((h) => h !== a);
+    this.o.runs.remove(a);
+  }
+
+  /** Takes every held run out of the register (a stop): they were never started. */
+  takeHeld(): ActiveRun[] {
+    const held = this.held;
+    this.held = [];
+    for (const a of held) {
+      a.dropped = 'worker shutdown';
+      this.o.runs.remove(a);
+    }
+    this.pumpTimer?.abort(FINISHED);
+    this.pumpTimer = null;
+    this.pumpAt = Number.POSITIVE_INFINITY;
+    return held;
+  }
+}

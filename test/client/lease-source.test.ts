@@ -1,0 +1,179 @@
+/**
+ * `HttpLeaseSource`, the lease contract over HTTP, against the real API on loopback (the test
+ * database's store and FakeClock): lease expiries converted to the worker's clock whatever the
+ * skew, a handler's start converted back to the server's, results sent without the fields an older
+ * server refuses, and the one worker id a source serves, fixed when it is made (its heartbeats and
+ * reports go under it before any claim, and a claim for another worker is refused). Its retried
+ * claims are in test/api/claim-retry.test.ts.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { HttpLeaseSource } from '../../src/client/index.js';
+import { FakeClock, type LeaseSource } from '../../src/core/index.js';
+import type { PostgresStore } from '../../src/store/index.js';
+import { Worker } from '../../src/worker/index.js';
+import { client, keysFor, type RoleKeys } from '../api/helpers.js';
+import { type Api, startApi } from '../setup/api.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+
+/** The store's default lease (the test store is built without `leaseMs`). */
+const LEASE_MS = 30_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+// The database is one implementation of the contract, this source the other (checked by tsc).
+const _database: LeaseSource = null as unknown as PostgresStore;
+const _http: LeaseSource = null as unknown as HttpLeaseSource;
+void [_database, _http];
+
+let db: TestDatabase;
+let api: Api;
+let keys: RoleKeys;
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  api = await startApi(db);
+  keys = await keysFor(db, 'acme');
+});
+
+afterAll(async () => {
+  await api?.close();
+  await db?.teardown();
+});
+
+/** A job in its own pool and `n` triggered runs of it (distinct slots), oldest first. */
+async function jobWithRuns(jobId: string, pool: string, n: number): Promise<string[]> {
+  const http = client(api.base);
+  const put = await http('PUT', `/v1/jobs/${jobId}`, {
+    key: keys.operator,
+    body: { schedule: '@every 1h', handler: `${jobId}-handler`, pool },
+  });
+  expect(put.status, put.text).toBe(200);
+  const runIds: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = await http('POST', `/v1/jobs/${jobId}/runs`, {
+      key: keys.operator,
+      body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
+    });
+    expect(a.status, a.text).toBe(201);
+    runIds.push(a.json.run_id);
+  }
+  return runIds;
+}
+
+test("HttpLeaseSource puts the server's lease expiries on the worker's own clock, whatever the skew", async () => {
+  const [runId] = await jobWithRuns('skewed', 'p-skew', 1);
+  // The worker's clock is an hour behind the server's.
+  const workerClock = new FakeClock(db.clock.nowMs() - 3_600_000);
+  const store = new HttpLeaseSource({
+    url: api.base,
+    key: keys.worker,
+    clock: workerClock,
+    waitMs: 0,
+    workerId: 'w-skew',
+  });
+  const [claimed] = await store.claimRuns({ workerId: 'w-skew', pool: 'p-skew', max: 1 });
+  expect(claimed!.runId).toBe(runId);
+  // On the worker's clock the lease ends a whole lease from now, not an hour and a lease from now.
+  expect(claimed!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  db.clock.advance(10_000);
+  workerClock.advance(10_000);
+  const { renewed, lost } = await store.heartbeatRuns({ leases: [claimed!] });
+  expect(lost).toEqual([]);
+  expect(renewed).toEqual([{ runId, leaseExpiresAt: new Date(workerClock.nowMs() + LEASE_MS) }]);
+  // A worker clock ahead of the server's: the same.
+  workerClock.advance(7_200_000);
+  const again = await store.heartbeatRuns({ leases: [claimed!] });
+  expect(again.renewed[0]!.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  // A handler start goes the other way: on the server's clock, not the worker's hour-ahead one.
+  const startedLocal = workerClock.nowMs();
+  const startedOnServer = db.clock.nowMs();
+  db.clock.advance(500);
+  workerClock.advance(500);
+  expect(await store.completeRuns({ leases: [{ ...claimed!, startedAt: startedLocal }] })).toMatchObject({
+    completed: [runId],
+  });
+  expect((await db.store.getRun({ tenantId: 'acme', runId: runId! })).startedAt).toEqual(
+    new Date(startedOnServer),
+  );
+});
+
+test('HttpLeaseSource talking to a server from before started_at and error_stack sends its results without them', async () => {
+  // What such a server does with the new fields: its strict bodies refuse them as unknown.
+  const bodies: Record<string, unknown>[] = [];
+  const older = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => {
+      text += chunk;
+    });
+    req.on('end', () => {
+      const body = JSON.parse(text) as Record<string, unknown>;
+      bodies.push(body);
+      res.setHeader('content-type', 'application/json');
+      if ('started_at' in body || 'error_stack' in body) {
+        res.statusCode = 400;
+        res.end(
+          JSON.stringify({
+            error: { code: 'validation_error', message: 'body must NOT have additional properties' },
+          }),
+        );
+      } else res.end(JSON.stringify({ state: body.status === 'failed' ? 'dead' : 'succeeded' }));
+    });
+  });
+  await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`;
+    const store = new HttpLeaseSource({ url, key: 'k', clock: new FakeClock(db.clock.nowMs()), waitMs: 0 });
+    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
+    expect(await store.completeRuns({ leases: [{ ...lease, startedAt: db.clock.nowMs() }] })).toEqual({
+      completed: [lease.runId],
+      lost: [],
+    });
+    expect(bodies.map((b) => 'started_at' in b)).toEqual([true, false]);
+    // Known to be older now: the next results go without the fields at once.
+    await store.failRun({ ...lease, error: 'boom', errorStack: 'Error: boom', startedAt: db.clock.nowMs() });
+    expect(bodies).toHaveLength(3);
+    expect(bodies[2]).toMatchObject({ status: 'failed', error: 'boom' });
+    expect(bodies[2]).not.toHaveProperty('error_stack');
+  } finally {
+    await new Promise((resolve) => older.close(resolve));
+  }
+});
+
+test('a source serves the worker it was made for: heartbeats and reports go under it before any claim', async () => {
+  const store = new HttpLeaseSource({
+    url: api.base,
+    key: keys.worker,
+    clock: db.clock,
+    workerId: 'w-bound',
+  });
+  expect(store.workerId).toBe('w-bound');
+  // No claim yet: the report and the access check name the worker all the same.
+  await store.checkAccess();
+  await store.touchNode({ nodeId: 'w-bound', info: { pool: 'p-bound', concurrency: 3, in_flight: 0 } });
+  const http = client(api.base);
+  const nodes = (await http('GET', '/v1/status', { key: keys.operator })).json.nodes as { node_id: string }[];
+  expect(nodes.map((n) => n.node_id)).toContain('acme/w-bound');
+  expect(nodes.map((n) => n.node_id).filter((id) => id.startsWith('acme/worker'))).toEqual([]);
+  // A claim for another worker is refused before anything is sent.
+  await expect(store.claimRuns({ workerId: 'w-other', pool: 'p-bound', max: 1 })).rejects.toThrow(
+    /serves worker w-bound, not w-other/,
+  );
+  await store.leaveNode({ nodeId: 'w-bound' });
+});
+
+test('a Worker takes its id from its source, and refuses a source bound to another worker', () => {
+  const logger = pino({ level: 'silent' });
+  const handlers = { h: () => {} };
+  const bound = new HttpLeaseSource({ url: api.base, key: keys.worker, workerId: 'w-src' });
+  expect(new Worker({ store: bound, clock: db.clock, logger, handlers }).workerId).toBe('w-src');
+  expect(new Worker({ store: bound, clock: db.clock, logger, handlers, workerId: 'w-src' }).workerId).toBe(
+    'w-src',
+  );
+  expect(() => new Worker({ store: bound, clock: db.clock, logger, handlers, workerId: 'w-else' })).toThrow(
+    /differs from its lease source's/,
+  );
+  // Made without one, a source has an id of its own, in the worker's default form.
+  expect(new HttpLeaseSource({ url: api.base }).workerId).toMatch(/^worker-[0-9a-f]{12}$/);
+});
