@@ -10,14 +10,20 @@
  * `buildApp` is the wiring only: the cross-cutting parts are `plugins/` (auth, quota, errors,
  * request metrics; idempotency is called by the routes that take a key), added to the root
  * instance first; then each resource's routes, `routes/*.ts`, registered as encapsulated plugins
- * that inherit them. The order of registration is the order of the OpenAPI document's paths.
+ * that inherit them, each given what it needs (the lease routes also the waiting long-polls, which
+ * the app closes first when it closes). The order of registration is the order of the OpenAPI
+ * document's paths.
  */
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController } from 'fastify';
-import { capConnectionsPerAddress, httpLimits, serverOptions } from './limits.js';
-import { LongPolls } from './long-poll.js';
-import { addAuth } from './plugins/auth.js';
+import type { Logger } from 'pino';
+import type { Clock } from '../core/index.js';
+import type { Store } from '../store/index.js';
+import { capConnectionsPerAddress, type HttpLimits, httpLimits, serverOptions } from './limits.js';
+import { LongPolls, type Wakeups } from './long-poll.js';
+import type { Metrics, RunGaugeSampler } from './metrics.js';
+import { type AuthMode, addAuth } from './plugins/auth.js';
 import { addErrorAnswers, answerClientError, answerFrameworkError } from './plugins/errors.js';
 import { addRequestMetrics } from './plugins/metrics.js';
 import { addTenantQuota, DEFAULT_QUOTA, TenantQuota } from './plugins/quota.js';
@@ -27,7 +33,39 @@ import { leaseRoutes } from './routes/leases.js';
 import { runRoutes } from './routes/runs.js';
 import { statusRoutes } from './routes/status.js';
 import { refuseUnstorableText } from './text-guard.js';
-import type { App, AppOptions } from './types.js';
+import type { App } from './types.js';
+
+export interface AppOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  /**
+   * `keys`: every /v1 request (and /metrics) needs `Authorization: Bearer <key>`. `open`: no keys,
+   * every request acts as a cluster-admin of `openTenant` (only for `tock dev` on loopback, or
+   * `--insecure`): the single user sees the whole cluster.
+   */
+  auth: AuthMode;
+  /** Tenant of open mode. Default `default`. */
+  openTenant?: string;
+  /**
+   * Requests per second each tenant may make (token bucket), and the burst. Default 200/s, 400.
+   * Re-claims of waiting long-polls are counted in a second bucket of the same size.
+   */
+  quota?: { perSecond: number; burst: number };
+  /** Whether the database answers and migrations are current (for /readyz). */
+  readiness: () => Promise<{ database: boolean; migrations: boolean }>;
+  /**
+   * What waiting long-polls sleep on: the process's one listener for claimable runs
+   * (`RunWakeups`). Default none: a waiting long-poll then re-claims every second
+   * (`LONG_POLL_UNLISTENED_MS`).
+   */
+  wakeups?: Wakeups;
+  /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS` (see `limits.ts`). */
+  limits?: Partial<HttpLimits>;
+  /** The run-gauge sample `/metrics` serves (shared with a metrics listener). Default: the app's own. */
+  runGauges?: RunGaugeSampler;
+}
 
 /** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
 const MAX_PARAM_LENGTH = 1000;
@@ -75,9 +113,9 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const burst = o.quota?.burst ?? DEFAULT_QUOTA.burst;
   // Re-claims of waiting long-polls have a bucket of their own, of the same size (long-poll.ts).
   const reclaims = new TenantQuota(o.clock, perSecond, burst);
-  app.decorate('longPolls', new LongPolls({ clock: o.clock, reclaims, limits, wakeups: o.wakeups }));
+  const longPolls = new LongPolls({ clock: o.clock, reclaims, limits, wakeups: o.wakeups });
   // Closing waits for requests in flight: waiting long-polls answer at once rather than hold it up to 30 s.
-  app.addHook('preClose', async () => app.longPolls.close());
+  app.addHook('preClose', async () => longPolls.close());
 
   addAuth(app, o);
   addTenantQuota(app, new TenantQuota(o.clock, perSecond, burst));
@@ -88,7 +126,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const routes = { store: o.store, clock: o.clock, metrics: o.metrics };
   await app.register(jobRoutes, routes);
   await app.register(runRoutes, routes);
-  await app.register(leaseRoutes, routes);
+  await app.register(leaseRoutes, { ...routes, longPolls });
   await app.register(keyRoutes, routes);
   await app.register(statusRoutes, { ...routes, readiness: o.readiness, runGauges: o.runGauges });
   return app;

@@ -10,7 +10,8 @@
  */
 import type { FastifyReply } from 'fastify';
 import { allows, keyOfRole, type Permission } from '../../core/index.js';
-import type { App, AppOptions, Principal } from '../types.js';
+import type { Store } from '../../store/index.js';
+import type { App, Principal } from '../types.js';
 import { envelope } from './errors.js';
 
 /** What each permission lets a key do, for the 403 message. */
@@ -22,11 +23,24 @@ const DOING: Record<Permission, string> = {
   cluster: 'read cluster-wide facts (a cluster-admin key is needed)',
 };
 
+/**
+ * `keys`: every /v1 request (and /metrics) needs `Authorization: Bearer <key>`. `open`: no keys,
+ * every request acts as a cluster-admin of the open tenant.
+ */
+export type AuthMode = 'keys' | 'open';
+
+export interface AuthOptions {
+  auth: AuthMode;
+  /** Tenant of open mode. Default `default`. */
+  openTenant?: string;
+  store: Pick<Store, 'authenticate'>;
+}
+
 const refuse = (reply: FastifyReply, status: 401 | 403, code: string, message: string) =>
   reply.code(status).header('connection', 'close').send(envelope(code, message));
 
 /** Decorates requests with `principal` and adds the `onRequest` hook that sets and checks it. */
-export function addAuth(app: App, o: Pick<AppOptions, 'auth' | 'openTenant' | 'store'>): void {
+export function addAuth(app: App, o: AuthOptions): void {
   // Set by the hook below on every route with a permission before anything reads it.
   app.decorateRequest('principal', undefined as unknown as Principal);
   app.addHook('onRequest', async (request, reply) => {

@@ -7,14 +7,20 @@
 import type { Static } from 'typebox';
 import { parseInstant, splitErrorText, TockError } from '../../core/index.js';
 import type { Store } from '../../store/index.js';
+import type { LongPolls } from '../long-poll.js';
 import { leasedRunJson } from '../present.js';
 import { RemoteWorkers } from '../remote-workers.js';
 import * as S from '../schemas.js';
 import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
 
+export interface LeaseOptions extends RouteOptions {
+  /** The waiting long-polls of `POST /v1/leases`, their caps and their wake-ups. */
+  longPolls: LongPolls;
+}
+
 /** The lease routes, in the order the OpenAPI document lists them. */
-export const leaseRoutes: RoutePlugin = async (app, o) => {
+export const leaseRoutes: RoutePlugin<LeaseOptions> = async (app, o) => {
   const workers = new RemoteWorkers({ store: o.store, clock: o.clock, logger: app.log });
   claimRoute(app, o, workers);
   runHeartbeatRoute(app, o);
@@ -69,7 +75,7 @@ async function releaseForGoneClient(
   }
 }
 
-function claimRoute(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
+function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): void {
   const { store, clock } = o;
   app.post(
     '/v1/leases',
@@ -93,7 +99,7 @@ function claimRoute(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): voi
       const { tenantId, keyId } = request.principal;
       const pool = b.pool ?? 'default';
       // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
-      const runs = await app.longPolls.run({
+      const runs = await o.longPolls.run({
         tenantId,
         keyId,
         waitMs: b.wait_ms ?? 0,

@@ -19,7 +19,7 @@ import { allows, type Clock, DEFAULT_NODE_LIVE_MS } from '../../core/index.js';
 import type { NodeInfo, ShardInfo, UnservedRuns } from '../../store/index.js';
 import { RunGaugeSampler } from '../metrics.js';
 import * as S from '../schemas.js';
-import type { AppOptions, RouteApp, RouteOptions, RoutePlugin } from '../types.js';
+import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
 
 /** How many (tenant, pool, handler) groups of unserved runs `GET /v1/status` lists (all are counted). */
@@ -31,7 +31,12 @@ export const READINESS_CACHE_MS = 1000;
 
 type Readiness = { database: boolean; migrations: boolean };
 
-export type StatusOptions = RouteOptions & Pick<AppOptions, 'readiness' | 'runGauges'>;
+export interface StatusOptions extends RouteOptions {
+  /** Whether the database answers and migrations are current (for /readyz). */
+  readiness: () => Promise<Readiness>;
+  /** The run-gauge sample `/metrics` serves. Default: one of the route module's own. */
+  runGauges?: RunGaugeSampler;
+}
 
 /**
  * `check` at most once per `intervalMs` of `clock`: a call while a check is in flight shares it; a
