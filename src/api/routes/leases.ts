@@ -24,7 +24,8 @@ export const leaseRoutes: RoutePlugin<LeaseOptions> = async (app, o) => {
   const workers = new RemoteWorkers({ store: o.store, clock: o.clock, logger: app.log });
   claimRoute(app, o, workers);
   runHeartbeatRoute(app, o);
-  workerRoutes(app, o, workers);
+  workerHeartbeatRoute(app, o, workers);
+  workerPresenceRoutes(app, o, workers);
   completeRoute(app, o);
   releaseRoute(app, o);
 };
@@ -159,8 +160,8 @@ function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
   );
 }
 
-/** A worker's bulk heartbeat, its report of itself (`PUT`) and its leaving (`DELETE`). */
-function workerRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
+/** A worker's bulk heartbeat: every lease it holds renewed in one statement, the lost ones named. */
+function workerHeartbeatRoute(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
   const { store, clock } = o;
   app.post(
     '/v1/workers/:worker_id/heartbeat',
@@ -191,7 +192,10 @@ function workerRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): v
       };
     },
   );
+}
 
+/** A remote worker's report of itself for `tock status` (`PUT`), and its leaving (`DELETE`). */
+function workerPresenceRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
   app.put(
     '/v1/workers/:worker_id',
     {
@@ -210,7 +214,7 @@ function workerRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): v
       await workers.record(
         request.params.worker_id,
         request.principal.tenantId,
-        clock.nowMs(),
+        o.clock.nowMs(),
         { ...b, pool: b.pool ?? 'default' },
         b.clock_offset_ms === undefined
           ? undefined
