@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config';
  */
 const UNIT = [
   'test/core/**/*.test.ts',
-  'test/api/errors.test.ts',
+  'test/api/plugins/*.test.ts',
   // A pool pointed where nothing answers: the database is down on purpose.
   'test/api/database-down.test.ts',
   'test/cli/table.test.ts',
@@ -18,6 +18,9 @@ const UNIT = [
   'test/scheduler/clock-sync.test.ts',
   'test/scripts/*.test.ts',
   'test/worker/completer.test.ts',
+  'test/worker/executor.test.ts',
+  'test/worker/lease-keeper.test.ts',
+  'test/worker/producer.test.ts',
   'test/worker/config.test.ts',
   'test/worker/executors/*.test.ts',
 ];

@@ -1,5 +1,5 @@
 /** The HTTP API: `buildApp` (not listening), its metrics and schemas. */
-export { type App, type AppOptions, buildApp } from './app.js';
+export { type AppOptions, buildApp } from './app.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './limits.js';
 export { listenForRuns, RunWakeups, type Wakeups } from './long-poll.js';
 export {
@@ -11,3 +11,4 @@ export {
   RunGaugeSampler,
   schedulingDelayMs,
 } from './metrics.js';
+export type { App } from './types.js';

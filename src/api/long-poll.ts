@@ -23,7 +23,7 @@
  */
 import { type Clock, idleSleepMs, type RunWakeups, TockError, type Wakeups } from '../core/index.js';
 import type { HttpLimits } from './limits.js';
-import type { TenantQuota } from './quota.js';
+import type { TenantQuota } from './plugins/quota.js';
 
 /** Longest sleep of a waiting long-poll while notifications arrive, ms. */
 export const LONG_POLL_FALLBACK_MS = 5000;

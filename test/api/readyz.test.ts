@@ -8,7 +8,7 @@ import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { READINESS_CACHE_MS } from '../../src/api/routes/operations.js';
+import { READINESS_CACHE_MS } from '../../src/api/routes/status.js';
 import { MIGRATIONS_DIR, pendingMigrations } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { type Api, client, startApi } from './helpers.js';

@@ -1,24 +1,36 @@
-/** The jobs routes: create or update (one or many), list, read, delete, pause, resume, trigger, a job's runs. */
+/**
+ * The jobs routes: create or update (one or many), list, read, delete, pause, resume, trigger a run
+ * (with `Idempotency-Key`), a job's runs. Every write is the tenant's of the caller's key.
+ */
+import type { Static } from 'typebox';
 import {
   ConflictError,
   jobInputFromApi,
   parseInstant,
-  TockError,
   ValidationError,
   validateJob,
   validateJobs,
 } from '../../core/index.js';
-import type { App, AppOptions } from '../app.js';
+import { tockErrorAnswer } from '../plugins/errors.js';
+import { type Answer, idempotent } from '../plugins/idempotency.js';
 import { jobJson, runJson } from '../present.js';
 import * as S from '../schemas.js';
-import { errors, hashBody, limitOf } from './shared.js';
+import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
+import { errors, limitOf } from './shared.js';
 
-const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+/** The jobs routes, in the order the OpenAPI document lists them. */
+export const jobRoutes: RoutePlugin = async (app, o) => {
+  upsertMany(app, o);
+  upsertOne(app, o);
+  readJobs(app, o);
+  deleteJob(app, o);
+  pauseOrResume(app, o, 'pause');
+  pauseOrResume(app, o, 'resume');
+  triggerRun(app, o);
+  jobRuns(app, o);
+};
 
-export function registerJobRoutes(app: App, o: AppOptions): void {
-  const { store, clock } = o;
-  const now = () => clock.nowMs();
+function upsertMany(app: RouteApp, { store, clock }: RouteOptions): void {
   app.put(
     '/v1/jobs',
     {
@@ -31,8 +43,7 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
-      const { jobs } = request.body as { jobs: unknown[] };
-      const inputs = jobs.map((j, i) => {
+      const inputs = request.body.jobs.map((j, i) => {
         try {
           return jobInputFromApi(j);
         } catch (err) {
@@ -44,7 +55,7 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       const { changes } = await store.upsertJobs({
         tenantId: request.principal.tenantId,
         jobs: validateJobs(inputs),
-        now: now(),
+        now: clock.nowMs(),
       });
       const count = (c: string) => changes.filter((x) => x.change === c).length;
       return {
@@ -55,7 +66,9 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       };
     },
   );
+}
 
+function upsertOne(app: RouteApp, { store, clock }: RouteOptions): void {
   app.put(
     '/v1/jobs/:job_id',
     {
@@ -69,19 +82,21 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
-      const { job_id } = request.params as { job_id: string };
-      const input = jobInputFromApi({ ...(request.body as object), job_id });
+      const input = jobInputFromApi({ ...request.body, job_id: request.params.job_id });
       const { changes } = await store.upsertJobs({
         tenantId: request.principal.tenantId,
         jobs: [validateJob(input)],
-        now: now(),
+        now: clock.nowMs(),
         withJobs: true,
       });
       const { job, change } = changes[0]!;
       return { ...jobJson(job), change };
     },
   );
+}
 
+/** `GET /v1/jobs` and `GET /v1/jobs/:job_id`. */
+function readJobs(app: RouteApp, { store }: RouteOptions): void {
   app.get(
     '/v1/jobs',
     {
@@ -94,11 +109,10 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
-      const q = request.query as { limit?: string; cursor?: string };
       const page = await store.listJobs({
         tenantId: request.principal.tenantId,
-        limit: limitOf(q),
-        cursor: q.cursor ?? null,
+        limit: limitOf(request.query),
+        cursor: request.query.cursor ?? null,
       });
       return { jobs: page.items.map(jobJson), next_cursor: page.nextCursor };
     },
@@ -115,12 +129,12 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
         response: { 200: S.Job, ...errors },
       },
     },
-    async (request) => {
-      const { job_id } = request.params as { job_id: string };
-      return jobJson(await store.getJob({ tenantId: request.principal.tenantId, jobId: job_id }));
-    },
+    async (request) =>
+      jobJson(await store.getJob({ tenantId: request.principal.tenantId, jobId: request.params.job_id })),
   );
+}
 
+function deleteJob(app: RouteApp, { store, clock }: RouteOptions): void {
   app.delete(
     '/v1/jobs/:job_id',
     {
@@ -133,32 +147,45 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request, reply) => {
-      const { job_id } = request.params as { job_id: string };
-      await store.deleteJob({ tenantId: request.principal.tenantId, jobId: job_id, now: now() });
-      return reply.code(204).send();
+      await store.deleteJob({
+        tenantId: request.principal.tenantId,
+        jobId: request.params.job_id,
+        now: clock.nowMs(),
+      });
+      return reply.code(204).send(null);
     },
   );
+}
 
-  for (const action of ['pause', 'resume'] as const) {
-    app.post(
-      `/v1/jobs/:job_id/${action}`,
-      {
-        config: { permission: 'operate' },
-        schema: {
-          summary: `${action === 'pause' ? 'Pause' : 'Resume'} a job`,
-          tags: ['jobs'],
-          params: S.JobParams,
-          response: { 200: S.Job, ...errors },
-        },
+function pauseOrResume(app: RouteApp, { store, clock }: RouteOptions, action: 'pause' | 'resume'): void {
+  app.post(
+    `/v1/jobs/:job_id/${action}`,
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: `${action === 'pause' ? 'Pause' : 'Resume'} a job`,
+        tags: ['jobs'],
+        params: S.JobParams,
+        response: { 200: S.Job, ...errors },
       },
-      async (request) => {
-        const { job_id } = request.params as { job_id: string };
-        const p = { tenantId: request.principal.tenantId, jobId: job_id, now: now() };
-        return jobJson(action === 'pause' ? await store.pauseJob(p) : await store.resumeJob(p));
-      },
-    );
-  }
+    },
+    async (request) => {
+      const p = { tenantId: request.principal.tenantId, jobId: request.params.job_id, now: clock.nowMs() };
+      return jobJson(action === 'pause' ? await store.pauseJob(p) : await store.resumeJob(p));
+    },
+  );
+}
 
+/**
+ * `POST /v1/jobs/:job_id/runs`. With an Idempotency-Key, a slot that already has a run (409 with
+ * its `run_id`) is a lasting answer, replayed like a 201; anything else (an unknown job that may be
+ * created next, a bad slot, a fault) frees the key for a retry.
+ */
+/** What a trigger answers: the run (201), or the run its slot already has (409), first or replayed. */
+type TriggerAnswerBody = Static<typeof S.Run> | Static<typeof S.ErrorBody>;
+
+function triggerRun(app: RouteApp, o: RouteOptions): void {
+  const { store, clock } = o;
   app.post(
     '/v1/jobs/:job_id/runs',
     {
@@ -176,66 +203,33 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request, reply) => {
-      const { job_id } = request.params as { job_id: string };
-      const body = (request.body ?? {}) as { scheduled_for?: string };
+      const { job_id } = request.params;
+      const { scheduled_for } = request.body;
       const tenantId = request.principal.tenantId;
-      const trigger = async () => {
+      const trigger = async (): Promise<Answer<TriggerAnswerBody>> => {
         const scheduledFor =
-          body.scheduled_for === undefined ? undefined : parseInstant(body.scheduled_for, 'scheduled_for');
-        const run = await store.triggerRun({ tenantId, jobId: job_id, scheduledFor, now: now() });
+          scheduled_for === undefined ? undefined : parseInstant(scheduled_for, 'scheduled_for');
+        const run = await store.triggerRun({ tenantId, jobId: job_id, scheduledFor, now: clock.nowMs() });
         return { status: 201, body: runJson(run) };
       };
-      const rawKey = request.headers['idempotency-key'];
-      if (rawKey === undefined) {
-        const answer = await trigger();
-        return reply.code(answer.status).send(answer.body);
-      }
-      if (typeof rawKey !== 'string' || !IDEMPOTENCY_KEY.test(rawKey)) {
-        throw new ValidationError('Idempotency-Key must be 1-200 visible ASCII characters', {
-          field: 'Idempotency-Key',
-        });
-      }
-      const scope = `trigger:${job_id}`;
-      // No body and `{}` are the same request.
-      const requestHash = hashBody(request.body ?? {});
-      const idem = { tenantId, scope, key: rawKey };
-      const taken = await store.takeIdempotent({
-        ...idem,
-        requestHash,
-        now: now(),
-        ttlMs: IDEMPOTENCY_TTL_MS,
-      });
-      if (taken.state !== 'taken') {
-        const storedHash = taken.state === 'done' ? taken.answer.requestHash : taken.requestHash;
-        if (storedHash !== requestHash) {
-          throw new TockError(
-            'idempotency_mismatch',
-            'this Idempotency-Key was used with a different request body',
-          );
-        }
-        if (taken.state === 'in_progress')
-          throw new ConflictError('a request with this Idempotency-Key is in progress; retry');
-        return reply.code(taken.answer.status).send(taken.answer.body);
-      }
-      let answer: { status: number; body: unknown };
-      try {
-        answer = await trigger();
-      } catch (err) {
-        // A slot that already has a run is a lasting answer, worth replaying; anything else (an
-        // unknown job that may be created next, a bad slot, a fault) frees the key for a retry.
-        if (err instanceof ConflictError) {
-          const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
-          answer = { status: 409, body: { error: { code: err.code, message: err.message, ...extra } } };
-        } else {
-          await store.releaseIdempotent(idem);
-          throw err;
-        }
-      }
-      await store.finishIdempotent({ ...idem, answer: { requestHash, ...answer } });
+      const answer = await idempotent(
+        o,
+        // No body and `{}` are the same request (a bare POST's body is `{}` by now).
+        {
+          tenantId,
+          scope: `trigger:${job_id}`,
+          header: request.headers['idempotency-key'],
+          body: request.body,
+        },
+        trigger,
+        (err) => (err instanceof ConflictError ? tockErrorAnswer(err) : null),
+      );
       return reply.code(answer.status).send(answer.body);
     },
   );
+}
 
+function jobRuns(app: RouteApp, { store }: RouteOptions): void {
   app.get(
     '/v1/jobs/:job_id/runs',
     {
@@ -249,15 +243,14 @@ export function registerJobRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
-      const { job_id } = request.params as { job_id: string };
-      const q = request.query as { limit?: string; cursor?: string };
+      const { job_id } = request.params;
       const tenantId = request.principal.tenantId;
       await store.getJob({ tenantId, jobId: job_id });
       const page = await store.listRuns({
         tenantId,
         jobId: job_id,
-        limit: limitOf(q),
-        cursor: q.cursor ?? null,
+        limit: limitOf(request.query),
+        cursor: request.query.cursor ?? null,
       });
       return { runs: page.items.map(runJson), next_cursor: page.nextCursor };
     },

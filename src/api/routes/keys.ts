@@ -2,15 +2,13 @@
  * The keys routes: create, list and revoke a tenant's API keys (admin only). A cluster-admin key is
  * listed like any key (never its secret) but revoked only by a caller with the `cluster` permission.
  */
-import { API_ROLES, type ApiRole, keyOfRole, TockError } from '../../core/index.js';
-import type { App, AppOptions } from '../app.js';
+import { API_ROLES, keyOfRole, TockError } from '../../core/index.js';
 import { keyJson } from '../present.js';
 import * as S from '../schemas.js';
+import type { RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
 
-export function registerKeyRoutes(app: App, o: AppOptions): void {
-  const { store, clock } = o;
-  const now = () => clock.nowMs();
+export const keyRoutes: RoutePlugin = async (app, { store, clock }) => {
   app.post(
     '/v1/keys',
     {
@@ -23,19 +21,19 @@ export function registerKeyRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request, reply) => {
-      const b = request.body as { role: ApiRole; name?: string };
+      const { role, name } = request.body;
       // The schema admits these roles only; checked again so that no later schema change lets an
       // API key mint a key above its tenant's scope (cluster-admin).
-      if (!(API_ROLES as readonly string[]).includes(b.role))
+      if (!API_ROLES.some((r) => r === role))
         throw new TockError(
           'forbidden',
-          `${keyOfRole(b.role)} can only be made with tock keys create on the database`,
+          `${keyOfRole(role)} can only be made with tock keys create on the database`,
         );
       const { key, secret } = await store.createApiKey({
         tenantId: request.principal.tenantId,
-        role: b.role,
-        name: b.name,
-        now: now(),
+        role,
+        name,
+        now: clock.nowMs(),
       });
       return reply.code(201).send({ ...keyJson(key), key: secret });
     },
@@ -67,18 +65,16 @@ export function registerKeyRoutes(app: App, o: AppOptions): void {
         response: { 200: S.ApiKey, ...errors },
       },
     },
-    async (request) => {
-      const { key_id } = request.params as { key_id: string };
-      return keyJson(
+    async (request) =>
+      keyJson(
         // A cluster-admin key can only be revoked by a caller with the cluster permission (the store
         // checks the key's role and refuses with 403 forbidden, changing nothing).
         await store.revokeApiKey({
           tenantId: request.principal.tenantId,
-          keyId: key_id,
-          now: now(),
+          keyId: request.params.key_id,
+          now: clock.nowMs(),
           by: request.principal.role,
         }),
-      );
-    },
+      ),
   );
-}
+};

@@ -1,12 +1,10 @@
 /** The runs routes an operator uses: list by state, read one with its attempts, replay a dead run. */
-import type { App, AppOptions } from '../app.js';
 import { runJson, runWithAttemptsJson } from '../present.js';
 import * as S from '../schemas.js';
+import type { RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
 
-export function registerRunRoutes(app: App, o: AppOptions): void {
-  const { store, clock } = o;
-  const now = () => clock.nowMs();
+export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
   app.get(
     '/v1/runs',
     {
@@ -19,7 +17,7 @@ export function registerRunRoutes(app: App, o: AppOptions): void {
       },
     },
     async (request) => {
-      const q = request.query as { limit?: string; cursor?: string; state?: 'dead'; job_id?: string };
+      const q = request.query;
       const page = await store.listRuns({
         tenantId: request.principal.tenantId,
         jobId: q.job_id,
@@ -42,10 +40,10 @@ export function registerRunRoutes(app: App, o: AppOptions): void {
         response: { 200: S.RunWithAttempts, ...errors },
       },
     },
-    async (request) => {
-      const { run_id } = request.params as { run_id: string };
-      return runWithAttemptsJson(await store.getRun({ tenantId: request.principal.tenantId, runId: run_id }));
-    },
+    async (request) =>
+      runWithAttemptsJson(
+        await store.getRun({ tenantId: request.principal.tenantId, runId: request.params.run_id }),
+      ),
   );
 
   app.post(
@@ -59,11 +57,13 @@ export function registerRunRoutes(app: App, o: AppOptions): void {
         response: { 200: S.Run, ...errors },
       },
     },
-    async (request) => {
-      const { run_id } = request.params as { run_id: string };
-      return runJson(
-        await store.replayRun({ tenantId: request.principal.tenantId, runId: run_id, now: now() }),
-      );
-    },
+    async (request) =>
+      runJson(
+        await store.replayRun({
+          tenantId: request.principal.tenantId,
+          runId: request.params.run_id,
+          now: clock.nowMs(),
+        }),
+      ),
   );
-}
+};

@@ -1,5 +1,4 @@
-/** What the route modules share: paging, the error responses, body hashing. */
-import { createHash } from 'node:crypto';
+/** What the route modules share: the error responses of every route, a list's page size. */
 import { ValidationError } from '../../core/index.js';
 import * as S from '../schemas.js';
 
@@ -12,10 +11,4 @@ export function limitOf(query: { limit?: string }, fallback = 50): number {
   if (!Number.isInteger(n) || n < 1 || n > 500)
     throw new ValidationError('limit must be an integer from 1 to 500', { field: 'limit' });
   return n;
-}
-
-export function hashBody(body: unknown): string {
-  return createHash('sha256')
-    .update(JSON.stringify(body ?? null))
-    .digest('hex');
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from './clock.js';
-import { idleSleepMs, msUntilClaimable, RunWakeups } from './wakeups.js';
+import { FakeClock } from '../../src/core/clock.js';
+import { idleSleepMs, msUntilClaimable, RunWakeups } from '../../src/core/wakeups.js';
 
 const T0 = 1_000_000;
 

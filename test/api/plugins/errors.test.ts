@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDatabaseUnavailable } from '../../src/api/errors.js';
+import { isDatabaseUnavailable } from '../../../src/api/plugins/errors.js';
 
 const coded = (code: string, message = 'x') => Object.assign(new Error(message), { code });
 

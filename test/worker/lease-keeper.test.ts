@@ -5,9 +5,14 @@
  */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { type ClaimedRun, FakeClock, type HeartbeatRunsParams, LeaseLostError } from '../core/index.js';
-import { type ActiveRun, ActiveRuns, heldRun, type WorkerEvents } from './active-run.js';
-import { LeaseKeeper } from './lease-keeper.js';
+import {
+  type ClaimedRun,
+  FakeClock,
+  type HeartbeatRunsParams,
+  LeaseLostError,
+} from '../../src/core/index.js';
+import { type ActiveRun, ActiveRuns, heldRun, type WorkerEvents } from '../../src/worker/active-run.js';
+import { LeaseKeeper } from '../../src/worker/lease-keeper.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const LEASE_MS = 30_000;

@@ -1,13 +1,19 @@
 /**
  * The API's one error shape, `{error: {code, message}}`, and where each failure gets it: the status
  * of every error code, the database being unreachable (503 `unavailable` with `Retry-After`, not
- * 500), and the errors Node's HTTP parser meets before Fastify sees a request (an over-long request
- * line or headers, a malformed request, a request that took too long to arrive), which Node or
- * Fastify would otherwise answer in their own shapes.
+ * 500), a route that does not exist (404), a path the router cannot take apart, and the errors
+ * Node's HTTP parser meets before Fastify sees a request (an over-long request line or headers, a
+ * malformed request, a request that took too long to arrive), which Node or Fastify would otherwise
+ * answer in their own shapes. Never a stack or SQL in an answer.
+ *
+ * `answerClientError` and `answerFrameworkError` are options of the Fastify constructor;
+ * `addErrorAnswers` sets the error and not-found handlers on the root instance, which every route
+ * module inherits.
  */
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ID_PATTERN, TockError } from '../core/index.js';
+import { ID_PATTERN, TockError } from '../../core/index.js';
+import type { App } from '../types.js';
 
 export function envelope(code: string, message: string, extra: Record<string, unknown> = {}) {
   return { error: { code, message, ...extra } };
@@ -228,14 +234,19 @@ export function validationMessage(context: string | undefined, issues: readonly 
   return `${noun(context, at)} ${requirement(context, issue, issues)}`;
 }
 
+/** The status and envelope of a `TockError` (with the conflicting `run_id` when it names one). */
+export function tockErrorAnswer(err: TockError): { status: number; body: ReturnType<typeof envelope> } {
+  const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
+  return { status: STATUS[err.code] ?? 400, body: envelope(err.code, err.message, extra) };
+}
+
 /** The app's error handler: the envelope and status of every error a route or hook throws. */
 export function answerError(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof TockError) {
-    const status = STATUS[err.code] ?? 400;
-    const extra = typeof err.details.run_id === 'string' ? { run_id: err.details.run_id } : {};
+    const { status, body } = tockErrorAnswer(err);
     if (typeof err.details.retry_after_s === 'number')
       reply.header('retry-after', String(err.details.retry_after_s));
-    return reply.code(status).send(envelope(err.code, err.message, extra));
+    return reply.code(status).send(body);
   }
   const e = err as { validation?: unknown; statusCode?: number; code?: string; message: string };
   if (Array.isArray(e.validation) && e.validation.length > 0) {
@@ -263,4 +274,20 @@ export function answerError(err: FastifyError | Error, request: FastifyRequest, 
   }
   request.log.error({ err }, 'request failed');
   return reply.code(500).send(envelope('internal', 'internal error; see the server log'));
+}
+
+/**
+ * A path the router cannot take apart (bad percent-encoding, a parameter past the router's length
+ * limit) is bad input too: the envelope, not Fastify's own error shape. Fastify's `frameworkErrors`.
+ */
+export function answerFrameworkError(err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  reply.code(400).send(envelope('validation_error', `the request path is invalid (${err.code})`));
+}
+
+/** Sets the error handler (`answerError`) and the not-found handler (404 `not_found`, naming the route). */
+export function addErrorAnswers(app: App): void {
+  app.setErrorHandler(answerError);
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(envelope('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
 }

@@ -5,9 +5,14 @@
  */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { type ClaimedRun, type ClaimRunsParams, FakeClock, type ReleaseRunsParams } from '../core/index.js';
-import { type ActiveRun, ActiveRuns, type WorkerEvents } from './active-run.js';
-import { LEASE_TOO_SHORT, Producer } from './producer.js';
+import {
+  type ClaimedRun,
+  type ClaimRunsParams,
+  FakeClock,
+  type ReleaseRunsParams,
+} from '../../src/core/index.js';
+import { type ActiveRun, ActiveRuns, type WorkerEvents } from '../../src/worker/active-run.js';
+import { LEASE_TOO_SHORT, Producer } from '../../src/worker/producer.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const LEASE_MS = 30_000;

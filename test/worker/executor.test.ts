@@ -13,10 +13,10 @@ import {
   FakeClock,
   PermanentError,
   RetryLaterError,
-} from '../core/index.js';
-import { type ActiveRun, ActiveRuns, heldRun, type WorkerEvents } from './active-run.js';
-import { Completer } from './completer.js';
-import { Executor, errorParts, type Handler, outputOf } from './executor.js';
+} from '../../src/core/index.js';
+import { type ActiveRun, ActiveRuns, heldRun, type WorkerEvents } from '../../src/worker/active-run.js';
+import { Completer } from '../../src/worker/completer.js';
+import { Executor, errorParts, type Handler, outputOf } from '../../src/worker/executor.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const logger = pino({ level: 'silent' });

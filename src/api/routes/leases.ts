@@ -1,0 +1,345 @@
+/**
+ * The routes a remote worker uses: claim runs under leases (long-poll), renew them one by one or in
+ * bulk, complete or fail a run, release it; and report itself for `tock status`, or leave. Every
+ * write under a lease carries its token: a lease that is not live any more answers 409
+ * `lease_lost` (404 when the run is not the caller's tenant's), never a partial write.
+ */
+import type { Static } from 'typebox';
+import { parseInstant, splitErrorText, TockError } from '../../core/index.js';
+import type { Store } from '../../store/index.js';
+import type { LongPolls } from '../long-poll.js';
+import { leasedRunJson } from '../present.js';
+import { RemoteWorkers } from '../remote-workers.js';
+import * as S from '../schemas.js';
+import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
+import { errors } from './shared.js';
+
+export interface LeaseOptions extends RouteOptions {
+  /** The waiting long-polls of `POST /v1/leases`, their caps and their wake-ups. */
+  longPolls: LongPolls;
+}
+
+/** The lease routes, in the order the OpenAPI document lists them. */
+export const leaseRoutes: RoutePlugin<LeaseOptions> = async (app, o) => {
+  const workers = new RemoteWorkers({ store: o.store, clock: o.clock, logger: app.log });
+  claimRoute(app, o, workers);
+  runHeartbeatRoute(app, o);
+  workerHeartbeatRoute(app, o, workers);
+  workerPresenceRoutes(app, o, workers);
+  completeRoute(app, o);
+  releaseRoute(app, o);
+};
+
+const serverTime = (o: RouteOptions) => new Date(o.clock.nowMs()).toISOString();
+
+/**
+ * The handler start a worker reported (its `started_at`), ms, or null. Only a bound on what the
+ * store records: it keeps the start within [the later of the claim and the run's available_at,
+ * now], so a worker's clock cannot move an attempt outside its lease or before its slot.
+ */
+const startOf = (startedAt: string | undefined): number | null =>
+  startedAt === undefined ? null : parseInstant(startedAt, 'started_at');
+
+/** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
+async function leaseLost(store: Pick<Store, 'getRun'>, tenantId: string, runId: string): Promise<TockError> {
+  await store.getRun({ tenantId, runId }); // throws not_found for another tenant's (or no) run
+  return new TockError('lease_lost', `the lease on run ${runId} is not live`);
+}
+
+/**
+ * The client of a claim went away before its answer could be sent: give the runs back at once
+ * (no attempt spent) rather than strand them under leases nobody renews. With a claim id, only if
+ * no retry of the claim (to this or another server) was answered with them; its worker holds them.
+ */
+async function releaseForGoneClient(
+  app: RouteApp,
+  { store, clock }: RouteOptions,
+  gone: { workerId: string; tenantId: string; claimId: string | undefined },
+  runs: readonly { runId: string; leaseToken: string }[],
+): Promise<void> {
+  const { workerId, tenantId, claimId } = gone;
+  const reason = 'client gone';
+  try {
+    const { released } =
+      claimId === undefined
+        ? await store.releaseRuns({ leases: runs, reason, now: clock.nowMs(), tenantId })
+        : await store.releaseClaim({ claimId, workerId, reason, now: clock.nowMs(), tenantId });
+    app.log.info(
+      { worker_id: workerId, released: released.length },
+      'claim answer undeliverable: runs released',
+    );
+  } catch (err) {
+    app.log.warn(
+      { err, worker_id: workerId },
+      'could not release the runs of a gone client; their leases will expire',
+    );
+  }
+}
+
+function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): void {
+  const { store, clock } = o;
+  app.post(
+    '/v1/leases',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Claim runs under leases; long-polls up to wait_ms',
+        tags: ['workers'],
+        body: S.LeaseRequest,
+        response: { 200: S.LeaseAnswer, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      const closed = new AbortController();
+      // The response's 'close' (before it is sent) means the client went away. Not the request's:
+      // since Node 16 that fires as soon as the body has been read, which ended every long-poll at
+      // its first sleep.
+      reply.raw.once('close', () => closed.abort());
+      workers.touch(b.worker_id, request.principal.tenantId, b.pool ?? 'default', b.handlers);
+      const { tenantId, keyId } = request.principal;
+      const pool = b.pool ?? 'default';
+      // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
+      const runs = await o.longPolls.run({
+        tenantId,
+        keyId,
+        waitMs: b.wait_ms ?? 0,
+        aheadMs: b.ahead_ms ?? 0,
+        signal: closed.signal,
+        claim: () =>
+          store.claimRuns({
+            workerId: b.worker_id,
+            pool,
+            max: b.max ?? 1,
+            now: clock.nowMs(),
+            handlers: b.handlers,
+            tenantId,
+            aheadMs: b.ahead_ms,
+            claimId: b.claim_id,
+          }),
+        nextAvailableAt: () => store.nextAvailableAt({ pool, now: clock.nowMs(), tenantId }),
+      });
+      // The client went away while the claim ran: give its runs back at once (no attempt spent)
+      // rather than strand them under a lease nobody renews.
+      if (runs.length > 0 && closed.signal.aborted) {
+        await releaseForGoneClient(app, o, { workerId: b.worker_id, tenantId, claimId: b.claim_id }, runs);
+        return { runs: [], server_time: serverTime(o) };
+      }
+      const start = clock.nowMs();
+      for (const r of runs) o.metrics.runStarted(r, start);
+      return { runs: runs.map(leasedRunJson), server_time: serverTime(o) };
+    },
+  );
+}
+
+function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
+  const { store, clock } = o;
+  app.post(
+    '/v1/runs/:run_id/heartbeat',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: "Renew one run's lease; 409 when lost",
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.LeaseTokenBody,
+        response: { 200: S.HeartbeatAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      const tenantId = request.principal.tenantId;
+      const { renewed } = await store.heartbeatRuns({
+        leases: [{ runId: run_id, leaseToken: request.body.lease_token }],
+        now: clock.nowMs(),
+        tenantId,
+      });
+      if (!renewed[0]) throw await leaseLost(store, tenantId, run_id);
+      return { lease_expires_at: renewed[0].leaseExpiresAt.toISOString(), server_time: serverTime(o) };
+    },
+  );
+}
+
+/** A worker's bulk heartbeat: every lease it holds renewed in one statement, the lost ones named. */
+function workerHeartbeatRoute(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
+  const { store, clock } = o;
+  app.post(
+    '/v1/workers/:worker_id/heartbeat',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Renew many leases in one statement',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        body: S.WorkerHeartbeatBody,
+        response: { 200: S.WorkerHeartbeatAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      workers.touch(request.params.worker_id, request.principal.tenantId);
+      const result = await store.heartbeatRuns({
+        leases: request.body.leases.map((l) => ({ runId: l.run_id, leaseToken: l.lease_token })),
+        now: clock.nowMs(),
+        tenantId: request.principal.tenantId,
+      });
+      return {
+        renewed: result.renewed.map((r) => ({
+          run_id: r.runId,
+          lease_expires_at: r.leaseExpiresAt.toISOString(),
+        })),
+        lost: result.lost,
+        server_time: serverTime(o),
+      };
+    },
+  );
+}
+
+/** A remote worker's report of itself for `tock status` (`PUT`), and its leaving (`DELETE`). */
+function workerPresenceRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWorkers): void {
+  app.put(
+    '/v1/workers/:worker_id',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary:
+          'A remote worker reports itself for tock status: pool, handlers, runs held, clock offset (every few seconds)',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        body: S.WorkerPresenceBody,
+        response: { 200: S.WorkerPresenceAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const b = request.body;
+      await workers.record(
+        request.params.worker_id,
+        request.principal.tenantId,
+        o.clock.nowMs(),
+        { ...b, pool: b.pool ?? 'default' },
+        b.clock_offset_ms === undefined
+          ? undefined
+          : { offsetMs: b.clock_offset_ms, uncertaintyMs: b.clock_uncertainty_ms ?? 0 },
+      );
+      return { server_time: serverTime(o) };
+    },
+  );
+
+  app.delete(
+    '/v1/workers/:worker_id',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'A remote worker leaving on purpose (a clean stop): it is no longer listed by tock status',
+        tags: ['workers'],
+        params: S.WorkerParams,
+        response: { 204: S.NoContent, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await workers.leave(request.params.worker_id, request.principal.tenantId);
+      return reply.code(204).send(null);
+    },
+  );
+}
+
+/** A failed attempt reported over HTTP: retried or dead-lettered by the store, counted in the metrics. */
+async function failRun(
+  o: RouteOptions,
+  tenantId: string,
+  runId: string,
+  b: Static<typeof S.CompleteBody>,
+  startedAt: number | null,
+): Promise<{ state: string; attempt: number; available_at: string | null }> {
+  const { store, clock, metrics } = o;
+  // A worker from before `error_stack` sends the whole stack as the error: split it here.
+  const error =
+    b.error_stack === undefined
+      ? splitErrorText(b.error ?? 'failed')
+      : { message: b.error ?? 'failed', stack: b.error_stack };
+  try {
+    const result = await store.failRun({
+      runId,
+      leaseToken: b.lease_token,
+      error: error.message,
+      errorStack: error.stack,
+      startedAt,
+      permanent: b.retryable === false,
+      retryAfterMs: b.retry_after_ms,
+      output: b.output,
+      now: clock.nowMs(),
+      tenantId,
+    });
+    (result.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
+    return {
+      state: result.state,
+      attempt: result.attempt,
+      available_at: result.availableAt ? result.availableAt.toISOString() : null,
+    };
+  } catch (err) {
+    if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(store, tenantId, runId);
+    throw err;
+  }
+}
+
+function completeRoute(app: RouteApp, o: RouteOptions): void {
+  const { store, clock, metrics } = o;
+  app.post(
+    '/v1/runs/:run_id/complete',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Report the result under the lease; 409 when lost',
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.CompleteBody,
+        response: { 200: S.StateAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      const b = request.body;
+      const tenantId = request.principal.tenantId;
+      const startedAt = startOf(b.started_at);
+      if (b.status === 'failed') return await failRun(o, tenantId, run_id, b, startedAt);
+      const at = clock.nowMs();
+      const { completed, jobs } = await store.completeRuns({
+        leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output, startedAt }],
+        now: at,
+        tenantId,
+        withJobs: true,
+      });
+      if (completed.length === 0) throw await leaseLost(store, tenantId, run_id);
+      for (const j of jobs ?? []) metrics.jobSucceeded(j.tenantId, j.jobId, at);
+      return { state: 'succeeded' };
+    },
+  );
+}
+
+function releaseRoute(app: RouteApp, { store, clock }: RouteOptions): void {
+  app.post(
+    '/v1/runs/:run_id/release',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: 'Give a run back without spending an attempt (worker shutdown); 409 when the lease is lost',
+        tags: ['workers'],
+        params: S.RunParams,
+        body: S.ReleaseBody,
+        response: { 200: S.StateAnswer, ...errors },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      const b = request.body;
+      const tenantId = request.principal.tenantId;
+      const { released } = await store.releaseRuns({
+        leases: [{ runId: run_id, leaseToken: b.lease_token, startedAt: startOf(b.started_at) }],
+        reason: b.reason ?? 'worker shutdown',
+        now: clock.nowMs(),
+        tenantId,
+      });
+      if (released.length === 0) throw await leaseLost(store, tenantId, run_id);
+      return { state: 'pending' };
+    },
+  );
+}
