@@ -4,13 +4,13 @@
  */
 import type { Command } from 'commander';
 import { TockApiError, TockClient } from '../client/index.js';
-import type { remote as remoteGroup } from './options/groups.js';
+import type { apiClient } from './options/groups.js';
 import type { OptionsOf } from './options/spec.js';
 
-/** The options every API command has (`remote` in options/groups.ts). */
-export type RemoteOptions = OptionsOf<typeof remoteGroup>;
+/** The options every API command has (`apiClient` in options/groups.ts). */
+export type ApiOptions = OptionsOf<typeof apiClient>;
 
-export function clientOf(o: RemoteOptions): TockClient {
+export function clientOf(o: ApiOptions): TockClient {
   return new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeout });
 }
 
@@ -32,7 +32,7 @@ export function apiMessage(err: TockApiError, keyGiven: boolean): string {
  * Wraps a command's action: API errors become one readable message (bin/tock.js prints it as
  * `tock: <message>` and exits 1).
  */
-export function remote<A extends unknown[]>(
+export function apiAction<A extends unknown[]>(
   fn: (...args: A) => Promise<void>,
 ): (...args: A) => Promise<void> {
   return async (...args: A) => {

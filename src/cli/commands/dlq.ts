@@ -1,6 +1,6 @@
 /** `tock dlq …`: the dead-letter list, and replaying a dead run, over the HTTP API. */
 import type { Command } from 'commander';
-import { clientOf, moreHint, pages, printJson, type RemoteOptions, remote, write } from '../api-command.js';
+import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 import { runTable } from '../format/runs.js';
 import { checkJobId } from '../options/parsers.js';
@@ -17,7 +17,7 @@ async function list(o: OptionsFor<'dlq list'>): Promise<void> {
   moreHint('tock dlq list', page.next_cursor);
 }
 
-async function replay(runId: string, o: RemoteOptions): Promise<void> {
+async function replay(runId: string, o: ApiOptions): Promise<void> {
   const run = await clientOf(o).replayRun(runId);
   if (o.json) return printJson(run);
   write(
@@ -29,11 +29,11 @@ export function registerDlq(program: Command): void {
   const dlq = program
     .command('dlq')
     .description('the dead-letter list: runs that spent their attempts or failed permanently');
-  defineCommand(dlq, 'dlq list', 'list dead runs, newest slot first').action(remote(list));
+  defineCommand(dlq, 'dlq list', 'list dead runs, newest slot first').action(apiAction(list));
   defineCommand(
     dlq,
     'dlq replay',
     'requeue a dead run (a fresh set of attempts, numbered on from its last); a run in any other state is a 409',
     [['<run_id>', 'the dead run']],
-  ).action(remote(replay));
+  ).action(apiAction(replay));
 }

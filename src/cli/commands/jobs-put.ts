@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { type JobBody, TockApiError, type TockClient, type UpsertedJob } from '../../client/index.js';
 import { jobInputToApi } from '../../core/index.js';
-import { apiMessage, clientOf, printJson, type RemoteOptions, remote, write } from '../api-command.js';
+import { type ApiOptions, apiAction, apiMessage, clientOf, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 import { changeSummary, changeTable } from '../format/jobs.js';
 import { checkJobId } from '../options/parsers.js';
@@ -31,7 +31,7 @@ const JOB_FIELDS = {
   backoffCap: 'backoff_cap_seconds',
 } as const satisfies Partial<Record<keyof PutOptions, string>>;
 
-async function applyFile(client: TockClient, file: string, o: RemoteOptions): Promise<void> {
+async function applyFile(client: TockClient, file: string, o: ApiOptions): Promise<void> {
   // The whole file is validated first: a bad entry applies nothing.
   const { readJobsFile } = await import('../../runtime/jobs-file.js');
   const inputs = await readJobsFile(file);
@@ -81,5 +81,5 @@ export function registerJobsPut(jobs: Command): void {
     'jobs put',
     'create or replace a job from flags (unset fields take their defaults), or apply every job of a YAML/JSON file; prints whether each was created, updated or unchanged',
     [['[job_id]', 'the job to create or replace (not with --file)']],
-  ).action(remote(put));
+  ).action(apiAction(put));
 }

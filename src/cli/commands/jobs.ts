@@ -3,13 +3,13 @@
  * and trigger jobs over the HTTP API.
  */
 import type { Command } from 'commander';
-import { clientOf, moreHint, pages, printJson, type RemoteOptions, remote, write } from '../api-command.js';
+import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 import { jobFields, jobTable, triggeredRunFields } from '../format/jobs.js';
 import { checkJobId } from '../options/parsers.js';
 import { registerJobsPut } from './jobs-put.js';
 
-async function get(jobId: string, o: RemoteOptions): Promise<void> {
+async function get(jobId: string, o: ApiOptions): Promise<void> {
   const job = await clientOf(o).getJob(checkJobId(jobId));
   if (o.json) return printJson(job);
   write(jobFields(job));
@@ -26,20 +26,20 @@ async function list(o: OptionsFor<'jobs list'>): Promise<void> {
   moreHint('tock jobs list', page.next_cursor);
 }
 
-async function pause(jobId: string, o: RemoteOptions): Promise<void> {
+async function pause(jobId: string, o: ApiOptions): Promise<void> {
   const job = await clientOf(o).pauseJob(checkJobId(jobId));
   if (o.json) return printJson(job);
   // A paused job keeps its next_run_at, but nothing is materialised until it resumes.
   write(`paused job ${job.job_id}\n`);
 }
 
-async function resume(jobId: string, o: RemoteOptions): Promise<void> {
+async function resume(jobId: string, o: ApiOptions): Promise<void> {
   const job = await clientOf(o).resumeJob(checkJobId(jobId));
   if (o.json) return printJson(job);
   write(`resumed job ${job.job_id}; next run ${job.next_run_at ?? 'none'}\n`);
 }
 
-async function remove(jobId: string, o: RemoteOptions): Promise<void> {
+async function remove(jobId: string, o: ApiOptions): Promise<void> {
   await clientOf(o).deleteJob(checkJobId(jobId));
   // The API answers 204 without a body; --json still prints one document.
   if (o.json) return printJson({ job_id: jobId, deleted: true });
@@ -61,27 +61,27 @@ export function registerJobs(program: Command): void {
     .description('define, inspect, pause and trigger jobs (over the HTTP API)');
   registerJobsPut(jobs);
   const job = [['<job_id>', 'the job']] as const;
-  defineCommand(jobs, 'jobs get', 'show one job', job).action(remote(get));
-  defineCommand(jobs, 'jobs list', 'list the jobs, by job id').action(remote(list));
+  defineCommand(jobs, 'jobs get', 'show one job', job).action(apiAction(get));
+  defineCommand(jobs, 'jobs list', 'list the jobs, by job id').action(apiAction(list));
   defineCommand(
     jobs,
     'jobs pause',
     'stop materialising new runs of a job (runs already materialised still run)',
     job,
-  ).action(remote(pause));
+  ).action(apiAction(pause));
   defineCommand(jobs, 'jobs resume', 'schedule a paused job again, from its next slot after now', job).action(
-    remote(resume),
+    apiAction(resume),
   );
   defineCommand(
     jobs,
     'jobs delete',
     'delete a job; its pending runs are cancelled and its history is kept',
     job,
-  ).action(remote(remove));
+  ).action(apiAction(remove));
   defineCommand(
     jobs,
     'jobs trigger',
     'create a run of a job now (or for --at); a slot that already has a run is a 409 naming it',
     job,
-  ).action(remote(trigger));
+  ).action(apiAction(trigger));
 }

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import type { CreatedKey } from '../../client/index.js';
 import { TockError } from '../../core/index.js';
-import { clientOf, printJson, type RemoteOptions, remote, write } from '../api-command.js';
+import { type ApiOptions, apiAction, clientOf, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 import { createdKeyText, keyTable } from '../format/keys.js';
 
@@ -62,13 +62,13 @@ async function create(o: CreateOptions, cmd: Command): Promise<void> {
   printCreatedKey(key, o.json);
 }
 
-async function list(o: RemoteOptions): Promise<void> {
+async function list(o: ApiOptions): Promise<void> {
   const answer = await clientOf(o).listKeys();
   if (o.json) return printJson(answer);
   write(keyTable(answer.keys));
 }
 
-async function revoke(keyId: string, o: RemoteOptions): Promise<void> {
+async function revoke(keyId: string, o: ApiOptions): Promise<void> {
   const key = await clientOf(o).revokeKey(keyId);
   if (o.json) return printJson(key);
   write(`revoked key ${key.key_id} (${key.role}${key.name ? `, ${key.name}` : ''})\n`);
@@ -80,9 +80,9 @@ export function registerKeys(program: Command): void {
     keys,
     'keys create',
     'create an API key and print it once, alone on the last line. With --tenant it writes to the database directly (DATABASE_URL, or the existing embedded one under --data-dir), says which, and makes the first key of a tenant; without, it asks the server with an admin --key',
-  ).action(remote(create));
-  defineCommand(keys, 'keys list', "list the tenant's keys (never their secrets)").action(remote(list));
+  ).action(apiAction(create));
+  defineCommand(keys, 'keys list', "list the tenant's keys (never their secrets)").action(apiAction(list));
   defineCommand(keys, 'keys revoke', 'revoke a key: requests made with it are refused from now on', [
     ['<key_id>', 'the key, e.g. key_1a2b3c4d5e6f (not the secret)'],
-  ]).action(remote(revoke));
+  ]).action(apiAction(revoke));
 }

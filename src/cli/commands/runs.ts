@@ -1,6 +1,6 @@
 /** `tock runs …`: list runs and show one with its attempts, over the HTTP API. */
 import type { Command } from 'commander';
-import { clientOf, moreHint, pages, printJson, type RemoteOptions, remote, write } from '../api-command.js';
+import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 import { runTable, runWithAttempts } from '../format/runs.js';
 import { checkJobId } from '../options/parsers.js';
@@ -17,7 +17,7 @@ async function list(o: OptionsFor<'runs list'>): Promise<void> {
   moreHint('tock runs list', page.next_cursor);
 }
 
-async function show(runId: string, o: RemoteOptions): Promise<void> {
+async function show(runId: string, o: ApiOptions): Promise<void> {
   const run = await clientOf(o).getRun(runId);
   if (o.json) return printJson(run);
   write(runWithAttempts(run));
@@ -25,11 +25,11 @@ async function show(runId: string, o: RemoteOptions): Promise<void> {
 
 export function registerRuns(program: Command): void {
   const runs = program.command('runs').description('inspect runs and their attempts (over the HTTP API)');
-  defineCommand(runs, 'runs list', 'list runs, newest slot first').action(remote(list));
+  defineCommand(runs, 'runs list', 'list runs, newest slot first').action(apiAction(list));
   defineCommand(
     runs,
     'runs show',
     "show a run and its attempts, with their errors' stacks and the handlers' output",
     [['<run_id>', 'the run']],
-  ).action(remote(show));
+  ).action(apiAction(show));
 }

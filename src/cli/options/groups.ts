@@ -139,7 +139,7 @@ export const heldRuns = {
 } as const;
 
 /** `--url`, `--key`, `--json` and `--timeout`, on every command that speaks the API. */
-export const remote = {
+export const apiClient = {
   url: {
     flags: '--url <url>',
     description: 'base URL of the Tock server',

@@ -9,7 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { ROLES, RUN_STATES } from '../../core/index.js';
-import { database, heldRuns, listen, paging, remote, scheduler } from './groups.js';
+import { apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
 import {
   decimal,
   duration,
@@ -323,7 +323,7 @@ export const OPTIONS = {
   migrate: database,
   demo: database,
   schedule,
-  status: remote,
+  status: apiClient,
   'jobs put': {
     file: {
       flags: '-f, --file <file>',
@@ -331,13 +331,13 @@ export const OPTIONS = {
         'YAML or JSON file of jobs ({jobs: [...]}, snake_case); every entry is validated before any is applied',
     },
     ...jobDefinition,
-    ...remote,
+    ...apiClient,
   },
-  'jobs get': remote,
-  'jobs list': { ...paging('jobs'), ...remote },
-  'jobs pause': remote,
-  'jobs resume': remote,
-  'jobs delete': remote,
+  'jobs get': apiClient,
+  'jobs list': { ...paging('jobs'), ...apiClient },
+  'jobs pause': apiClient,
+  'jobs resume': apiClient,
+  'jobs delete': apiClient,
   'jobs trigger': {
     at: {
       flags: '--at <instant>',
@@ -350,24 +350,24 @@ export const OPTIONS = {
         'repeating the trigger with the same key returns the same run instead of a new one or an error',
       parse: idempotencyKey,
     },
-    ...remote,
+    ...apiClient,
   },
   'runs list': {
     job: { flags: '--job <job_id>', description: 'only this job' },
     state: { flags: '--state <state>', description: 'only runs in this state', choices: RUN_STATES },
     ...paging('runs'),
-    ...remote,
+    ...apiClient,
   },
-  'runs show': remote,
+  'runs show': apiClient,
   'dlq list': {
     job: { flags: '--job <job_id>', description: 'only this job' },
     ...paging('runs'),
-    ...remote,
+    ...apiClient,
   },
-  'dlq replay': remote,
-  'keys create': { ...keysCreate, ...remote, ...database },
-  'keys list': remote,
-  'keys revoke': remote,
+  'dlq replay': apiClient,
+  'keys create': { ...keysCreate, ...apiClient, ...database },
+  'keys list': apiClient,
+  'keys revoke': apiClient,
 } as const satisfies Record<string, OptionTable>;
 
 export type Options = typeof OPTIONS;
