@@ -12,7 +12,7 @@ const UNIT = [
   'test/api/plugins/*.test.ts',
   // A pool pointed where nothing answers: the database is down on purpose.
   'test/api/database-down.test.ts',
-  'test/cli/table.test.ts',
+  'test/cli/format/*.test.ts',
   'test/docs/*.test.ts',
   'test/runtime/logger.test.ts',
   'test/scheduler/clock-sync.test.ts',

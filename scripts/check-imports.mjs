@@ -21,7 +21,7 @@ const ALLOWED = {
   api: ['core', 'store', 'scheduler', 'worker'],
   client: ['core'],
   runtime: ['core', 'store', 'scheduler', 'worker', 'api', 'client'],
-  cli: ['core', 'store', 'runtime', 'client'],
+  cli: ['core', 'runtime', 'client'],
   '.': ['core', 'store', 'scheduler', 'worker', 'client', 'runtime'],
 };
 

@@ -1,6 +1,7 @@
 /**
  * The command-line reference (`docs/cli.md`), written from the commander definitions that parse
- * argv, so the page cannot say something the binary does not do. Deterministic: commands and
+ * argv (whose options come from the table in options/table.ts), so the page cannot say something
+ * the binary does not do. Deterministic: commands and
  * options in the order they are defined, defaults as `--help` shows them (a described default
  * such as `examples/jobs.yaml`, never a path of this machine), no dates. `npm run docs` writes the
  * page; `test/docs/reference.test.ts` fails when the committed page differs.

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { formatStatus } from '../../src/cli/remote.js';
+import { formatStatus } from '../../src/cli/format/status.js';
 import type { StatusAnswer } from '../../src/client/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cell, formatBlock, formatFields, formatTable, truncate } from '../../src/cli/table.js';
+import { cell, formatBlock, formatFields, formatTable, truncate } from '../../../src/cli/format/table.js';
 
 describe('formatTable', () => {
   it('aligns columns two spaces apart, with no trailing spaces', () => {

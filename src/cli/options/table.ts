@@ -1,0 +1,374 @@
+/**
+ * The options of every `tock` command, in one table: command path → its options in `--help`
+ * order. Each row says the flags, the description, the environment variable, the default and how
+ * the argument is parsed. From it come commander's definitions (`addOptions`, called by each
+ * command's `register…`), the type of each action's options (`OptionsOf<Options['dev']>`), and
+ * so `--help` and `docs/cli.md` (src/cli/reference.ts reads the definitions).
+ * test/cli/options.test.ts checks that each command has exactly these options and that the
+ * reference lists every one.
+ */
+import { fileURLToPath } from 'node:url';
+import { ROLES, RUN_STATES } from '../../core/index.js';
+import { apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
+import {
+  decimal,
+  duration,
+  idempotencyKey,
+  instant,
+  intInRange,
+  json,
+  nonNegativeInt,
+  port,
+  positiveInt,
+  seconds,
+  tenantList,
+} from './parsers.js';
+import type { OptionTable } from './spec.js';
+
+const EXAMPLE_JOBS = fileURLToPath(new URL('../../../examples/jobs.yaml', import.meta.url));
+
+const dev = {
+  ...database,
+  ...listen,
+  ...scheduler,
+  ...heldRuns,
+  jobs: {
+    flags: '--jobs <file>',
+    description: 'YAML or JSON file of jobs registered at start',
+    env: 'TOCK_JOBS',
+    default: EXAMPLE_JOBS,
+    defaultText: 'examples/jobs.yaml',
+  },
+  handlers: {
+    flags: '--handlers <module>',
+    description:
+      'JS module of your handlers for the worker (as tock worker takes); a name it shares with a built-in dev handler replaces it',
+    env: 'TOCK_HANDLERS',
+  },
+  config: {
+    flags: '--config <file>',
+    description:
+      'YAML worker config (as tock worker takes): the URL allow-list and the HTTP and command executors',
+    env: 'TOCK_WORKER_CONFIG',
+  },
+  concurrency: {
+    flags: '--concurrency <n>',
+    description: 'runs the worker executes at once',
+    env: 'TOCK_CONCURRENCY',
+    default: 10,
+    parse: positiveInt,
+  },
+  poll: {
+    flags: '--poll <duration>',
+    description: 'wait between claims when idle',
+    env: 'TOCK_POLL',
+    default: 500,
+    defaultText: '500ms',
+    parse: duration,
+  },
+  grace: {
+    flags: '--grace <duration>',
+    description: 'time running handlers get to finish on Ctrl-C',
+    env: 'TOCK_GRACE',
+    default: 10_000,
+    defaultText: '10s',
+    parse: duration,
+  },
+} as const;
+
+const server = {
+  ...database,
+  ...listen,
+  ...scheduler,
+  insecure: {
+    flags: '--insecure',
+    description: 'serve without API keys (every caller is a cluster-admin of tenant "default")',
+    default: false,
+  },
+  apiRate: {
+    flags: '--api-rate <n>',
+    description: 'requests per second each tenant may make',
+    env: 'TOCK_API_RATE',
+    default: 200,
+    parse: positiveInt,
+  },
+  apiBurst: {
+    flags: '--api-burst <n>',
+    description: 'requests a tenant may make at once above the rate',
+    env: 'TOCK_API_BURST',
+    default: 400,
+    parse: positiveInt,
+  },
+  requestTimeout: {
+    flags: '--request-timeout <duration>',
+    description:
+      'time a request (line, headers and body) has to arrive; a long-poll waits after it (default 30s)',
+    env: 'TOCK_REQUEST_TIMEOUT',
+    parse: duration,
+  },
+  keepAliveTimeout: {
+    flags: '--keep-alive-timeout <duration>',
+    description: 'an idle keep-alive connection is closed after this (default 5s)',
+    env: 'TOCK_KEEP_ALIVE_TIMEOUT',
+    parse: duration,
+  },
+  maxConnections: {
+    flags: '--max-connections <n>',
+    description: 'open connections at once; new ones beyond it are closed (default 1000)',
+    env: 'TOCK_MAX_CONNECTIONS',
+    parse: positiveInt,
+  },
+  maxConnectionsPerAddress: {
+    flags: '--max-connections-per-address <n>',
+    description:
+      'open connections at once from one client address; new ones beyond it are closed; 0: no cap, behind a proxy (default 500)',
+    env: 'TOCK_MAX_CONNECTIONS_PER_ADDRESS',
+    parse: intInRange(0, 1_000_000),
+  },
+  longPollsPerKey: {
+    flags: '--long-polls-per-key <n>',
+    description: 'waiting lease long-polls per API key; more answer 429 (default 20)',
+    env: 'TOCK_LONG_POLLS_PER_KEY',
+    parse: positiveInt,
+  },
+  longPollsPerTenant: {
+    flags: '--long-polls-per-tenant <n>',
+    description: 'waiting lease long-polls per tenant; more answer 429 (default 100)',
+    env: 'TOCK_LONG_POLLS_PER_TENANT',
+    parse: positiveInt,
+  },
+  metricsPort: {
+    flags: '--metrics-port <port>',
+    description:
+      "also serve GET /metrics without a key on this port of 127.0.0.1 (0 picks a free one); the API's /metrics needs a cluster-admin key. Default: off",
+    env: 'TOCK_METRICS_PORT',
+    parse: port,
+  },
+} as const;
+
+const worker = {
+  ...database,
+  ...heldRuns,
+  handlers: {
+    flags: '--handlers <module>',
+    description: 'JS module whose default export (or `handlers` export) maps handler names to functions',
+    env: 'TOCK_HANDLERS',
+  },
+  config: {
+    flags: '--config <file>',
+    description: 'YAML worker config: the URL allow-list and the HTTP and command executors',
+    env: 'TOCK_WORKER_CONFIG',
+  },
+  url: {
+    flags: '--url <url>',
+    description: 'a Tock server to work through (its HTTP API) instead of the database',
+    env: 'TOCK_URL',
+  },
+  key: { flags: '--key <key>', description: 'API key with the worker role, for --url', env: 'TOCK_KEY' },
+  pool: {
+    flags: '--pool <name>',
+    description: 'pool to claim runs from',
+    env: 'TOCK_POOL',
+    default: 'default',
+  },
+  concurrency: {
+    flags: '--concurrency <n>',
+    description: 'runs executed at once',
+    env: 'TOCK_CONCURRENCY',
+    default: 10,
+    parse: positiveInt,
+  },
+  grace: {
+    flags: '--grace <duration>',
+    description: 'time running handlers get to finish on SIGTERM/Ctrl-C',
+    env: 'TOCK_GRACE',
+    default: 30_000,
+    defaultText: '30s',
+    parse: duration,
+  },
+  workerId: {
+    flags: '--worker-id <id>',
+    description: 'unique per process start (default: worker-<host>-<pid>-<random>)',
+    env: 'TOCK_WORKER_ID',
+  },
+  poll: {
+    flags: '--poll <duration>',
+    description: 'wait between claims when idle',
+    env: 'TOCK_POLL',
+    default: 1000,
+    defaultText: '1s',
+    parse: duration,
+  },
+  lease: {
+    flags: '--lease <duration>',
+    description: 'lease of a run whose job sets none (database connection only)',
+    env: 'TOCK_LEASE',
+    default: 30_000,
+    defaultText: '30s',
+    parse: duration,
+  },
+  tenant: {
+    flags: '--tenant <id>',
+    description:
+      "claim only this tenant's runs; repeat it, or give a comma list, for several (database only; default: every tenant's)",
+    env: 'TOCK_TENANTS',
+    parse: tenantList,
+  },
+} as const;
+
+const schedule = {
+  timezone: {
+    flags: '--timezone <zone>',
+    description: 'IANA timezone the expression is read in',
+    default: 'UTC',
+  },
+  count: { flags: '--count <n>', description: 'how many slots', default: 10, parse: positiveInt },
+  from: {
+    flags: '--from <instant>',
+    description: 'list slots strictly after this ISO-8601 instant (default: now)',
+  },
+} as const;
+
+/**
+ * The job-definition flags of `tock jobs put` (src/cli/commands/jobs-put.ts says which body field
+ * each sets); unset ones are left out of the body, so the API applies its defaults.
+ */
+const jobDefinition = {
+  schedule: {
+    flags: '--schedule <expr>',
+    description: 'cron (5 or 6 fields), a macro, "@every <duration>" or "@at <instant>"',
+  },
+  handler: { flags: '--handler <name>', description: 'handler a worker runs' },
+  timezone: {
+    flags: '--timezone <zone>',
+    description: 'IANA timezone the cron expression is read in (default UTC)',
+  },
+  payload: { flags: '--payload <json>', description: 'JSON given to the handler (default {})', parse: json },
+  priority: {
+    flags: '--priority <n>',
+    description: '0-100, higher first (default 0)',
+    parse: nonNegativeInt,
+  },
+  maxAttempts: {
+    flags: '--max-attempts <n>',
+    description: 'attempts before a run is dead-lettered, 1-100 (default 3)',
+    parse: positiveInt,
+  },
+  misfire: {
+    flags: '--misfire <policy>',
+    description: 'what to do with slots missed while down (default fire_once)',
+    choices: ['skip', 'fire_once', 'catch_up'],
+  },
+  catchUpLimit: {
+    flags: '--catch-up-limit <n>',
+    description: 'most missed slots catch_up backfills, 1-1000 (default 10)',
+    parse: positiveInt,
+  },
+  pool: { flags: '--pool <name>', description: 'worker pool that runs it (default "default")' },
+  lease: {
+    flags: '--lease <duration>',
+    description: "lease of this job's runs, whole seconds (default: the server's)",
+    parse: seconds(false),
+  },
+  runTimeout: {
+    flags: '--run-timeout <duration>',
+    description:
+      'abort a run that takes longer than this and retry it, whole seconds, 1s-24h (default: no limit)',
+    parse: seconds(false),
+  },
+  misfireThreshold: {
+    flags: '--misfire-threshold <duration>',
+    description:
+      "the misfire policy applies once a slot is more than this late, whole seconds, 0-24h (default: the scheduler's, 60s)",
+    parse: seconds(true),
+  },
+  jitter: {
+    flags: '--jitter <duration>',
+    description: 'spread runs up to this long after their slot, whole seconds (default 0)',
+    parse: seconds(true),
+  },
+  backoffBase: {
+    flags: '--backoff-base <n>',
+    description: 'retry n waits base^n seconds, 1.1-60 (default 2)',
+    parse: decimal,
+  },
+  backoffCap: {
+    flags: '--backoff-cap <duration>',
+    description: 'longest retry wait, whole seconds (default 1h)',
+    parse: seconds(false),
+  },
+} as const;
+
+const keysCreate = {
+  role: {
+    flags: '--role <role>',
+    description:
+      'what the key may do: admin, operator, worker or reader in its tenant; cluster-admin (an admin that also sees the whole cluster: every node, shards, backlog, /metrics) only with --tenant',
+    choices: ROLES,
+    required: true,
+  },
+  name: { flags: '--name <name>', description: 'a label shown in key listings' },
+  tenant: {
+    flags: '--tenant <tenant>',
+    description:
+      'create the key in this tenant, directly in the database (the --database-url/--data-dir/--schema options apply; --url and --key are not used)',
+  },
+} as const;
+
+/** Every command's options, by the command's words after `tock`. */
+export const OPTIONS = {
+  dev,
+  server,
+  worker,
+  migrate: database,
+  demo: database,
+  schedule,
+  status: apiClient,
+  'jobs put': {
+    file: {
+      flags: '-f, --file <file>',
+      description:
+        'YAML or JSON file of jobs ({jobs: [...]}, snake_case); every entry is validated before any is applied',
+    },
+    ...jobDefinition,
+    ...apiClient,
+  },
+  'jobs get': apiClient,
+  'jobs list': { ...paging('jobs'), ...apiClient },
+  'jobs pause': apiClient,
+  'jobs resume': apiClient,
+  'jobs delete': apiClient,
+  'jobs trigger': {
+    at: {
+      flags: '--at <instant>',
+      description: 'the slot, an ISO-8601 instant with offset (default: now)',
+      parse: instant,
+    },
+    idempotencyKey: {
+      flags: '--idempotency-key <key>',
+      description:
+        'repeating the trigger with the same key returns the same run instead of a new one or an error',
+      parse: idempotencyKey,
+    },
+    ...apiClient,
+  },
+  'runs list': {
+    job: { flags: '--job <job_id>', description: 'only this job' },
+    state: { flags: '--state <state>', description: 'only runs in this state', choices: RUN_STATES },
+    ...paging('runs'),
+    ...apiClient,
+  },
+  'runs show': apiClient,
+  'dlq list': {
+    job: { flags: '--job <job_id>', description: 'only this job' },
+    ...paging('runs'),
+    ...apiClient,
+  },
+  'dlq replay': apiClient,
+  'keys create': { ...keysCreate, ...apiClient, ...database },
+  'keys list': apiClient,
+  'keys revoke': apiClient,
+} as const satisfies Record<string, OptionTable>;
+
+export type Options = typeof OPTIONS;
+export type CommandPath = keyof Options;
