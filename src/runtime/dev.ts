@@ -5,10 +5,11 @@
  */
 import type { Logger } from 'pino';
 import { Metrics } from '../api/index.js';
-import { formatDuration, validateJob } from '../core/index.js';
+import { type Clock, formatDuration, type JobInput, type OffsetClock, validateJob } from '../core/index.js';
+import type { ClockSync, TickLoop } from '../scheduler/index.js';
 import { PostgresStore } from '../store/index.js';
-import { Worker } from '../worker/index.js';
-import { databaseClock, openDatabase } from './database.js';
+import { type Handler, Worker } from '../worker/index.js';
+import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
 import { readJobsFile } from './jobs-file.js';
 import { startServices } from './services.js';
@@ -68,51 +69,19 @@ export function isLoopback(host: string): boolean {
 
 export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const { logger } = o;
-  if (!isLoopback(o.host)) {
-    throw new Error(
-      `tock dev serves its API without keys, so it binds to loopback only; --host ${o.host} is not (use tock server)`,
-    );
-  }
+  refuseUnlessLoopback(o.host);
   const jobs = await readJobsFile(o.jobsFile);
   // Your handlers and executors, loaded before anything starts so a bad file changes nothing; a
   // name they share with a development handler replaces it.
   const own = o.handlersModule || o.configFile ? await loadHandlers(o) : {};
-  const db = await openDatabase({
-    databaseUrl: o.databaseUrl,
-    dataDir: o.dataDir,
-    schema: o.schema,
-    logger,
-    exclusive: true,
-    idleInTransactionMs: o.shardLeaseMs,
-  });
+  const db = await openDevDatabase(o);
   try {
     const store = new PostgresStore(db.pool, {
       leaseMs: o.leaseMs,
       misfireThresholdMs: o.misfireThresholdMs,
     });
-    const { clock, sync } = await databaseClock((local) => store.sampleClock(local), logger, {
-      maxUncertaintyMs: o.maxClockUncertaintyMs,
-    });
-    logger.info(
-      {
-        offset_ms: Math.round(clock.offset.offsetMs),
-        uncertainty_ms: Math.round(clock.offset.uncertaintyMs),
-      },
-      'following the database clock',
-    );
-    for (const job of jobs) {
-      const { changes } = await store.upsertJobs({
-        tenantId: TENANT,
-        jobs: [validateJob(job)],
-        now: clock.nowMs(),
-        withJobs: true,
-      });
-      const { job: saved, change } = changes[0]!;
-      logger.info(
-        { job_id: saved.jobId, schedule: saved.schedule, next_run_at: saved.nextRunAt },
-        `job ${change}`,
-      );
-    }
+    const { clock, sync } = await followDatabaseClock(store, o);
+    await registerJobs(store, clock, jobs, logger);
     const metrics = new Metrics();
     const services = await startServices({
       store,
@@ -125,48 +94,14 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
     });
-    const builtIn = devHandlers(clock, Math.random);
-    for (const name of Object.keys(own)) {
-      if (Object.hasOwn(builtIn, name))
-        logger.info({ handler: name }, 'your handler replaces the built-in one');
-    }
-    const handlers = { ...builtIn, ...own };
-    const worker = new Worker({
-      store,
-      clock,
-      logger,
-      handlers,
-      clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
-      concurrency: o.concurrency,
-      prefetch: o.prefetch,
-      claimAheadMs: o.claimAheadMs,
-      pollIntervalMs: o.pollMs,
-    });
-    services.ticks.on('tick', (t) => {
-      for (const r of t.created)
-        logger.info({ job_id: r.jobId, slot: r.scheduledFor.toISOString() }, 'run materialised');
-    });
+    const handlers = devAndOwnHandlers(clock, own, logger);
+    const worker = createDevWorker(o, store, clock, handlers);
+    logMaterialisedRuns(services.ticks, logger);
     // The same run lines as `tock worker` (with `duration_ms`), and the metrics the API serves.
     logRuns(worker, logger, clock);
-    worker.on('run:started', (r) => metrics.runStarted(r, clock.nowMs()));
-    worker.on('run:succeeded', (r) => metrics.jobSucceeded(r.tenantId, r.jobId, clock.nowMs()));
-    worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
+    countRuns(worker, metrics, clock);
     worker.start();
-    logger.warn(
-      { url: services.url },
-      'the API runs without keys (tock dev, loopback only): anyone on this machine may use it',
-    );
-    logger.info(
-      {
-        jobs: jobs.length,
-        lease: formatDuration(o.leaseMs),
-        worker: worker.workerId,
-        handlers: Object.keys(handlers),
-        database: db.where,
-      },
-      'tock dev is running; Ctrl-C stops it',
-    );
-    o.announce(`tock listening on ${services.url}`);
+    announceDev(o, { url: services.url, jobs: jobs.length, worker, handlers, database: db.where });
     return {
       url: services.url,
       async stop() {
@@ -181,4 +116,133 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     await db.close();
     throw err;
   }
+}
+
+function refuseUnlessLoopback(host: string): void {
+  if (!isLoopback(host)) {
+    throw new Error(
+      `tock dev serves its API without keys, so it binds to loopback only; --host ${host} is not (use tock server)`,
+    );
+  }
+}
+
+function openDevDatabase(o: DevOptions): Promise<OpenDatabase> {
+  return openDatabase({
+    databaseUrl: o.databaseUrl,
+    dataDir: o.dataDir,
+    schema: o.schema,
+    logger: o.logger,
+    exclusive: true,
+    idleInTransactionMs: o.shardLeaseMs,
+  });
+}
+
+/** Measures the database clock once (the scheduler keeps it measured) and logs where it stands. */
+async function followDatabaseClock(
+  store: PostgresStore,
+  o: DevOptions,
+): Promise<{ clock: OffsetClock; sync: ClockSync }> {
+  const measured = await databaseClock((local) => store.sampleClock(local), o.logger, {
+    maxUncertaintyMs: o.maxClockUncertaintyMs,
+  });
+  const { clock } = measured;
+  o.logger.info(
+    {
+      offset_ms: Math.round(clock.offset.offsetMs),
+      uncertainty_ms: Math.round(clock.offset.uncertaintyMs),
+    },
+    'following the database clock',
+  );
+  return measured;
+}
+
+/** Registers the jobs file's jobs one by one, logging whether each was created, updated or unchanged. */
+async function registerJobs(
+  store: PostgresStore,
+  clock: Clock,
+  jobs: readonly JobInput[],
+  logger: Logger,
+): Promise<void> {
+  for (const job of jobs) {
+    const { changes } = await store.upsertJobs({
+      tenantId: TENANT,
+      jobs: [validateJob(job)],
+      now: clock.nowMs(),
+      withJobs: true,
+    });
+    const { job: saved, change } = changes[0]!;
+    logger.info(
+      { job_id: saved.jobId, schedule: saved.schedule, next_run_at: saved.nextRunAt },
+      `job ${change}`,
+    );
+  }
+}
+
+/** The development handlers, then yours: a name in both is yours, and the log says so. */
+function devAndOwnHandlers(
+  clock: Clock,
+  own: Record<string, Handler>,
+  logger: Logger,
+): Record<string, Handler> {
+  const builtIn = devHandlers(clock, Math.random);
+  for (const name of Object.keys(own)) {
+    if (Object.hasOwn(builtIn, name))
+      logger.info({ handler: name }, 'your handler replaces the built-in one');
+  }
+  return { ...builtIn, ...own };
+}
+
+function createDevWorker(
+  o: DevOptions,
+  store: PostgresStore,
+  clock: OffsetClock,
+  handlers: Record<string, Handler>,
+): Worker {
+  return new Worker({
+    store,
+    clock,
+    logger: o.logger,
+    handlers,
+    clockState: () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs }),
+    concurrency: o.concurrency,
+    prefetch: o.prefetch,
+    claimAheadMs: o.claimAheadMs,
+    pollIntervalMs: o.pollMs,
+  });
+}
+
+function logMaterialisedRuns(ticks: TickLoop, logger: Logger): void {
+  ticks.on('tick', (t) => {
+    for (const r of t.created)
+      logger.info({ job_id: r.jobId, slot: r.scheduledFor.toISOString() }, 'run materialised');
+  });
+}
+
+/** The in-process worker's runs, counted in the metrics the API serves. */
+function countRuns(worker: Worker, metrics: Metrics, clock: Clock): void {
+  worker.on('run:started', (r) => metrics.runStarted(r, clock.nowMs()));
+  worker.on('run:succeeded', (r) => metrics.jobSucceeded(r.tenantId, r.jobId, clock.nowMs()));
+  worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
+}
+
+/** The warning that the API is open, the summary line, then the one `tock listening on …` line. */
+function announceDev(
+  o: DevOptions,
+  running: { url: string; jobs: number; worker: Worker; handlers: Record<string, Handler>; database: string },
+): void {
+  o.logger.warn(
+    { url: running.url },
+    'the API runs without keys (tock dev, loopback only): anyone on this machine may use it',
+  );
+  o.logger.info(
+    {
+      jobs: running.jobs,
+      lease: formatDuration(o.leaseMs),
+      worker: running.worker.workerId,
+      handlers: Object.keys(running.handlers),
+      database: running.database,
+    },
+    'tock dev is running; Ctrl-C stops it',
+  );
+  o.announce(`tock listening on ${running.url}`);
 }

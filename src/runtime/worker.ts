@@ -225,89 +225,22 @@ export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
 
 export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorker> {
   const { logger } = o;
-  if (o.url && (o.databaseUrl || o.schema))
-    throw new ValidationError(
-      'choose one connection: --url (a Tock server) or --database-url/--schema (the database), not both',
-    );
-  if (o.url && o.tenants)
-    throw new ValidationError(
-      "--tenant is for a worker on the database; through --url the key's tenant decides whose runs it works",
-    );
+  refuseConflictingOptions(o);
   // Handlers first: a bad configuration fails before anything connects.
   const handlers = await loadHandlers(o);
   const workerId = o.workerId ?? defaultWorkerId();
-  let store: LeaseSource;
-  let clock: Clock;
-  let db: OpenDatabase | null = null;
-  let sync: ClockSync | null = null;
-  if (o.url) {
-    const url = o.url;
-    // The worker's own clock: the store converts the server's lease expiries to it.
-    clock = new SystemClock();
-    const remote = new HttpLeaseSource({ url, key: o.key, clock, workerId });
-    store = remote;
-    // A wrong key is a configuration error: say so once and exit, rather than retry it forever. A
-    // server not up yet is not: the claim loop retries it.
-    await remote.checkAccess().catch((err: unknown) => {
-      if (refusedByServer(err)) throw refusal(url, err);
-      logger.warn(
-        { error: err instanceof Error ? err.message : String(err) },
-        err instanceof TockConnectionError
-          ? 'the server is not reachable yet; the worker keeps trying'
-          : 'the server could not check this worker yet; the worker keeps trying',
-      );
-    });
-  } else {
-    db = await openDatabase({
-      databaseUrl: o.databaseUrl,
-      dataDir: o.dataDir,
-      schema: o.schema,
-      logger,
-      exclusive: true,
-      // Claims, heartbeats, completions and failures: a few at a time, never one per handler.
-      poolSize: Math.min(o.concurrency, 16) + 4,
-    });
-    try {
-      const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
-      const measured = await databaseClock((local) => pg.sampleClock(local), logger);
-      store = pg;
-      clock = measured.clock;
-      sync = measured.sync;
-      sync.start();
-    } catch (err) {
-      await db.close();
-      throw err;
-    }
-  }
+  const connection = o.url ? await connectToServer(o, o.url, workerId) : await connectToDatabase(o);
+  const { clock, sync, db } = connection;
   let worker: Worker;
   try {
-    worker = new Worker({
-      store,
-      clock,
-      logger,
-      handlers,
-      pool: o.pool,
-      concurrency: o.concurrency,
-      prefetch: o.prefetch,
-      claimAheadMs: o.claimAheadMs,
-      workerId,
-      pollIntervalMs: o.pollMs,
-      tenants: o.tenants,
-      clockState:
-        clock instanceof OffsetClock
-          ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
-          : undefined,
-    });
+    worker = createWorker(o, connection, handlers, workerId);
   } catch (err) {
     await sync?.stop();
     await db?.close();
     throw err;
   }
   logRuns(worker, logger, clock);
-  const url = o.url;
-  const refused = new Promise<Error>((resolve) => {
-    if (url) worker.on('error', (err) => refusedByServer(err) && resolve(refusal(url, err)));
-  });
+  const refused = watchForRefusal(worker, o.url);
   worker.start();
   logger.info(
     {
@@ -332,4 +265,103 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
       logger.info('stopped');
     },
   };
+}
+
+/** Where a worker's runs and its time come from, and what it closes when it stops. */
+interface WorkerConnection {
+  store: LeaseSource;
+  clock: Clock;
+  /** The database it opened (direct connection only). */
+  db: OpenDatabase | null;
+  /** Keeps `clock` on the database's (direct connection only). */
+  sync: ClockSync | null;
+}
+
+/** A worker reaches runs through a server or through the database, never both. */
+function refuseConflictingOptions(o: WorkerRuntimeOptions): void {
+  if (o.url && (o.databaseUrl || o.schema))
+    throw new ValidationError(
+      'choose one connection: --url (a Tock server) or --database-url/--schema (the database), not both',
+    );
+  if (o.url && o.tenants)
+    throw new ValidationError(
+      "--tenant is for a worker on the database; through --url the key's tenant decides whose runs it works",
+    );
+}
+
+/** Runs through a Tock server's HTTP API, on the worker's own clock. */
+async function connectToServer(
+  o: WorkerRuntimeOptions,
+  url: string,
+  workerId: string,
+): Promise<WorkerConnection> {
+  // The worker's own clock: the store converts the server's lease expiries to it.
+  const clock = new SystemClock();
+  const remote = new HttpLeaseSource({ url, key: o.key, clock, workerId });
+  // A wrong key is a configuration error: say so once and exit, rather than retry it forever. A
+  // server not up yet is not: the claim loop retries it.
+  await remote.checkAccess().catch((err: unknown) => {
+    if (refusedByServer(err)) throw refusal(url, err);
+    o.logger.warn(
+      { error: err instanceof Error ? err.message : String(err) },
+      err instanceof TockConnectionError
+        ? 'the server is not reachable yet; the worker keeps trying'
+        : 'the server could not check this worker yet; the worker keeps trying',
+    );
+  });
+  return { store: remote, clock, db: null, sync: null };
+}
+
+/** Runs straight from the database, on the database's clock (kept measured from now on). */
+async function connectToDatabase(o: WorkerRuntimeOptions): Promise<WorkerConnection> {
+  const db = await openDatabase({
+    databaseUrl: o.databaseUrl,
+    dataDir: o.dataDir,
+    schema: o.schema,
+    logger: o.logger,
+    exclusive: true,
+    // Claims, heartbeats, completions and failures: a few at a time, never one per handler.
+    poolSize: Math.min(o.concurrency, 16) + 4,
+  });
+  try {
+    const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+    const { clock, sync } = await databaseClock((local) => pg.sampleClock(local), o.logger);
+    sync.start();
+    return { store: pg, clock, db, sync };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}
+
+function createWorker(
+  o: WorkerRuntimeOptions,
+  { store, clock }: WorkerConnection,
+  handlers: Record<string, Handler>,
+  workerId: string,
+): Worker {
+  return new Worker({
+    store,
+    clock,
+    logger: o.logger,
+    handlers,
+    pool: o.pool,
+    concurrency: o.concurrency,
+    prefetch: o.prefetch,
+    claimAheadMs: o.claimAheadMs,
+    workerId,
+    pollIntervalMs: o.pollMs,
+    tenants: o.tenants,
+    clockState:
+      clock instanceof OffsetClock
+        ? () => ({ offsetMs: clock.offset.offsetMs, uncertaintyMs: clock.offset.uncertaintyMs })
+        : undefined,
+  });
+}
+
+/** Resolves when the server behind `url` refuses the worker's key while it runs; never without `url`. */
+function watchForRefusal(worker: Worker, url: string | undefined): Promise<Error> {
+  return new Promise<Error>((resolve) => {
+    if (url) worker.on('error', (err) => refusedByServer(err) && resolve(refusal(url, err)));
+  });
 }
