@@ -4,16 +4,28 @@
  * answers come back as values (lost leases, already-scheduled slots) or typed errors, never as
  * partial writes. `PostgresStore` implements it.
  */
-import type { ClockSample, Role, RunState, ValidJob } from '../core/index.js';
+import type {
+  ClaimRunsParams,
+  ClockSample,
+  CompleteRunsAnswer,
+  CompleteRunsParams,
+  FailRunAnswer,
+  FailRunParams,
+  HeartbeatRunsAnswer,
+  HeartbeatRunsParams,
+  NextAvailableParams,
+  ReleaseRunsParams,
+  Role,
+  RunState,
+  TouchNodeParams,
+  ValidJob,
+} from '../core/index.js';
 import type {
   ApiKey,
   ClaimedRun,
-  Completion,
-  EndedLease,
   IdempotentAnswer,
   Job,
   JobChange,
-  LeaseRef,
   NodeInfo,
   Page,
   ReapResult,
@@ -60,32 +72,7 @@ export interface Store {
   triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
 
   /** Leases up to `max` claimable runs of `pool`, best `sort_key` first, each with a fresh token. */
-  claimRuns(p: {
-    workerId: string;
-    pool: string;
-    max: number;
-    now: number;
-    handlers?: readonly string[];
-    tenantId?: string;
-    /**
-     * Only runs of these tenants (1 to MAX_CLAIM_TENANTS ids): a worker on the database restricted
-     * with `--tenant`. Default: every tenant's (or `tenantId`'s alone, when that is given).
-     */
-    tenants?: readonly string[];
-    /**
-     * Also claim runs that become claimable within this many ms (0 to 10,000; default 0), for a
-     * worker that starts each at its `availableAt`: the claim's round trip is then off the start.
-     */
-    aheadMs?: number;
-    /** Aborts a waiting claim (a long-poll over HTTP) when the worker stops. */
-    signal?: AbortSignal;
-    /**
-     * Makes the claim retry-safe: a uuid the worker makes per claim and sends again when it retries
-     * that claim. When it names a live claim of this worker and tenant, that claim's runs and leases
-     * (same tokens) are the answer and nothing more is claimed. Default: none (every call claims).
-     */
-    claimId?: string;
-  }): Promise<ClaimedRun[]>;
+  claimRuns(p: ClaimRunsParams): Promise<ClaimedRun[]>;
   /**
    * Gives back, without spending an attempt, the runs of the live claims `claimId` names, unless a
    * retry of that claim was answered with them (its worker holds them): for a server whose client
@@ -99,50 +86,23 @@ export interface Store {
     tenantId?: string;
   }): Promise<{ released: string[] }>;
   /** Renews every live lease in one statement; the rest come back as lost. */
-  heartbeatRuns(p: {
-    leases: readonly LeaseRef[];
-    now: number;
-    /** Only this tenant's runs (the API passes the caller's). */
-    tenantId?: string;
-  }): Promise<{ renewed: { runId: string; leaseExpiresAt: Date }[]; lost: string[] }>;
+  heartbeatRuns(p: HeartbeatRunsParams): Promise<HeartbeatRunsAnswer>;
   /** Marks runs succeeded, each only under its live lease. */
-  completeRuns(p: {
-    leases: readonly Completion[];
-    now: number;
-    /** Only this tenant's runs (the API passes the caller's). */
-    tenantId?: string;
-    /** Also answer the completed runs' tenants and jobs (`jobs`). Default false. */
-    withJobs?: boolean;
-  }): Promise<{
-    completed: string[];
-    lost: string[];
-    /** With `withJobs`: each completed run's tenant and job. */
-    jobs?: { runId: string; tenantId: string; jobId: string }[];
-  }>;
+  completeRuns(
+    p: CompleteRunsParams & {
+      /** Also answer the completed runs' tenants and jobs (`jobs`). Default false. */
+      withJobs?: boolean;
+    },
+  ): Promise<
+    CompleteRunsAnswer & {
+      /** With `withJobs`: each completed run's tenant and job. */
+      jobs?: { runId: string; tenantId: string; jobId: string }[];
+    }
+  >;
   /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
-  failRun(p: {
-    runId: string;
-    leaseToken: string;
-    /** The error's message (what run tables show). */
-    error: string;
-    /** The error's stack, kept on the attempt. Default none. */
-    errorStack?: string | null;
-    /** When the handler started, epoch ms (kept within [the claim, now]). Default unknown. */
-    startedAt?: number | null;
-    permanent?: boolean;
-    retryAfterMs?: number;
-    /** The tail of what the handler printed before it failed. */
-    output?: string | null;
-    now: number;
-    tenantId?: string;
-  }): Promise<{ state: 'pending' | 'dead'; attempt: number; availableAt: Date | null }>;
+  failRun(p: FailRunParams): Promise<FailRunAnswer>;
   /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */
-  releaseRuns(p: {
-    leases: readonly EndedLease[];
-    reason: string;
-    now: number;
-    tenantId?: string;
-  }): Promise<{ released: string[] }>;
+  releaseRuns(p: ReleaseRunsParams): Promise<{ released: string[] }>;
   /** Requeues (or dead-letters) the runs of up to `batchSize` claims whose lease expired before `now`. */
   reapExpired(p: { now: number; batchSize: number }): Promise<ReapResult>;
 
@@ -170,12 +130,7 @@ export interface Store {
    */
   unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
-  nextAvailableAt(p: {
-    pool: string;
-    now: number;
-    tenantId?: string;
-    tenants?: readonly string[];
-  }): Promise<Date | null>;
+  nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 
   /**
    * Calls `onWake` whenever runs may have become claimable (the tick materialised some, a trigger,
@@ -203,13 +158,7 @@ export interface Store {
   /** A node leaving on purpose: gives back every shard it holds and forgets the node. */
   leaveNode(p: { nodeId: string }): Promise<{ released: number[] }>;
   /** Registers a node or records that it is alive, with its clock offset and what it reports. */
-  touchNode(p: {
-    nodeId: string;
-    role: string;
-    now: number;
-    clock?: { offsetMs: number; uncertaintyMs: number };
-    info?: Record<string, unknown>;
-  }): Promise<void>;
+  touchNode(p: TouchNodeParams): Promise<void>;
   /**
    * A remote worker of `tenantId` says it is alive: row `<tenant>/<workerId>`, at most `cap` per
    * tenant (the least recently seen give way); it never writes a cluster node's or another tenant's row.
