@@ -3,9 +3,12 @@
  * knows only the contract (`types.ts`): bodies and answers are the API's snake_case JSON, passed
  * through as they are. Every error answer becomes a `TockApiError` carrying the status and the
  * envelope's stable `code`; a server that cannot be reached (or does not answer in time) is a
- * `TockConnectionError` naming the URL. The client never retries: whether a request may be
- * repeated is the caller's decision (a trigger is safe to repeat only with an idempotency key).
+ * `TockConnectionError` naming the URL (both made in `transport.ts`). The client never retries:
+ * whether a request may be repeated is the caller's decision (a trigger is safe to repeat only
+ * with an idempotency key).
  */
+
+import { type RequestOptions, request } from './transport.js';
 import type {
   ApiKey,
   BulkJobsAnswer,
@@ -41,36 +44,6 @@ export interface TockClientOptions {
   timeoutMs?: number;
   /** The `fetch` to use. Default: the global `fetch`. */
   fetch?: typeof fetch;
-}
-
-/** The server answered with an error: `status` and the envelope's `{code, message, run_id?}`. */
-export class TockApiError extends Error {
-  /** The HTTP status, e.g. 404. */
-  readonly status: number;
-  /** The stable machine-readable code, e.g. `not_found`, `validation_error`, `lease_lost`. */
-  readonly code: string;
-  /** For a slot conflict: the run that slot already has. */
-  readonly runId?: string;
-
-  constructor(status: number, code: string, message: string, runId?: string) {
-    super(message);
-    this.name = 'TockApiError';
-    this.status = status;
-    this.code = code;
-    if (runId !== undefined) this.runId = runId;
-  }
-}
-
-/** No answer: the server could not be reached, or did not answer within the timeout. */
-export class TockConnectionError extends Error {
-  /** The URL requested. */
-  readonly url: string;
-
-  constructor(url: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'TockConnectionError';
-    this.url = url;
-  }
 }
 
 /** A page of a list: `limit` 1–500 (server default 50), `cursor` from the previous page's `next_cursor`. */
@@ -141,14 +114,6 @@ export interface CompleteOptions {
   retryAfterMs?: number;
   /** What the handler printed; the server keeps the last 64 KiB on the attempt. */
   output?: string;
-}
-
-interface RequestOptions {
-  query?: Record<string, string | number | undefined | null>;
-  body?: unknown;
-  headers?: Record<string, string>;
-  timeoutMs?: number;
-  signal?: AbortSignal;
 }
 
 const segment = (value: string) => encodeURIComponent(value);
@@ -348,95 +313,8 @@ export class TockClient {
 
   // -- transport ----------------------------------------------------------------------------------
 
-  private async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
-    const search = new URLSearchParams();
-    for (const [name, value] of Object.entries(o.query ?? {})) {
-      if (value !== undefined && value !== null) search.set(name, String(value));
-    }
-    const query = search.toString();
-    const url = `${this.url}${path}${query ? `?${query}` : ''}`;
-    const headers: Record<string, string> = { accept: 'application/json', ...o.headers };
-    if (this.key !== undefined) headers.authorization = `Bearer ${this.key}`;
-    let payload: string | undefined;
-    if (o.body !== undefined) {
-      headers['content-type'] = 'application/json';
-      payload = JSON.stringify(o.body);
-    }
-
-    const timeoutMs = o.timeoutMs ?? this.timeoutMs;
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, timeoutMs);
-    const onAbort = () => controller.abort(o.signal?.reason);
-    if (o.signal?.aborted) onAbort();
-    else o.signal?.addEventListener('abort', onAbort, { once: true });
-
-    let status: number;
-    let text: string;
-    try {
-      const response = await this.fetchImpl(url, {
-        method,
-        headers,
-        body: payload,
-        signal: controller.signal,
-      });
-      status = response.status;
-      text = await response.text();
-    } catch (err) {
-      if (timedOut) {
-        throw new TockConnectionError(url, `${method} ${url} got no answer within ${timeoutMs} ms`, {
-          cause: err,
-        });
-      }
-      if (o.signal?.aborted) throw err;
-      throw new TockConnectionError(url, `cannot reach ${url}: ${describeCause(err)}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
-      o.signal?.removeEventListener('abort', onAbort);
-    }
-
-    if (status === 204 || (text === '' && status < 300)) return undefined as T;
-    let doc: unknown;
-    try {
-      doc = JSON.parse(text);
-    } catch {
-      const snippet = text.slice(0, 200).trim();
-      if (status >= 400) throw new TockApiError(status, 'http_error', snippet || `HTTP ${status}`);
-      throw new TockApiError(
-        status,
-        'bad_response',
-        `${method} ${url} answered ${status} with a non-JSON body`,
-      );
-    }
-    if (status >= 400) {
-      const error = (doc as { error?: { code?: unknown; message?: unknown; run_id?: unknown } } | null)
-        ?.error;
-      if (error && typeof error.code === 'string' && typeof error.message === 'string') {
-        throw new TockApiError(
-          status,
-          error.code,
-          error.message,
-          typeof error.run_id === 'string' ? error.run_id : undefined,
-        );
-      }
-      throw new TockApiError(status, 'http_error', `HTTP ${status}: ${text.slice(0, 200)}`);
-    }
-    return doc as T;
+  private request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    const connection = { url: this.url, key: this.key, timeoutMs: this.timeoutMs, fetch: this.fetchImpl };
+    return request<T>(connection, method, path, o);
   }
-}
-
-/** `fetch failed` says nothing; its cause (ECONNREFUSED, ENOTFOUND, …) says what happened. */
-function describeCause(err: unknown): string {
-  const cause = (err as { cause?: unknown })?.cause;
-  const deepest = cause instanceof Error ? cause : err;
-  if (deepest instanceof Error) {
-    const code = (deepest as { code?: unknown }).code;
-    return typeof code === 'string' && !deepest.message.includes(code)
-      ? `${code} ${deepest.message}`
-      : deepest.message;
-  }
-  return String(err);
 }

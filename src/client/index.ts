@@ -8,10 +8,8 @@ export {
   DEFAULT_TIMEOUT_MS,
   type ListRunsOptions,
   type PageOptions,
-  TockApiError,
   TockClient,
   type TockClientOptions,
-  TockConnectionError,
   type TriggerOptions,
 } from './client.js';
 export {
@@ -23,4 +21,5 @@ export {
   HttpLeaseSource,
   type HttpLeaseSourceOptions,
 } from './lease-source.js';
+export { TockApiError, TockConnectionError } from './transport.js';
 export type * from './types.js';

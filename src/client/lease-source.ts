@@ -38,7 +38,8 @@ import {
   type LeaseSource,
   SystemClock,
 } from '../core/index.js';
-import { TockApiError, TockClient, TockConnectionError } from './client.js';
+import { TockClient } from './client.js';
+import { TockApiError, TockConnectionError } from './transport.js';
 import type { WorkerReport } from './types.js';
 
 export interface HttpLeaseSourceOptions {

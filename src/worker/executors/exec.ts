@@ -9,6 +9,7 @@
  * exits before the grace ends). A run's processes do not outlive it, so a retry never races the
  * leftovers of the attempt before it. (A process that starts a session of its own with `setsid`
  * leaves the group and escapes this; so does everything if the worker is killed with SIGKILL.)
+ * (`process-group.ts` does the stopping.)
  *
  * Exit codes: 0 succeeds; the `retry_exit_codes` (default 75, `EX_TEMPFAIL` in sysexits.h)
  * retry; the `permanent_exit_codes` dead-letter the run at once (`others`: every other non-zero
@@ -25,6 +26,7 @@ import { statSync } from 'node:fs';
 import { PermanentError, ValidationError } from '../../core/index.js';
 import type { Handler, RunContext } from '../worker.js';
 import { executorError, failureMessage, OutputTail } from './output.js';
+import { stopGroup, trackGroup } from './process-group.js';
 
 /** Default time a command may run, ms. */
 export const DEFAULT_EXEC_TIMEOUT_MS = 300_000;
@@ -70,58 +72,42 @@ function exitCodes(value: unknown, field: string): number[] {
   return value as number[];
 }
 
-/** Signals a whole process group; one that is already gone is not an error. */
-function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
-  try {
-    process.kill(-pgid, signal);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
-}
-
-/**
- * Process groups started here that may still have members: those of running commands, and those
- * waiting for their SIGKILL. If the worker process exits first (after a graceful stop, or a crash),
- * they are killed on the way out rather than left running with no one to report them.
- */
-const liveGroups = new Set<number>();
-let exitHook = false;
-
-function track(pgid: number): void {
-  liveGroups.add(pgid);
-  if (exitHook) return;
-  exitHook = true;
-  process.on('exit', () => {
-    for (const group of liveGroups) signalGroup(group, 'SIGKILL');
-  });
-}
-
 function abortError(signal: AbortSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new Error('aborted');
 }
 
-/** Validates the configuration now and returns the handler. */
-export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOptions = {}): Handler {
-  const { argv } = config;
+/** A configuration once validated: what every run of the handler uses. */
+interface ExecPlan {
+  program: string;
+  argv: string[];
+  cwd: string | undefined;
+  env: Record<string, string>;
+  timeoutMs: number;
+  retryCodes: Set<number>;
+  permanentCodes: Set<number> | 'others';
+  graceMs: number;
+}
+
+function checkArgv(argv: unknown): asserts argv is string[] {
   if (!Array.isArray(argv) || argv.length === 0) throw invalid('argv', 'must be a non-empty list of strings');
   for (const [i, arg] of argv.entries()) {
     if (typeof arg !== 'string') throw invalid(`argv[${i}]`, 'must be a string');
     if (arg.includes('\0')) throw invalid(`argv[${i}]`, 'must not contain a NUL character');
   }
-  const program = argv[0]!;
-  if (program === '') throw invalid('argv[0]', 'must name a program');
-  const { cwd } = config;
-  if (cwd !== undefined) {
-    if (typeof cwd !== 'string' || cwd === '') throw invalid('cwd', 'must be a directory path');
-    let isDir = false;
-    try {
-      isDir = statSync(cwd).isDirectory();
-    } catch {}
-    if (!isDir) throw invalid('cwd', `"${cwd}" is not a directory`);
-  }
-  const env = config.env ?? {};
+  if (argv[0] === '') throw invalid('argv[0]', 'must name a program');
+}
+
+function checkCwd(cwd: unknown): void {
+  if (cwd === undefined) return;
+  if (typeof cwd !== 'string' || cwd === '') throw invalid('cwd', 'must be a directory path');
+  let isDir = false;
+  try {
+    isDir = statSync(cwd).isDirectory();
+  } catch {}
+  if (!isDir) throw invalid('cwd', `"${cwd}" is not a directory`);
+}
+
+function checkEnv(env: unknown): asserts env is Record<string, string> {
   if (typeof env !== 'object' || env === null || Array.isArray(env))
     throw invalid('env', 'must be a mapping of variable names to strings');
   for (const [name, value] of Object.entries(env)) {
@@ -130,6 +116,15 @@ export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOp
     if (typeof value !== 'string') throw invalid(`env.${name}`, 'must be a string');
     if (value.includes('\0')) throw invalid(`env.${name}`, 'must not contain a NUL character');
   }
+}
+
+/** Checks a configuration, field by field in this order, and returns what the runs use. */
+function execPlan(config: ExecExecutorConfig, options: ExecExecutorOptions): ExecPlan {
+  const { argv, cwd } = config;
+  checkArgv(argv);
+  checkCwd(cwd);
+  const env = config.env ?? {};
+  checkEnv(env);
   const timeoutMs = config.timeout ?? DEFAULT_EXEC_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
     throw invalid('timeout', `must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
@@ -143,122 +138,150 @@ export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOp
         throw invalid('permanent_exit_codes', `lists ${code}, which retry_exit_codes also lists`);
   }
   const graceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  return { program: argv[0]!, argv, cwd, env, timeoutMs, retryCodes, permanentCodes, graceMs };
+}
 
-  const exitError = (code: number, output: OutputTail): Error => {
-    const summary = `${program} exited with code ${code}`;
-    if (retryCodes.has(code)) return new Error(failureMessage(`${summary} (retry)`, output));
-    if (permanentCodes === 'others' || permanentCodes.has(code))
-      return new PermanentError(failureMessage(`${summary} (permanent)`, output), { exit_code: code });
-    return new Error(failureMessage(summary, output));
+/** Validates the configuration now and returns the handler. */
+export function execExecutor(config: ExecExecutorConfig, options: ExecExecutorOptions = {}): Handler {
+  const plan = execPlan(config, options);
+  return (ctx: RunContext) => runCommand(plan, ctx);
+}
+
+/** Starts the command in a process group of its own, with the run's identity in its environment. */
+function spawnCommand(plan: ExecPlan, ctx: RunContext): ChildProcess {
+  return spawn(plan.program, plan.argv.slice(1), {
+    detached: true,
+    cwd: plan.cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      ...plan.env,
+      TOCK_RUN_ID: ctx.runId,
+      TOCK_JOB_ID: ctx.jobId,
+      TOCK_SCHEDULED_FOR: ctx.scheduledFor.toISOString(),
+      TOCK_ATTEMPT: String(ctx.attempt),
+      TOCK_PAYLOAD: JSON.stringify(ctx.payload ?? null),
+    },
+  });
+}
+
+/** Runs the command once: its output on success, else the error the worker records. */
+function runCommand(plan: ExecPlan, ctx: RunContext): Promise<{ output: string }> {
+  return new Promise<{ output: string }>((resolve, reject) => {
+    if (ctx.signal.aborted) {
+      reject(abortError(ctx.signal));
+      return;
+    }
+    const output = new OutputTail();
+    let child: ChildProcess;
+    try {
+      child = spawnCommand(plan, ctx);
+    } catch (err) {
+      reject(executorError(new Error(`cannot start ${plan.program}: ${(err as Error).message}`)));
+      return;
+    }
+    if (child.pid !== undefined) trackGroup(child.pid);
+    // Two pipes, one text: chunks in the order they arrive here (see the header on ordering).
+    child.stdout!.on('data', (chunk: Buffer) => output.write(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => output.write(chunk));
+    superviseCommand(plan, ctx, child, output, (result) =>
+      result instanceof Error ? reject(result) : resolve(result),
+    );
+  });
+}
+
+/** Why the executor stopped the group, if it did; the first reason wins. */
+type StopReason = 'timeout' | 'abort';
+interface CommandExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/**
+ * Watches a started command until its output is complete: stops its group on the timeout or when
+ * the run's signal aborts, and after it exits (whatever it left running goes with it). Calls `done`
+ * once, with the output or the error.
+ */
+function superviseCommand(
+  plan: ExecPlan,
+  ctx: RunContext,
+  child: ChildProcess,
+  output: OutputTail,
+  done: (result: { output: string } | Error) => void,
+): void {
+  let stopping: StopReason | null = null;
+  let exit: CommandExit | null = null;
+  let settled = false;
+  let drainTimer: NodeJS.Timeout | undefined;
+  const stopFor = (reason: StopReason) => () => {
+    stopping ??= reason;
+    stopGroup(child.pid, plan.graceMs);
   };
+  const onAbort = stopFor('abort');
+  const timer = setTimeout(stopFor('timeout'), plan.timeoutMs);
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
 
-  return (ctx: RunContext) =>
-    new Promise<{ output: string }>((resolve, reject) => {
-      if (ctx.signal.aborted) {
-        reject(abortError(ctx.signal));
-        return;
-      }
-      const output = new OutputTail();
-      let child: ChildProcess;
-      try {
-        child = spawn(program, argv.slice(1), {
-          detached: true,
-          cwd,
-          stdio: ['ignore', 'pipe', 'pipe'],
-          env: {
-            ...process.env,
-            ...env,
-            TOCK_RUN_ID: ctx.runId,
-            TOCK_JOB_ID: ctx.jobId,
-            TOCK_SCHEDULED_FOR: ctx.scheduledFor.toISOString(),
-            TOCK_ATTEMPT: String(ctx.attempt),
-            TOCK_PAYLOAD: JSON.stringify(ctx.payload ?? null),
-          },
-        });
-      } catch (err) {
-        reject(executorError(new Error(`cannot start ${program}: ${(err as Error).message}`)));
-        return;
-      }
-      if (child.pid !== undefined) track(child.pid);
-      // Two pipes, one text: chunks in the order they arrive here (see the header on ordering).
-      child.stdout!.on('data', (chunk: Buffer) => output.write(chunk));
-      child.stderr!.on('data', (chunk: Buffer) => output.write(chunk));
+  const settle = () => {
+    // Before 'exit' there is nothing to report: a start failure is reported by 'error'.
+    if (settled || exit === null) return;
+    settled = true;
+    clearTimeout(timer);
+    clearTimeout(drainTimer);
+    ctx.signal.removeEventListener('abort', onAbort);
+    done(commandResult(plan, ctx, stopping, exit, output));
+  };
+  child.on('error', (err) => {
+    // Not started (ENOENT, EACCES): no process, no group to stop.
+    if (child.pid !== undefined || settled) return;
+    settled = true;
+    clearTimeout(timer);
+    ctx.signal.removeEventListener('abort', onAbort);
+    done(executorError(new Error(`cannot start ${plan.program}: ${err.message}`)));
+  });
+  child.on('exit', (code, signal) => {
+    exit = { code, signal };
+    clearTimeout(timer);
+    // Whatever the command left running in its group goes with it.
+    if (stopping === null) stopGroup(child.pid, plan.graceMs);
+    // The output is complete once every holder of the pipes is gone ('close'). A process that
+    // escaped the group could hold them open forever: stop reading after the kill grace.
+    drainTimer = setTimeout(() => {
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      settle();
+    }, plan.graceMs + 1000);
+  });
+  child.on('close', settle);
+}
 
-      /** Why we are stopping the group, if we are; the first reason wins. */
-      let stopping: 'timeout' | 'abort' | null = null;
-      let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-      let settled = false;
-      let drainTimer: NodeJS.Timeout | undefined;
+/** How a finished command's run ends: its output, or the error for the way it stopped. */
+function commandResult(
+  plan: ExecPlan,
+  ctx: RunContext,
+  stopping: StopReason | null,
+  exit: CommandExit,
+  output: OutputTail,
+): { output: string } | Error {
+  const { program } = plan;
+  if (stopping === 'abort') return abortError(ctx.signal);
+  if (stopping === 'timeout') {
+    const message = `${program} timed out after ${plan.timeoutMs} ms; its process group was killed`;
+    return executorError(new Error(failureMessage(message, output)), output);
+  }
+  if (exit.code === 0) return { output: output.text() };
+  if (exit.code === null)
+    return executorError(
+      new Error(failureMessage(`${program} was killed by ${exit.signal}`, output)),
+      output,
+    );
+  return executorError(exitError(plan, exit.code, output), output);
+}
 
-      // SIGTERM now, SIGKILL after the grace to whatever is left. The SIGKILL timer does not keep
-      // the worker alive: if it exits first, the exit hook sends the SIGKILL at once.
-      const stopGroup = () => {
-        const pgid = child.pid;
-        if (pgid === undefined) return;
-        if (!signalGroup(pgid, 'SIGTERM')) {
-          liveGroups.delete(pgid);
-          return;
-        }
-        setTimeout(() => {
-          signalGroup(pgid, 'SIGKILL');
-          liveGroups.delete(pgid);
-        }, graceMs).unref();
-      };
-      const onTimeout = () => {
-        stopping ??= 'timeout';
-        stopGroup();
-      };
-      const onAbort = () => {
-        stopping ??= 'abort';
-        stopGroup();
-      };
-      const timer = setTimeout(onTimeout, timeoutMs);
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-
-      const settle = () => {
-        // Before 'exit' there is nothing to report: a start failure is reported by 'error'.
-        if (settled || exit === null) return;
-        settled = true;
-        clearTimeout(timer);
-        clearTimeout(drainTimer);
-        ctx.signal.removeEventListener('abort', onAbort);
-        if (stopping === 'abort') return reject(abortError(ctx.signal));
-        if (stopping === 'timeout') {
-          const message = `${program} timed out after ${timeoutMs} ms; its process group was killed`;
-          return reject(executorError(new Error(failureMessage(message, output)), output));
-        }
-        if (exit.code === 0) return resolve({ output: output.text() });
-        if (exit.code === null)
-          return reject(
-            executorError(
-              new Error(failureMessage(`${program} was killed by ${exit.signal}`, output)),
-              output,
-            ),
-          );
-        reject(executorError(exitError(exit.code, output), output));
-      };
-
-      child.on('error', (err) => {
-        // Not started (ENOENT, EACCES): no process, no group to stop.
-        if (child.pid !== undefined || settled) return;
-        settled = true;
-        clearTimeout(timer);
-        ctx.signal.removeEventListener('abort', onAbort);
-        reject(executorError(new Error(`cannot start ${program}: ${err.message}`)));
-      });
-      child.on('exit', (code, signal) => {
-        exit = { code, signal };
-        clearTimeout(timer);
-        // Whatever the command left running in its group goes with it.
-        if (stopping === null) stopGroup();
-        // The output is complete once every holder of the pipes is gone ('close'). A process that
-        // escaped the group could hold them open forever: stop reading after the kill grace.
-        drainTimer = setTimeout(() => {
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-          settle();
-        }, graceMs + 1000);
-      });
-      child.on('close', settle);
-    });
+/** The error for a non-zero exit code: a retry, a permanent failure, or (unlisted) a retry. */
+function exitError(plan: ExecPlan, code: number, output: OutputTail): Error {
+  const summary = `${plan.program} exited with code ${code}`;
+  if (plan.retryCodes.has(code)) return new Error(failureMessage(`${summary} (retry)`, output));
+  if (plan.permanentCodes === 'others' || plan.permanentCodes.has(code))
+    return new PermanentError(failureMessage(`${summary} (permanent)`, output), { exit_code: code });
+  return new Error(failureMessage(summary, output));
 }

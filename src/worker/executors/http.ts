@@ -155,8 +155,40 @@ function abortError(signal: AbortSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new Error('aborted');
 }
 
-/** Validates the configuration now (the allow-list included) and returns the handler. */
-export function httpExecutor(config: HttpExecutorConfig, options: HttpExecutorOptions): Handler {
+/** A configuration once validated: what every request of the handler uses. */
+interface HttpPlan {
+  method: HttpMethod;
+  url: URL;
+  timeoutMs: number;
+  /** The configured headers, checked; each request adds the run's identity to a copy. */
+  baseHeaders: Headers;
+  hasBody: boolean;
+  now: () => number;
+  /** How messages name the request: without its query string, which may hold a secret. */
+  target: string;
+}
+
+/** Checks the configured headers: strings, none the executor sets itself, valid for HTTP. */
+function checkHeaders(extra: unknown): Headers {
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra))
+    throw invalid('headers', 'must be a mapping of header names to strings');
+  for (const [name, value] of Object.entries(extra)) {
+    if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
+    if (RESERVED_HEADERS.includes(name.toLowerCase()))
+      throw invalid(`headers.${name}`, 'is set by the executor and cannot be configured');
+  }
+  try {
+    return new Headers(extra as Record<string, string>);
+  } catch (err) {
+    throw invalid(
+      'headers',
+      `are not valid HTTP headers: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}
+
+/** Checks a configuration, field by field in this order, and returns what the requests use. */
+function httpPlan(config: HttpExecutorConfig, options: HttpExecutorOptions): HttpPlan {
   const allow = validateAllowList(options.allow);
   const method = config.method ?? 'POST';
   if (!(HTTP_METHODS as readonly string[]).includes(method))
@@ -165,80 +197,100 @@ export function httpExecutor(config: HttpExecutorConfig, options: HttpExecutorOp
   const timeoutMs = config.timeout ?? DEFAULT_HTTP_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
     throw invalid('timeout', `must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
-  const extra = config.headers ?? {};
-  if (typeof extra !== 'object' || extra === null || Array.isArray(extra))
-    throw invalid('headers', 'must be a mapping of header names to strings');
-  for (const [name, value] of Object.entries(extra)) {
-    if (typeof value !== 'string') throw invalid(`headers.${name}`, 'must be a string');
-    if (RESERVED_HEADERS.includes(name.toLowerCase()))
-      throw invalid(`headers.${name}`, 'is set by the executor and cannot be configured');
-  }
-  let baseHeaders: Headers;
-  try {
-    baseHeaders = new Headers(extra);
-  } catch (err) {
-    throw invalid(
-      'headers',
-      `are not valid HTTP headers: ${err instanceof Error ? err.message : String(err)}`,
-    );
-  }
-  const hasBody = method !== 'GET' && method !== 'DELETE';
-  const now = options.now ?? Date.now;
-  // Named without its query string, which may hold a secret.
-  const target = `${method} ${url.origin}${url.pathname}`;
+  const baseHeaders = checkHeaders(config.headers ?? {});
+  return {
+    method,
+    url,
+    timeoutMs,
+    baseHeaders,
+    hasBody: method !== 'GET' && method !== 'DELETE',
+    now: options.now ?? Date.now,
+    target: `${method} ${url.origin}${url.pathname}`,
+  };
+}
 
+/** Validates the configuration now (the allow-list included) and returns the handler. */
+export function httpExecutor(config: HttpExecutorConfig, options: HttpExecutorOptions): Handler {
+  const plan = httpPlan(config, options);
   return async (ctx: RunContext) => {
     if (ctx.signal.aborted) throw abortError(ctx.signal);
-    const scheduledFor = ctx.scheduledFor.toISOString();
-    const headers = new Headers(baseHeaders);
-    headers.set('Tock-Run-Id', ctx.runId);
-    headers.set('Tock-Job-Id', ctx.jobId);
-    headers.set('Tock-Scheduled-For', scheduledFor);
-    headers.set('Tock-Attempt', String(ctx.attempt));
-    headers.set('Idempotency-Key', `${ctx.jobId}/${scheduledFor}`);
-    if (hasBody && !headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = AbortSignal.any([ctx.signal, timeout]);
-    const body = new OutputTail();
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers,
-        body: hasBody ? JSON.stringify(ctx.payload ?? null) : undefined,
-        signal,
-        redirect: 'manual',
-      });
-      if (response.body) for await (const chunk of response.body) body.write(chunk);
-    } catch (err) {
-      if (ctx.signal.aborted) throw abortError(ctx.signal);
-      const summary = timeout.aborted
-        ? `${target} timed out after ${timeoutMs} ms`
-        : `${target} failed: ${describeFetchError(err)}`;
-      throw executorError(new Error(failureMessage(summary, body, 'response body')), body);
-    }
-    const { status } = response;
-    if (status >= 200 && status < 300) return { output: body.text() };
-    const summary = `${target} answered ${status}${response.statusText ? ` ${response.statusText}` : ''}`;
-    const details = { status };
-    if (status === 408 || status === 429 || status >= 500) {
-      const waitMs = parseRetryAfter(response.headers.get('Retry-After'), now());
-      const message = failureMessage(
-        waitMs === null ? summary : `${summary}; retry after ${Math.ceil(waitMs / 1000)} s`,
-        body,
-        'response body',
-      );
-      const err = waitMs === null ? new Error(message) : new RetryLaterError(message, waitMs, details);
-      throw executorError(err, body);
-    }
-    const location = response.headers.get('Location');
-    const why =
-      status >= 300 && status < 400
-        ? `; redirects are not followed${location ? ` (Location: ${location})` : ''}`
-        : '';
-    throw executorError(
-      new PermanentError(failureMessage(`${summary}${why}`, body, 'response body'), details),
-      body,
-    );
+    const { response, body } = await sendRequest(plan, ctx);
+    return readAnswer(plan, response, body);
   };
+}
+
+/** The request's headers: the configured ones, the run's identity and the idempotency key. */
+function requestHeaders(plan: HttpPlan, ctx: RunContext): Headers {
+  const scheduledFor = ctx.scheduledFor.toISOString();
+  const headers = new Headers(plan.baseHeaders);
+  headers.set('Tock-Run-Id', ctx.runId);
+  headers.set('Tock-Job-Id', ctx.jobId);
+  headers.set('Tock-Scheduled-For', scheduledFor);
+  headers.set('Tock-Attempt', String(ctx.attempt));
+  headers.set('Idempotency-Key', `${ctx.jobId}/${scheduledFor}`);
+  if (plan.hasBody && !headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+  return headers;
+}
+
+/**
+ * Sends the request and reads the whole response body (its tail kept), within the timeout. No
+ * answer (a timeout, a failed connection) is an error that retries; an aborted run's signal is
+ * thrown as it is.
+ */
+async function sendRequest(
+  plan: HttpPlan,
+  ctx: RunContext,
+): Promise<{ response: Response; body: OutputTail }> {
+  const headers = requestHeaders(plan, ctx);
+  const timeout = AbortSignal.timeout(plan.timeoutMs);
+  const signal = AbortSignal.any([ctx.signal, timeout]);
+  const body = new OutputTail();
+  try {
+    const response = await fetch(plan.url, {
+      method: plan.method,
+      headers,
+      body: plan.hasBody ? JSON.stringify(ctx.payload ?? null) : undefined,
+      signal,
+      redirect: 'manual',
+    });
+    if (response.body) for await (const chunk of response.body) body.write(chunk);
+    return { response, body };
+  } catch (err) {
+    if (ctx.signal.aborted) throw abortError(ctx.signal);
+    const summary = timeout.aborted
+      ? `${plan.target} timed out after ${plan.timeoutMs} ms`
+      : `${plan.target} failed: ${describeFetchError(err)}`;
+    throw executorError(new Error(failureMessage(summary, body, 'response body')), body);
+  }
+}
+
+/**
+ * What an answer means for the run: 2xx succeeds with the body's tail as output; 408, 429 and 5xx
+ * retry (after `Retry-After` when given); anything else, a redirect included, is permanent.
+ */
+function readAnswer(plan: HttpPlan, response: Response, body: OutputTail): { output: string } {
+  const { status } = response;
+  if (status >= 200 && status < 300) return { output: body.text() };
+  const summary = `${plan.target} answered ${status}${response.statusText ? ` ${response.statusText}` : ''}`;
+  const details = { status };
+  if (status === 408 || status === 429 || status >= 500) {
+    const { now } = plan;
+    const waitMs = parseRetryAfter(response.headers.get('Retry-After'), now());
+    const message = failureMessage(
+      waitMs === null ? summary : `${summary}; retry after ${Math.ceil(waitMs / 1000)} s`,
+      body,
+      'response body',
+    );
+    const err = waitMs === null ? new Error(message) : new RetryLaterError(message, waitMs, details);
+    throw executorError(err, body);
+  }
+  const location = response.headers.get('Location');
+  const why =
+    status >= 300 && status < 400
+      ? `; redirects are not followed${location ? ` (Location: ${location})` : ''}`
+      : '';
+  throw executorError(
+    new PermanentError(failureMessage(`${summary}${why}`, body, 'response body'), details),
+    body,
+  );
 }
