@@ -24,6 +24,7 @@ import type { ClockSync } from '../scheduler/index.js';
 import { migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
 import { type Handler, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
+import { isLoopback } from './dev.js';
 import { createScheduler, type RunningApi, type Scheduler, startApi } from './services.js';
 import { defaultNodeId, logRuns } from './worker.js';
 
@@ -147,6 +148,15 @@ function resolveParts(o: TockOptions) {
   for (const name of Object.keys(handlers)) validateId(name, `handler name "${name}"`);
   const hasHandlers = Object.keys(handlers).length > 0;
   if (o.worker && !hasHandlers) throw new ValidationError('a worker needs handlers: give `handlers`');
+  // Without keys anyone who reaches the port is a cluster-admin: as `tock dev`, loopback only.
+  const host = o.api?.host ?? '127.0.0.1';
+  if (o.api?.auth === 'open' && !isLoopback(host))
+    throw new ValidationError(
+      `an API without keys (auth 'open') binds to loopback only; host ${host} is not`,
+      {
+        field: 'api.host',
+      },
+    );
   return {
     handlers,
     scheduler: o.scheduler === false ? null : o.scheduler === true ? {} : (o.scheduler ?? {}),

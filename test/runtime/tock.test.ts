@@ -149,6 +149,12 @@ test('input is validated before anything is written', async () => {
   await expect(t.trigger('no/such job')).rejects.toBeInstanceOf(ValidationError);
   await expect(t.trigger('missing')).rejects.toBeInstanceOf(NotFoundError);
   expect(() => createTock({ database: db.url, worker: true })).toThrow(/needs handlers/);
+  // An API without keys is for this machine only, as tock dev's.
+  for (const host of ['0.0.0.0', '::', '10.1.2.3'])
+    expect(() => createTock({ database: db.url, api: { port: 0, host, auth: 'open' } })).toThrow(
+      /loopback only/,
+    );
+  expect(() => createTock({ database: db.url, api: { port: 0, host: '0.0.0.0' } })).not.toThrow();
 });
 
 test('with api, the HTTP API serves the same jobs', async () => {
