@@ -167,7 +167,20 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
   }
   // The spec's keys in the table's order, whatever order they were checked in.
   const spec = Object.fromEntries(PROPERTIES.map((p) => [p, checked[p]])) as unknown as JobSpec;
-  return { spec, schedule: schedule as Schedule };
+  const result = { spec, schedule: schedule as Schedule };
+  validated.add(result);
+  return result;
+}
+
+/** The results of `validateJob`, by identity. */
+const validated = new WeakSet<object>();
+
+/**
+ * Whether `job` is a result of `validateJob` (or `validateJobs`) itself: an object of the same shape
+ * made any other way (a caller's `{ spec, schedule }`) is not, and is validated like any input.
+ */
+export function isValidatedJob(job: unknown): boolean {
+  return typeof job === 'object' && job !== null && validated.has(job);
 }
 
 /** A stable digest of a definition: equal digests mean an upsert changes nothing. */

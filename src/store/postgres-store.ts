@@ -11,6 +11,7 @@
 import type pg from 'pg';
 import {
   DEFAULT_MISFIRE_THRESHOLD_MS,
+  isValidatedJob,
   type JobInput,
   parseSchedule,
   type Random,
@@ -55,9 +56,8 @@ export interface PostgresStoreOptions {
 /** Most schedules kept parsed; the cache starts over past it. */
 const SCHEDULE_CACHE_SIZE = 10_000;
 
-/** A definition not yet validated (a library caller's) or one an edge validated. */
-const isValid = (job: JobInput | ValidJob): job is ValidJob =>
-  typeof (job as ValidJob).spec === 'object' && typeof (job as ValidJob).schedule === 'object';
+/** A definition an edge validated (`validateJob` made it), not one merely shaped like it. */
+const isValid = (job: JobInput | ValidJob): job is ValidJob => isValidatedJob(job);
 
 export class PostgresStore implements Store {
   readonly leaseMs: number;

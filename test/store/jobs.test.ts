@@ -603,6 +603,13 @@ describe('bulk upsert', () => {
     );
     expect(many.message).toBe('at most 1000 jobs per request (got 1001)');
     await expectTockError(db.store.upsertJobs({ tenantId, jobs: [], now: T0 }), 'validation_error');
+    // Shaped like a validated job but not made by validateJob: validated like any input, and refused.
+    const { spec, schedule } = validateJob(job({ jobId: 'lookalike' }));
+    const lookalike = { spec: { ...spec, jobId: 'not an id!', priority: 7.5 }, schedule };
+    await expectTockError(
+      db.store.upsertJobs({ tenantId, jobs: [lookalike as unknown as JobInput], now: T0 }),
+      'validation_error',
+    );
     const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM jobs WHERE tenant_id = $1', [
       tenantId,
     ]);
