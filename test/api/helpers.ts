@@ -116,3 +116,31 @@ export async function until(check: () => boolean, what: string, timeoutMs = 5000
     await new Promise((r) => setTimeout(r, 2));
   }
 }
+
+/**
+ * A job in its own pool, put by `key` through the API at `base`, and `n` triggered runs of it
+ * (distinct slots a second apart, the last one second before `nowMs`), oldest first.
+ */
+export async function jobWithRuns(
+  base: string,
+  key: string,
+  nowMs: number,
+  p: { jobId: string; pool: string; n: number; extra?: Record<string, unknown> },
+): Promise<string[]> {
+  const http = client(base);
+  const put = await http('PUT', `/v1/jobs/${p.jobId}`, {
+    key,
+    body: { schedule: '@every 1h', handler: `${p.jobId}-handler`, pool: p.pool, ...p.extra },
+  });
+  expect(put.status, put.text).toBe(200);
+  const runIds: string[] = [];
+  for (let i = 0; i < p.n; i++) {
+    const a = await http('POST', `/v1/jobs/${p.jobId}/runs`, {
+      key,
+      body: { scheduled_for: new Date(nowMs - (p.n - i) * 1000).toISOString() },
+    });
+    expect(a.status, a.text).toBe(201);
+    runIds.push(a.json.run_id);
+  }
+  return runIds;
+}

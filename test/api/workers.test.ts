@@ -9,6 +9,7 @@ import {
   client,
   expectError,
   keysFor,
+  jobWithRuns as putJobWithRuns,
   type RoleKeys,
   startApi,
   until,
@@ -43,23 +44,8 @@ afterAll(async () => {
 });
 
 /** A job in its own pool and `n` triggered runs of it (distinct slots), oldest first. */
-async function jobWithRuns(jobId: string, pool: string, n: number, extra: Record<string, unknown> = {}) {
-  const put = await http('PUT', `/v1/jobs/${jobId}`, {
-    key: keys.operator,
-    body: { schedule: '@every 1h', handler: `${jobId}-handler`, pool, ...extra },
-  });
-  expect(put.status, put.text).toBe(200);
-  const runIds: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const a = await http('POST', `/v1/jobs/${jobId}/runs`, {
-      key: keys.operator,
-      body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
-    });
-    expect(a.status, a.text).toBe(201);
-    runIds.push(a.json.run_id);
-  }
-  return runIds;
-}
+const jobWithRuns = (jobId: string, pool: string, n: number, extra: Record<string, unknown> = {}) =>
+  putJobWithRuns(api.base, keys.operator, db.clock.nowMs(), { jobId, pool, n, extra });
 
 async function lease(body: Record<string, unknown>): Promise<Answer> {
   return http('POST', '/v1/leases', { key: keys.worker, body });

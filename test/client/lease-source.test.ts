@@ -14,13 +14,12 @@ import { HttpLeaseSource } from '../../src/client/index.js';
 import { FakeClock, type LeaseSource } from '../../src/core/index.js';
 import type { PostgresStore } from '../../src/store/index.js';
 import { Worker } from '../../src/worker/index.js';
-import { client, keysFor, type RoleKeys } from '../api/helpers.js';
+import { client, keysFor, jobWithRuns as putJobWithRuns, type RoleKeys } from '../api/helpers.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 
 /** The store's default lease (the test store is built without `leaseMs`). */
 const LEASE_MS = 30_000;
-const iso = (ms: number) => new Date(ms).toISOString();
 
 // The database is one implementation of the contract, this source the other (checked by tsc).
 const _database: LeaseSource = null as unknown as PostgresStore;
@@ -43,24 +42,8 @@ afterAll(async () => {
 });
 
 /** A job in its own pool and `n` triggered runs of it (distinct slots), oldest first. */
-async function jobWithRuns(jobId: string, pool: string, n: number): Promise<string[]> {
-  const http = client(api.base);
-  const put = await http('PUT', `/v1/jobs/${jobId}`, {
-    key: keys.operator,
-    body: { schedule: '@every 1h', handler: `${jobId}-handler`, pool },
-  });
-  expect(put.status, put.text).toBe(200);
-  const runIds: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const a = await http('POST', `/v1/jobs/${jobId}/runs`, {
-      key: keys.operator,
-      body: { scheduled_for: iso(db.clock.nowMs() - (n - i) * 1000) },
-    });
-    expect(a.status, a.text).toBe(201);
-    runIds.push(a.json.run_id);
-  }
-  return runIds;
-}
+const jobWithRuns = (jobId: string, pool: string, n: number) =>
+  putJobWithRuns(api.base, keys.operator, db.clock.nowMs(), { jobId, pool, n });
 
 test("HttpLeaseSource puts the server's lease expiries on the worker's own clock, whatever the skew", async () => {
   const [runId] = await jobWithRuns('skewed', 'p-skew', 1);
