@@ -5,6 +5,7 @@
  * so a route's body has its precise static type.
  */
 import {
+  type TArray,
   type TBoolean,
   type TInteger,
   type TLiteral,
@@ -26,6 +27,8 @@ type Base<F> = F extends { type: 'integer' }
     ? TNumber
     : F extends { type: 'json' }
       ? TUnknown
+      : F extends { type: 'ids' }
+        ? TArray<TString>
       : F extends { type: 'enum'; values: infer V extends readonly string[] }
         ? TUnion<Literals<V>>
         : TString;
@@ -66,6 +69,8 @@ function bodySchema(f: Field): TSchema {
       );
     case 'json':
       return Type.Unknown(options({ description }));
+    case 'ids':
+      return Type.Array(Type.String({ pattern: ID_PATTERN, maxLength: 200 }), options({ maxItems: f.maxItems, description }));
   }
 }
 
@@ -82,6 +87,8 @@ function answerSchema(f: AnswerField): TSchema {
       return Type.Boolean(o);
     case 'instant':
       return Type.String(options({ format: 'date-time', description: f.answerDescription }));
+    case 'ids':
+      return Type.Array(Type.String(), o);
     default:
       return Type.String(o);
   }

@@ -284,6 +284,7 @@ export const RunListQuery = Type.Object(
         Type.Literal('succeeded'),
         Type.Literal('dead'),
         Type.Literal('cancelled'),
+        Type.Literal('skipped'),
       ]),
     ),
     job_id: Type.Optional(Id('only this job')),

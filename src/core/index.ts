@@ -12,6 +12,7 @@ export * from './job.js';
 export * from './job-batch.js';
 export * from './keys.js';
 export * from './lease.js';
+export * from './limits.js';
 export * from './misfire.js';
 export * from './nodes.js';
 export * from './periodic.js';

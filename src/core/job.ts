@@ -141,7 +141,20 @@ function checkField(f: Field, value: unknown): unknown {
     }
     case 'json':
       return checkJson(value, what, f.maxBytes ?? Number.POSITIVE_INFINITY);
+    case 'ids':
+      return checkIds(value, what, f.maxItems ?? Number.POSITIVE_INFINITY);
   }
+}
+
+/** A list of distinct ids, at most `maxItems`; a copy. */
+function checkIds(value: unknown, what: string, maxItems: number): string[] {
+  if (!Array.isArray(value) || value.length > maxItems) {
+    throw new ValidationError(`${what} must be a list of at most ${maxItems} ids`, { field: what });
+  }
+  const ids = value.map((v, i) => validateId(v, `${what}[${i}]`));
+  const dup = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (dup !== undefined) throw new ValidationError(`${what} names "${dup}" twice`, { field: what });
+  return ids;
 }
 
 /** Validates a definition and applies defaults; also returns the parsed schedule. */
@@ -190,7 +203,7 @@ export function definitionHash(spec: JobSpec): string {
   const hashed: Record<string, unknown> = { ...spec };
   for (const property of PROPERTIES) {
     const f: Field = JOB_FIELDS[property];
-    if (f.hashedOnlyWhenSet && hashed[property] === f.default) delete hashed[property];
+    if (f.hashedOnlyWhenSet && stableJson(hashed[property]) === stableJson(f.default)) delete hashed[property];
   }
   return createHash('sha256').update(stableJson(hashed)).digest('hex');
 }

@@ -1,16 +1,18 @@
 /**
  * The run state machine. `pending → running → succeeded | pending (retry) | dead`;
- * `dead → pending` only by an operator's replay; `pending → cancelled` when its job is deleted.
+ * `dead → pending` only by an operator's replay; `pending → cancelled` when its job is deleted;
+ * `pending → skipped` when its slot arrived while an earlier run of a job with overlap `skip` ran.
  */
-export const RUN_STATES = ['pending', 'running', 'succeeded', 'dead', 'cancelled'] as const;
+export const RUN_STATES = ['pending', 'running', 'succeeded', 'dead', 'cancelled', 'skipped'] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
 export const RUN_TRANSITIONS: Readonly<Record<RunState, readonly RunState[]>> = {
-  pending: ['running', 'cancelled'],
+  pending: ['running', 'cancelled', 'skipped'],
   running: ['succeeded', 'pending', 'dead'],
   succeeded: [],
   dead: ['pending'],
   cancelled: [],
+  skipped: [],
 };
 
 export function isRunState(value: string): value is RunState {

@@ -21,14 +21,15 @@ import { type Queryable, toAttempt, toRun } from './rows.js';
 import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
 
 /**
- * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead
- * and cancelled ones through their own index, succeeded ones newest first through the tenant's.
+ * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead,
+ * cancelled and skipped ones through their own index, succeeded ones newest first through the tenant's.
  */
 const LIST_BY_STATE: Record<RunState, string> = {
   pending: Q.runListQueued,
   running: Q.runListClaimed,
   dead: Q.runListParked,
   cancelled: Q.runListParked,
+  skipped: Q.runListParked,
   succeeded: Q.runList,
 };
 

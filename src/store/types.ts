@@ -1,5 +1,5 @@
 /** The shapes the store's contract (`Store`, in `store.ts`) reads and answers, in camelCase. */
-import type { AttemptOutcome, MisfirePolicy, Role, RunState } from '../core/index.js';
+import type { AttemptOutcome, MisfirePolicy, OverlapPolicy, Role, RunState } from '../core/index.js';
 
 // The lease types live in core (core/lease.ts), shared with the HTTP adapter and the worker.
 export type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../core/index.js';
@@ -25,6 +25,9 @@ export interface Job {
   misfireThresholdSeconds: number | null;
   /** The threshold that applies: the job's, else the store's `misfireThresholdMs` (in seconds). */
   misfireAfterSeconds: number;
+  overlap: OverlapPolicy;
+  maxConcurrency: number | null;
+  limits: string[];
   enabled: boolean;
   shardId: number;
   /** The earliest slot not yet materialised; `null` once a one-shot job has fired. */

@@ -210,6 +210,9 @@ describe('answerOf and the present functions', () => {
       timeoutSeconds: 30,
       misfireThresholdSeconds: null,
       misfireAfterSeconds: 60,
+      overlap: 'allow',
+      maxConcurrency: null,
+      limits: [],
       enabled: false,
       shardId: 3,
       nextRunAt: T2,
@@ -255,6 +258,9 @@ declare namespace Before {
     jitter_seconds?: number;
     timeout_seconds?: number | null;
     misfire_threshold_seconds?: number | null;
+    overlap?: 'allow' | 'skip' | 'queue';
+    max_concurrency?: number | null;
+    limits?: string[];
   }
   interface Job {
     job_id: string;
@@ -269,6 +275,9 @@ declare namespace Before {
     misfire: string;
     catch_up_limit: number;
     misfire_threshold_seconds: number | null;
+    overlap: string;
+    max_concurrency: number | null;
+    limits: string[];
     misfire_after_seconds: number;
     pool: string;
     lease_seconds: number | null;

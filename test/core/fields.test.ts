@@ -76,6 +76,10 @@ function outsideAndInside(f: Field): { outside: unknown[]; inside: unknown[] } {
         outside: ['x'.repeat(f.maxBytes as number), 10n],
         inside: ['x'.repeat((f.maxBytes as number) - 2)],
       };
+    case 'ids': {
+      const full = Array.from({ length: f.maxItems as number }, (_, i) => `k${i}`);
+      return { outside: ['a', [...full, 'one-more'], ['a', 'a'], ['a b'], [5]], inside: [[], full] };
+    }
   }
 }
 

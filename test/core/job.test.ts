@@ -46,6 +46,9 @@ describe('validateJob', () => {
       leaseSeconds: null,
       jitterSeconds: 0,
       timeoutSeconds: null,
+      overlap: 'allow',
+      maxConcurrency: null,
+      limits: [],
     } satisfies JobSpec);
     expect(schedule.kind).toBe('cron');
   });
@@ -68,6 +71,9 @@ describe('validateJob', () => {
       leaseSeconds: 86_400,
       jitterSeconds: 86_400,
       timeoutSeconds: 86_400,
+      overlap: 'queue',
+      maxConcurrency: 100_000,
+      limits: ['payments-api', 'tenant.db'],
     };
     const { spec, schedule } = validateJob(input);
     expect(spec).toEqual({ ...input, schedule: '@every 5m' });

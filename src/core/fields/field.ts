@@ -15,11 +15,12 @@
  * - `integer`, `number` (finite): from `min` to `max`.
  * - `enum`: one of `values`.
  * - `json`: any JSON value.
+ * - `ids`: a list of distinct `id`s, at most `maxItems`.
  */
-export type FieldType = 'id' | 'string' | 'integer' | 'number' | 'enum' | 'json';
+export type FieldType = 'id' | 'string' | 'integer' | 'number' | 'enum' | 'json' | 'ids';
 
 /** The PostgreSQL types the columns of entity fields have. */
-export type PgType = 'text' | 'integer' | 'double precision' | 'jsonb';
+export type PgType = 'text' | 'integer' | 'double precision' | 'jsonb' | 'text[]';
 
 /**
  * A field as answers show it. Beside the types of `FieldType`, answers carry `instant` (a `Date`
@@ -51,6 +52,8 @@ export interface Field extends AnswerField {
   /** Bounds of a `string`'s length, checked by the API schema. */
   readonly minLength?: number;
   readonly maxLength?: number;
+  /** Most items of an `ids` list. */
+  readonly maxItems?: number;
   /** Longest serialised UTF-8 of a `json` value, bytes. */
   readonly maxBytes?: number;
   /** What the API reference says of the field in a request body. */
@@ -79,7 +82,9 @@ export type ValueOf<F> =
         ? V
         : F extends { type: 'json' }
           ? unknown
-          : string)
+          : F extends { type: 'ids' }
+            ? string[]
+            : string)
   | (F extends { nullable: true } ? null : never);
 
 type OrNull<F> = F extends { nullable: true } ? null : never;

@@ -9,6 +9,12 @@ import { MAX_CATCH_UP_LIMIT, MISFIRE_POLICIES } from '../misfire.js';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../priority.js';
 import type { AnswerOf, BodyOf, Fields, InputOf, PgType, SpecOf } from './field.js';
 
+/** What a job does with a slot arriving while its earlier run runs (`limits.ts` enforces it). */
+export const OVERLAP_POLICIES = ['allow', 'skip', 'queue'] as const;
+/** Largest concurrency cap of a job or a limit. */
+export const MAX_CONCURRENCY = 100_000;
+/** Most named limits one job may list. */
+export const MAX_JOB_LIMITS = 16;
 /** Longest serialised payload, bytes: 64 KiB. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 /** Largest `misfire_threshold_seconds` a job may set: a day. */
@@ -188,6 +194,48 @@ export const JOB_FIELDS = {
     description: 'abort and retry a run after this long',
     column: 'timeout_seconds',
     pgType: 'integer',
+  },
+  /**
+   * What happens when a slot arrives while an earlier run of the job is running: `allow` (run
+   * both), `skip` (the slot's run is `skipped`, recorded in the job's history), `queue` (it waits
+   * until the earlier run ends). Default `allow`.
+   */
+  overlap: {
+    api: 'overlap',
+    type: 'enum',
+    values: OVERLAP_POLICIES,
+    default: 'allow',
+    column: 'overlap',
+    pgType: 'text',
+    hashedOnlyWhenSet: true,
+  },
+  /** At most this many runs of the job running at once, 1–100000. Default: no cap. */
+  maxConcurrency: {
+    api: 'max_concurrency',
+    type: 'integer',
+    nullable: true,
+    min: 1,
+    max: MAX_CONCURRENCY,
+    default: null,
+    description: 'at most this many runs at once; default null: no cap',
+    column: 'max_concurrency',
+    pgType: 'integer',
+    hashedOnlyWhenSet: true,
+  },
+  /**
+   * Named limits (`PUT /v1/limits/{key}`) every run of the job takes a token and a slot of, at
+   * most 16 distinct keys, each defined before the job names it. Default `[]`. Changing the list
+   * applies to runs created after the change.
+   */
+  limits: {
+    api: 'limits',
+    type: 'ids',
+    maxItems: MAX_JOB_LIMITS,
+    default: [],
+    description: 'named limits (rate, burst, concurrency) the runs take; default []',
+    column: 'limits',
+    pgType: 'text[]',
+    hashedOnlyWhenSet: true,
   },
 } as const satisfies Fields;
 

@@ -55,7 +55,7 @@ export const runListClaimed = listAmong(
   'running',
 );
 
-/** $1 tenant, $2 state ('dead' | 'cancelled'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
+/** $1 tenant, $2 state ('dead' | 'cancelled' | 'skipped'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
 export const runListParked = `
 SELECT ${WRITTEN_COLUMNS} FROM runs
 WHERE tenant_id = $1 AND parked = $2

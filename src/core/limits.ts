@@ -1,0 +1,151 @@
+/**
+ * Backlog control, the pure part: what a limit is, the names of the gates a run passes, the
+ * token arithmetic the claim statement does in SQL (written here once more, for the waiting
+ * time a worker sleeps and for tests), and the overlap policies.
+ *
+ * A gate is a limit as the claim sees it: `<tenant>/<key>`. A run passes three kinds:
+ * - `<tenant>/tenant:<tenant>`, its tenant's limit, when an operator set one;
+ * - `<tenant>/job:<job>`, its job's own cap (`max_concurrency`, 1 for overlap `skip` or `queue`);
+ * - `<tenant>/<key>` for each named limit its job lists (`limits: ["payments-api"]`).
+ * A gate without a row in the store lets everything through.
+ */
+import { ValidationError } from './errors.js';
+import { MAX_CONCURRENCY, OVERLAP_POLICIES } from './fields/job.js';
+import { validateId } from './job.js';
+
+export { MAX_CONCURRENCY, MAX_JOB_LIMITS, OVERLAP_POLICIES } from './fields/job.js';
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
+/** Largest rate (tokens per second) and burst of a limit. */
+export const MAX_RATE = 1_000_000;
+export const MAX_BURST = 1_000_000;
+
+/** The prefix of the key of a tenant's own limit (`tenant:<id>`). */
+export const TENANT_KEY_PREFIX = 'tenant:';
+/** The prefix of the key of a job's own gate (`job:<id>`), which only the job writes. */
+export const JOB_KEY_PREFIX = 'job:';
+
+/** What an operator gives to define a limit (`PUT /v1/limits/{key}`). */
+export interface LimitInput {
+  /** Tokens per second, > 0; with `burst`, or neither. */
+  rate?: number | null;
+  /** Bucket size (and tokens of a new limit), ≥ 1. */
+  burst?: number | null;
+  /** Runs holding a slot at once, ≥ 1. */
+  maxConcurrency?: number | null;
+}
+
+/** A checked limit definition: null where unset. */
+export interface LimitSpec {
+  rate: number | null;
+  burst: number | null;
+  maxConcurrency: number | null;
+}
+
+/** A limit as the store holds it. */
+export interface Limit extends LimitSpec {
+  tenantId: string;
+  key: string;
+  /** Tokens now (after refill), for a limit with a rate; null otherwise. */
+  tokens: number | null;
+  /** Slots held by running runs. */
+  inUse: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/**
+ * A limit's key as an operator may name it in `tenantId`: an id; `tenant:<tenantId>` (its own
+ * tenant's limit, no other tenant's); never `job:…` (a job's own gate).
+ */
+export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): string {
+  const k = validateId(key, what);
+  if (k.startsWith(JOB_KEY_PREFIX)) {
+    throw new ValidationError(`${what} "${k}": keys starting with "${JOB_KEY_PREFIX}" are a job's own (max_concurrency, overlap)`, {
+      field: what,
+    });
+  }
+  if (k.startsWith(TENANT_KEY_PREFIX) && k !== tenantKey(tenantId)) {
+    throw new ValidationError(`${what} "${k}": the only tenant key here is "${tenantKey(tenantId)}"`, {
+      field: what,
+    });
+  }
+  return k;
+}
+
+/** The keys a job may list: named limits only (its tenant's and its own gates apply anyway). */
+export function checkJobLimitKeys(keys: readonly string[], what = 'limits'): void {
+  for (const [i, k] of keys.entries()) {
+    if (k.startsWith(JOB_KEY_PREFIX) || k.startsWith(TENANT_KEY_PREFIX)) {
+      throw new ValidationError(
+        `${what}[${i}] "${k}": a job lists named limits; its tenant's limit and its own cap apply without being listed`,
+        { field: `${what}[${i}]` },
+      );
+    }
+  }
+}
+
+function optionalNumber(value: unknown, field: string, min: number, max: number, integer: boolean): number | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
+      field,
+    });
+  }
+  if (value < min || value > max) {
+    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
+      field,
+    });
+  }
+  return value;
+}
+
+/** Checks a limit definition: a rate with a burst, a concurrency cap, or both. */
+export function validateLimit(input: LimitInput): LimitSpec {
+  if (typeof input !== 'object' || input === null) throw new ValidationError('limit must be an object');
+  for (const k of Object.keys(input)) {
+    if (!['rate', 'burst', 'maxConcurrency'].includes(k)) {
+      throw new ValidationError(`unknown limit field "${k}"`, { field: k });
+    }
+  }
+  const rate = optionalNumber(input.rate, 'rate', Number.MIN_VALUE, MAX_RATE, false);
+  if (input.rate !== undefined && input.rate !== null && (rate as number) <= 0) {
+    throw new ValidationError('rate must be above 0', { field: 'rate' });
+  }
+  const burst = optionalNumber(input.burst, 'burst', 1, MAX_BURST, true);
+  const maxConcurrency = optionalNumber(input.maxConcurrency, 'max_concurrency', 1, MAX_CONCURRENCY, true);
+  if ((rate === null) !== (burst === null)) {
+    throw new ValidationError(rate === null ? 'burst needs a rate' : 'rate needs a burst', {
+      field: rate === null ? 'rate' : 'burst',
+    });
+  }
+  if (rate === null && maxConcurrency === null) {
+    throw new ValidationError('a limit needs a rate and burst, a max_concurrency, or both', { field: 'rate' });
+  }
+  return { rate, burst, maxConcurrency };
+}
+
+/** The key of a tenant's own limit. */
+export function tenantKey(tenantId: string): string {
+  return `${TENANT_KEY_PREFIX}${tenantId}`;
+}
+
+/** The key of a job's own gate. */
+export function jobKey(jobId: string): string {
+  return `${JOB_KEY_PREFIX}${jobId}`;
+}
+
+/** A job's own cap: `max_concurrency`, and 1 for an overlap policy other than `allow`; null: none. */
+export function jobCap(job: { overlap: OverlapPolicy; maxConcurrency: number | null }): number | null {
+  if (job.overlap === 'allow') return job.maxConcurrency;
+  return 1;
+}
+
+/** Tokens in a bucket `elapsedMs` after it held `tokens`: refilled at `rate`, at most `burst`. */
+export function tokensAfter(l: { rate: number; burst: number; tokens: number }, elapsedMs: number): number {
+  return Math.min(l.burst, l.tokens + (l.rate * Math.max(0, elapsedMs)) / 1000);
+}
+
+/** How long until a bucket holding `tokens` has a whole one, ms (0 when it has). */
+export function msUntilToken(l: { rate: number; tokens: number }): number {
+  return l.tokens >= 1 ? 0 : Math.ceil(((1 - l.tokens) / l.rate) * 1000);
+}
