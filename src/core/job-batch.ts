@@ -85,3 +85,12 @@ export function pastOneShotError(job: ValidJob, atMs: number): ValidationError {
     index: job.index,
   });
 }
+
+/** The error for a job that names a limit its tenant has not defined (`PUT /v1/limits/{key}`). */
+export function unknownLimitError(job: ValidJob, key: string): ValidationError {
+  const i = job.spec.limits.indexOf(key);
+  return new ValidationError(
+    `${named(job)}limits[${i}]: no limit "${key}" is defined (PUT /v1/limits/${key} first)`,
+    job.index === undefined ? { field: `limits[${i}]` } : { field: `limits[${i}]`, index: job.index },
+  );
+}

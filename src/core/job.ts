@@ -8,6 +8,8 @@ import { ValidationError } from './errors.js';
 import { answerOf, type Field } from './fields/field.js';
 import {
   JOB_FIELDS,
+  JOB_KEY_PREFIX,
+  TENANT_KEY_PREFIX,
   type JobDefinitionJson,
   type JobField,
   type JobInputFields,
@@ -178,11 +180,34 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
       checked.schedule = schedule.source;
     }
   }
+  checkBacklogFields(checked as Record<JobField, unknown>);
   // The spec's keys in the table's order, whatever order they were checked in.
   const spec = Object.fromEntries(PROPERTIES.map((p) => [p, checked[p]])) as unknown as JobSpec;
   const result = { spec, schedule: schedule as Schedule };
   validated.add(result);
   return result;
+}
+
+/**
+ * Overlap `skip` or `queue` lets one run of the job run at a time: a `max_concurrency` above 1
+ * would say otherwise, so it is refused. A job lists named limits only (`checkJobLimitKeys`).
+ */
+function checkBacklogFields(checked: Record<JobField, unknown>): void {
+  const cap = checked.maxConcurrency as number | null;
+  if (checked.overlap !== 'allow' && cap !== null && cap > 1) {
+    throw new ValidationError(
+      `max_concurrency ${cap} contradicts overlap "${checked.overlap}", which runs one at a time`,
+      { field: 'max_concurrency' },
+    );
+  }
+  for (const [i, k] of (checked.limits as string[]).entries()) {
+    if (k.startsWith(JOB_KEY_PREFIX) || k.startsWith(TENANT_KEY_PREFIX)) {
+      throw new ValidationError(
+        `limits[${i}] "${k}": a job lists named limits; its tenant's limit and its own cap apply without being listed`,
+        { field: `limits[${i}]` },
+      );
+    }
+  }
 }
 
 /** The results of `validateJob`, by identity. */

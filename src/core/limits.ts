@@ -10,19 +10,14 @@
  * A gate without a row in the store lets everything through.
  */
 import { ValidationError } from './errors.js';
-import { MAX_CONCURRENCY, OVERLAP_POLICIES } from './fields/job.js';
+import { JOB_KEY_PREFIX, MAX_CONCURRENCY, OVERLAP_POLICIES, TENANT_KEY_PREFIX } from './fields/job.js';
 import { validateId } from './job.js';
 
-export { MAX_CONCURRENCY, MAX_JOB_LIMITS, OVERLAP_POLICIES } from './fields/job.js';
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** Largest rate (tokens per second) and burst of a limit. */
 export const MAX_RATE = 1_000_000;
 export const MAX_BURST = 1_000_000;
 
-/** The prefix of the key of a tenant's own limit (`tenant:<id>`). */
-export const TENANT_KEY_PREFIX = 'tenant:';
-/** The prefix of the key of a job's own gate (`job:<id>`), which only the job writes. */
-export const JOB_KEY_PREFIX = 'job:';
 
 /** What an operator gives to define a limit (`PUT /v1/limits/{key}`). */
 export interface LimitInput {
@@ -70,18 +65,6 @@ export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): 
     });
   }
   return k;
-}
-
-/** The keys a job may list: named limits only (its tenant's and its own gates apply anyway). */
-export function checkJobLimitKeys(keys: readonly string[], what = 'limits'): void {
-  for (const [i, k] of keys.entries()) {
-    if (k.startsWith(JOB_KEY_PREFIX) || k.startsWith(TENANT_KEY_PREFIX)) {
-      throw new ValidationError(
-        `${what}[${i}] "${k}": a job lists named limits; its tenant's limit and its own cap apply without being listed`,
-        { field: `${what}[${i}]` },
-      );
-    }
-  }
 }
 
 function optionalNumber(value: unknown, field: string, min: number, max: number, integer: boolean): number | null {

@@ -15,6 +15,10 @@ export const OVERLAP_POLICIES = ['allow', 'skip', 'queue'] as const;
 export const MAX_CONCURRENCY = 100_000;
 /** Most named limits one job may list. */
 export const MAX_JOB_LIMITS = 16;
+/** The prefix of the key of a tenant's own limit (`tenant:<id>`). */
+export const TENANT_KEY_PREFIX = 'tenant:';
+/** The prefix of the key of a job's own gate (`job:<id>`), which only the job writes. */
+export const JOB_KEY_PREFIX = 'job:';
 /** Longest serialised payload, bytes: 64 KiB. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 /** Largest `misfire_threshold_seconds` a job may set: a day. */
