@@ -9,11 +9,11 @@ import { answerOf, type Field } from './fields/field.js';
 import {
   JOB_FIELDS,
   JOB_KEY_PREFIX,
-  TENANT_KEY_PREFIX,
   type JobDefinitionJson,
   type JobField,
   type JobInputFields,
   type JobSpecFields,
+  TENANT_KEY_PREFIX,
 } from './fields/job.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
@@ -228,7 +228,8 @@ export function definitionHash(spec: JobSpec): string {
   const hashed: Record<string, unknown> = { ...spec };
   for (const property of PROPERTIES) {
     const f: Field = JOB_FIELDS[property];
-    if (f.hashedOnlyWhenSet && stableJson(hashed[property]) === stableJson(f.default)) delete hashed[property];
+    if (f.hashedOnlyWhenSet && stableJson(hashed[property]) === stableJson(f.default))
+      delete hashed[property];
   }
   return createHash('sha256').update(stableJson(hashed)).digest('hex');
 }

@@ -10,14 +10,13 @@
  * A gate without a row in the store lets everything through.
  */
 import { ValidationError } from './errors.js';
-import { JOB_KEY_PREFIX, MAX_CONCURRENCY, OVERLAP_POLICIES, TENANT_KEY_PREFIX } from './fields/job.js';
+import { JOB_KEY_PREFIX, MAX_CONCURRENCY, type OVERLAP_POLICIES, TENANT_KEY_PREFIX } from './fields/job.js';
 import { validateId } from './job.js';
 
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** Largest rate (tokens per second) and burst of a limit. */
 export const MAX_RATE = 1_000_000;
 export const MAX_BURST = 1_000_000;
-
 
 /** What an operator gives to define a limit (`PUT /v1/limits/{key}`). */
 export interface LimitInput {
@@ -55,9 +54,12 @@ export interface Limit extends LimitSpec {
 export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): string {
   const k = validateId(key, what);
   if (k.startsWith(JOB_KEY_PREFIX)) {
-    throw new ValidationError(`${what} "${k}": keys starting with "${JOB_KEY_PREFIX}" are a job's own (max_concurrency, overlap)`, {
-      field: what,
-    });
+    throw new ValidationError(
+      `${what} "${k}": keys starting with "${JOB_KEY_PREFIX}" are a job's own (max_concurrency, overlap)`,
+      {
+        field: what,
+      },
+    );
   }
   if (k.startsWith(TENANT_KEY_PREFIX) && k !== tenantKey(tenantId)) {
     throw new ValidationError(`${what} "${k}": the only tenant key here is "${tenantKey(tenantId)}"`, {
@@ -67,17 +69,29 @@ export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): 
   return k;
 }
 
-function optionalNumber(value: unknown, field: string, min: number, max: number, integer: boolean): number | null {
+function optionalNumber(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+  integer: boolean,
+): number | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
-      field,
-    });
+    throw new ValidationError(
+      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
+      {
+        field,
+      },
+    );
   }
   if (value < min || value > max) {
-    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
-      field,
-    });
+    throw new ValidationError(
+      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
+      {
+        field,
+      },
+    );
   }
   return value;
 }
@@ -102,7 +116,9 @@ export function validateLimit(input: LimitInput): LimitSpec {
     });
   }
   if (rate === null && maxConcurrency === null) {
-    throw new ValidationError('a limit needs a rate and burst, a max_concurrency, or both', { field: 'rate' });
+    throw new ValidationError('a limit needs a rate and burst, a max_concurrency, or both', {
+      field: 'rate',
+    });
   }
   return { rate, burst, maxConcurrency };
 }

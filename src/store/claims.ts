@@ -106,7 +106,7 @@ export async function claimRuns(db: Queryable, p: ClaimParams & { leaseMs: numbe
     if (again.length > 0) return again;
   }
   try {
-    const { rows } = await db.query(R.runClaim, [
+    const { rows } = await db.query(C.runClaim, [
       p.pool,
       checkInstant(p.now, 'now'),
       p.max,

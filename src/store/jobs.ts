@@ -14,6 +14,7 @@ import {
   pastOneShotError,
   type Schedule,
   shardOf,
+  unknownLimitError,
   ValidationError,
   type ValidJob,
   validateId,
@@ -63,6 +64,21 @@ async function checkPastOneShots(
   }
 }
 
+/** Refuses the batch when a job names a limit its tenant has not defined. */
+async function checkLimitKeys(
+  db: Queryable,
+  p: { tenantId: string; jobs: readonly ValidJob[] },
+): Promise<void> {
+  const keys = [...new Set(p.jobs.flatMap((j) => j.spec.limits))];
+  if (keys.length === 0) return;
+  const { rows } = await db.query(J.limitKeysDefined, [p.tenantId, keys]);
+  const defined = new Set(rows.map((r) => r.key as string));
+  for (const job of p.jobs) {
+    const missing = job.spec.limits.find((k) => !defined.has(k));
+    if (missing !== undefined) throw unknownLimitError(job, missing);
+  }
+}
+
 /**
  * Creates or updates up to `MAX_BULK_JOBS` jobs in one statement, all or nothing. `withJobs`: each
  * change also carries the job's row (an unchanged job's is read by one more statement).
@@ -81,6 +97,7 @@ export async function upsertJobs(
   const now = checkInstant(p.now, 'now');
   checkJobBatch(p.jobs);
   await checkPastOneShots(db, { tenantId, jobs: p.jobs, now: p.now });
+  await checkLimitKeys(db, { tenantId, jobs: p.jobs });
   const rows = p.jobs.map((job) => jobRow({ tenantId, job, now: p.now, shardCount: p.shardCount }));
   const written = await db.query(p.withJobs ? J.jobUpsert : J.jobUpsertIds, [
     tenantId,

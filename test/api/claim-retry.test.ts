@@ -13,7 +13,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { CLAIM_RETRIES, HttpLeaseSource } from '../../src/client/index.js';
 import type { ClaimedRun } from '../../src/store/index.js';
-import * as R from '../../src/store/queries/runs.js';
+import * as C from '../../src/store/queries/claims.js';
 import { Worker } from '../../src/worker/index.js';
 import { LEASE_TOO_SHORT } from '../../src/worker/worker.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
@@ -161,7 +161,7 @@ test.each([
     // disconnects now, and the route sees its connection closed before it sends the answer.
     pauseAfter(
       db.pool,
-      (sql) => sql === R.runClaim,
+      (sql) => sql === C.runClaim,
       async () => {
         gone.abort();
         await until(() => closed > 0, 'the server to see the client go');

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { FakeClock, seededRandom } from '../../src/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../src/store/index.js';
 import { MIGRATIONS_DIR } from '../../src/store/migrate.js';
+import * as C from '../../src/store/queries/claims.js';
 import * as R from '../../src/store/queries/runs.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { job, runRow, uniqueId, upsertJob } from '../setup/factories.js';
@@ -21,6 +22,11 @@ beforeAll(async () => {
 afterAll(() => db.teardown());
 
 const LEASE_MS = 30_000;
+/** Every migration's number, from the files. */
+const MIGRATIONS = readdirSync(MIGRATIONS_DIR)
+  .filter((f) => /^\d{4}_.*\.sql$/.test(f))
+  .map((f) => Number(f.slice(0, 4)))
+  .sort((a, b) => a - b);
 
 /** Registers a job in `tenantId` and triggers one run per slot; returns the run ids in slot order. */
 async function runsOf(tenantId: string, slots: number[], overrides: Parameters<typeof job>[0] = {}) {
@@ -216,7 +222,7 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
       const client = await db.pool.connect();
       try {
         await client.query('BEGIN');
-        const { rows } = await client.query(`EXPLAIN (COSTS OFF) ${R.runClaim}`, [
+        const { rows } = await client.query(`EXPLAIN (COSTS OFF) ${C.runClaim}`, [
           'default',
           new Date(db.clock.nowMs()),
           10,
@@ -236,7 +242,7 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
     };
     const all = await explain(null);
     expect(all).toMatch(/Scan.* on run_queue\b/);
-    expect(all).not.toMatch(/tenant_id/);
+    expect(all).not.toMatch(/tenant_id = ANY/);
     expect(await explain(['a', 'b'])).toMatch(/Filter: .*tenant_id = ANY \('\{a,b\}'::text\[\]\)/);
   });
 });
@@ -386,7 +392,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       );
 
       // 0007 and every later migration.
-      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11, 12]);
+      expect(await migrate(pool)).toEqual(MIGRATIONS.filter((v) => v >= 7));
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });

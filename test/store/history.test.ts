@@ -240,7 +240,7 @@ describe('dead-letter view and counts', () => {
     await trigger(tenantId, j, [now - 500]);
 
     const partial = await db.store.countRuns({ tenantId });
-    expect(partial).toEqual({ pending: 2, running: 1, succeeded: 1, dead: 0, cancelled: 0 });
+    expect(partial).toEqual({ pending: 2, running: 1, succeeded: 1, dead: 0, cancelled: 0, skipped: 0 });
     expect(Object.keys(partial).sort()).toEqual([...RUN_STATES].sort());
 
     // Now all five: one dead, and two cancelled by deleting a job with pending runs.
@@ -260,6 +260,7 @@ describe('dead-letter view and counts', () => {
       succeeded: 1,
       dead: 1,
       cancelled: 2,
+      skipped: 0,
     });
 
     expect(await db.store.countRuns({ tenantId: uniqueId('t-count-empty') })).toEqual({

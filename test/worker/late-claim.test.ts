@@ -10,7 +10,7 @@ import pino from 'pino';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { FakeClock } from '../../src/core/index.js';
 import type { ClaimedRun } from '../../src/store/index.js';
-import * as R from '../../src/store/queries/runs.js';
+import * as C from '../../src/store/queries/claims.js';
 import { LEASE_TOO_SHORT, START_MARGIN_MS, Worker } from '../../src/worker/worker.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once } from '../setup/events.js';
@@ -59,7 +59,7 @@ function lateWorker(clock: FakeClock, pollIntervalMs = 3_600_000, oneClaim = fal
   return { worker, calls };
 }
 
-const isClaim = (sql: string) => sql === R.runClaim;
+const isClaim = (sql: string) => sql === C.runClaim;
 
 test('a claim answered after its lease expired (and the run was reaped and run elsewhere) starts nothing', async () => {
   const clock = new FakeClock(T0);

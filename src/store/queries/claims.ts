@@ -3,7 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
+import { enqueue, giveBack, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
 /**
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
@@ -41,13 +41,161 @@ WITH live AS (
   FOR NO KEY UPDATE
 ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
 ), ended AS (
-  SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
-    r.attempt AS ended_attempt, m.worker_id AS lease_owner,
+  SELECT r.run_id, m.lease_token, r.tenant_id, r.job_id, r.pool, r.handler, r.priority, r.available_at,
+    r.sort_key, r.gates, r.attempt AS ended_attempt, m.worker_id AS lease_owner,
     ${startOf('m.claimed_at', 'NULL::timestamptz', 'r.available_at', '$3')} AS started_at, m.claimed_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
   FROM members m JOIN runs r ON r.run_id = m.run_id
   WHERE r.state = 'pending'
 ), queued AS (${enqueue('ended')}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-)
+), ${giveBack('$3::timestamptz')}
 SELECT run_id FROM ended`;
+
+/**
+ * The gates a run of the queue row `q` passes: its tenant's (`<t>/tenant:<t>`), its job's own
+ * (`<t>/job:<j>`) and the named limits it took from its job (`q.gates`). A gate without a row in
+ * `limits` lets everything through.
+ */
+const gateSet = (q: string) =>
+  `(ARRAY[${q}.tenant_id || '/tenant:' || ${q}.tenant_id, ${q}.tenant_id || '/job:' || ${q}.job_id] || COALESCE(${q}.gates, '{}'))`;
+
+/** Tokens in a limit's bucket (`l`) at $2, refilled by arithmetic: min(burst, tokens + rate × Δt). */
+const tokensNow = (l: string) =>
+  `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM ($2::timestamptz - ${l}.refilled_at))))`;
+
+/**
+ * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and
+ * tenants, and none of whose gates is known to be exhausted (`exhausted e`, read unlocked: a gate
+ * that filled since is caught by the locked check, one that freed since waits for the next claim).
+ */
+const claimable = `q.pool = $1 AND q.available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
+    AND ($6::text[] IS NULL OR q.handler = ANY($6::text[]))
+    AND ($7::text IS NULL OR q.tenant_id = $7)
+    AND ($10::text[] IS NULL OR q.tenant_id = ANY($10::text[]))
+    AND (cardinality(e.gates) = 0 OR NOT (${gateSet('q')} && e.gates))`;
+
+/** The most tenants one claim looks at for their first ready run (the fair share's reach). */
+export const MAX_FAIR_TENANTS = 1000;
+
+/**
+ * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
+ * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
+ * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
+ *
+ * The claim, in one statement, so that limits, caps and leases agree under any number of claimers:
+ * 1. `exhausted`: the gates out of tokens or slots now (unlocked; `skip` gates stay in view, so
+ *    the runs they would overlap can be dropped).
+ * 2. Candidates, locked with SKIP LOCKED (the LIMIT … SKIP LOCKED selects sit in CTEs, which run
+ *    once, where a subquery in IN (…) may be re-run and take more): the first ready run of each
+ *    tenant (`heads`, a skip scan over run_queue_tenants, up to MAX_FAIR_TENANTS tenants; the $3
+ *    oldest by sort key), and the $3 first ready runs overall.
+ * 3. Fair order: a tenant's first candidate before anyone's second (`turn`), then `sort_key`; so
+ *    a batch holds one run of each of up to $3 tenants before a second of any.
+ * 4. The gates of the candidates with a row in `limits`, locked in gate order (every statement
+ *    that writes limits locks them in this order, so none deadlock). On each gate, candidates in
+ *    fair order fit while their rank is within its room: whole tokens and free slots.
+ *    A candidate of a `skip` job whose slot arrived while the job's run was running (after that
+ *    run's start, and before its end or still running) is dropped: state `skipped`.
+ * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
+ *    and slots (recorded in `run_holds`, given back when the attempt ends), one update per gate.
+ * 6. One claim row per lease length, with the claim id and tenant. A claim id that another claim
+ *    row of the same lease length has fails the statement on run_claims_claim_id (nothing is
+ *    taken): the caller answers that claim.
+ */
+export const runClaim = `
+WITH RECURSIVE exhausted AS MATERIALIZED (
+  SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
+    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1
+    UNION
+    SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
+  ) x
+), heads AS (
+  (SELECT q.tenant_id, q.run_id, q.sort_key, 1 AS depth FROM run_queue q, exhausted e
+   WHERE ${claimable} ORDER BY q.tenant_id, q.sort_key LIMIT 1)
+  UNION ALL
+  SELECT n.tenant_id, n.run_id, n.sort_key, h.depth + 1 FROM heads h CROSS JOIN LATERAL (
+    SELECT q.tenant_id, q.run_id, q.sort_key FROM run_queue q, exhausted e
+    WHERE ${claimable} AND q.tenant_id > h.tenant_id ORDER BY q.tenant_id, q.sort_key LIMIT 1
+  ) n
+  WHERE h.depth < ${MAX_FAIR_TENANTS}
+), first_of_tenants AS (
+  SELECT q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at FROM run_queue q
+  WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM heads ORDER BY sort_key LIMIT $3))
+  FOR UPDATE SKIP LOCKED
+), first_overall AS (
+  SELECT q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at FROM run_queue q, exhausted e
+  WHERE ${claimable}
+  ORDER BY q.sort_key
+  LIMIT $3
+  FOR UPDATE OF q SKIP LOCKED
+), ordered AS (
+  SELECT c.*, row_number() OVER (ORDER BY c.turn, c.sort_key, c.run_id) AS pos FROM (
+    SELECT u.*, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
+    FROM (SELECT * FROM first_of_tenants UNION SELECT * FROM first_overall) u
+  ) c
+), candidate_gates AS (
+  SELECT o.run_id, o.pos, g.gate FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
+), lim AS MATERIALIZED (
+  SELECT l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
+    CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
+  FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
+  ORDER BY l.gate
+  FOR NO KEY UPDATE
+), gate_turns AS (
+  SELECT cg.run_id, l.overlap, l.in_use, l.busy_from, l.freed_at,
+    row_number() OVER (PARTITION BY l.gate ORDER BY cg.pos) AS rank,
+    LEAST(COALESCE(floor(l.tokens), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647)) AS room
+  FROM candidate_gates cg JOIN lim l ON l.gate = cg.gate
+), verdict AS (
+  SELECT o.run_id, o.pos,
+    COALESCE(bool_and(t.rank <= t.room), true) AS fits,
+    COALESCE(bool_or(t.overlap = 'skip' AND o.available_at > t.busy_from
+      AND (t.in_use > 0 OR o.available_at <= t.freed_at)), false) AS overlapped
+  FROM ordered o LEFT JOIN gate_turns t ON t.run_id = o.run_id
+  GROUP BY o.run_id, o.pos, o.available_at
+), chosen AS (
+  SELECT run_id FROM verdict WHERE fits AND NOT overlapped ORDER BY pos LIMIT $3
+), taken AS (
+  -- By primary key: as a join with \`chosen\`, the planner may hash-join a scan of the whole queue.
+  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
+  RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at
+), dropped AS (
+  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM verdict WHERE overlapped))
+  RETURNING q.run_id
+), skipped AS (
+  UPDATE runs r SET state = 'skipped', finished_at = $2, parked = 'skipped',
+    last_error = 'overlap skip: the slot arrived while an earlier run of the job was running'
+  FROM dropped d WHERE r.run_id = d.run_id AND r.state = 'pending'
+), taken_gates AS (
+  SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy
+  FROM taken t CROSS JOIN LATERAL unnest(${gateSet('t')}) AS g(gate)
+  WHERE g.gate IN (SELECT gate FROM lim)
+), spent AS (
+  UPDATE limits l SET
+    tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
+    refilled_at = GREATEST(l.refilled_at, $2),
+    in_use = l.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
+    busy_from = u.busy
+  FROM (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) u
+  WHERE l.gate = u.gate
+), holds AS (
+  INSERT INTO run_holds (run_id, gate)
+  SELECT tg.run_id, tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
+  ON CONFLICT DO NOTHING
+), held AS (
+  SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
+    r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
+    COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
+  FROM taken t JOIN runs r ON r.run_id = t.run_id
+), claims AS (
+  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
+  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
+    $9::uuid, $7::text
+  FROM held GROUP BY lease_ms
+  RETURNING lease_token, lease_ms, lease_expires_at
+)
+SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt, h.max_attempts,
+  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
+FROM held h JOIN claims c ON c.lease_ms = h.lease_ms
+ORDER BY h.sort_key`;

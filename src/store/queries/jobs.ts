@@ -27,8 +27,11 @@ const read = (c: string) => (c === 'payload' ? `COALESCE(j.payload, 'null')` : `
  * or timezone takes the freshly computed `next_run_at`; otherwise the job keeps its own. One
  * statement for the whole batch (the job ids must differ). `RETURNING` is the caller's:
  * `jobUpsert` answers each written job's row, `jobUpsertIds` only its id.
+ * A written job with a cap (`max_concurrency`, or overlap `skip`/`queue`: 1) keeps its own gate,
+ * the `limits` row `job:<id>` (created with the slots its runs already hold); one without has none.
  */
 const upsert = (returning: string) => `
+WITH written AS (
 INSERT INTO jobs (tenant_id, created_at, updated_at, ${names.join(', ')})
 SELECT $1, $3, $3, ${names.map(read).join(', ')}
 FROM jsonb_to_recordset($2::jsonb) AS j(${UPSERT_COLUMNS.map((c) => `${c.column} ${c.pgType}`).join(', ')})
@@ -41,7 +44,23 @@ ON CONFLICT (tenant_id, job_id) DO UPDATE SET
                      THEN jobs.next_run_at ELSE EXCLUDED.next_run_at END,
   version = jobs.version + 1, updated_at = EXCLUDED.updated_at
 WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
-RETURNING ${returning}`;
+RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overlap AS g_overlap,
+  CASE WHEN overlap = 'allow' THEN max_concurrency ELSE 1 END AS g_cap
+), gated AS (
+  INSERT INTO limits (tenant_id, key, max_concurrency, overlap, in_use, refilled_at, created_at, updated_at)
+  SELECT w.g_tenant, w.g_key, w.g_cap, NULLIF(w.g_overlap, 'allow'),
+    (SELECT count(*) FROM run_holds h WHERE h.gate = w.g_tenant || '/' || w.g_key), $3, $3, $3
+  FROM written w WHERE w.g_cap IS NOT NULL
+  ON CONFLICT (tenant_id, key) DO UPDATE SET max_concurrency = EXCLUDED.max_concurrency,
+    overlap = EXCLUDED.overlap, updated_at = EXCLUDED.updated_at
+), ungated AS (
+  DELETE FROM limits l USING written w
+  WHERE w.g_cap IS NULL AND l.tenant_id = w.g_tenant AND l.key = w.g_key
+)
+SELECT * FROM written`;
+
+/** $1 tenant, $2 keys. The named limits of these keys the tenant has defined. */
+export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
 
 export const jobUpsert = upsert(`${JOB_COLUMNS}, (xmax = 0) AS inserted`);
 export const jobUpsertIds = upsert('job_id, (xmax = 0) AS inserted');
@@ -74,8 +93,11 @@ UPDATE jobs SET enabled = true, next_run_at = $4, updated_at = $3
 WHERE tenant_id = $1 AND job_id = $2 AND NOT enabled
 RETURNING ${JOB_COLUMNS}`;
 
-/** $1 tenant, $2 job */
-export const jobDelete = `DELETE FROM jobs WHERE tenant_id = $1 AND job_id = $2 RETURNING job_id`;
+/** $1 tenant, $2 job. The job goes with its own gate (`job:<id>`), if it had one. */
+export const jobDelete = `
+WITH deleted AS (DELETE FROM jobs WHERE tenant_id = $1 AND job_id = $2 RETURNING job_id),
+ungated AS (DELETE FROM limits WHERE tenant_id = $1 AND key = 'job:' || $2 AND EXISTS (SELECT 1 FROM deleted))
+SELECT job_id FROM deleted`;
 
 /**
  * $1 horizon (now + lookahead), $2 batch size, $3 shard ids (null: all).

@@ -9,6 +9,12 @@
  * through the `run_states` view, which shows a pending run that a claim lists as running.
  */
 
+/**
+ * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
+ * tick or write. Polling stays the source of truth; a lost notification only costs a poll.
+ */
+export const RUNS_CHANNEL = 'tock_runs';
+
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
   payload, pool, priority, available_at, lease_owner, lease_expires_at, last_error, created_at,
   started_at, finished_at, claimed_at`;
@@ -19,10 +25,20 @@ export const WRITTEN_COLUMNS = RUN_COLUMNS.replace(
   'NULL::timestamptz AS lease_expires_at',
 );
 
-/** Queues the runs a CTE named `src` returned (run_id, tenant_id, pool, handler, priority, available_at, sort_key). */
+/**
+ * Queues the runs a CTE named `src` returned (run_id, tenant_id, job_id, pool, handler, priority,
+ * available_at, sort_key, gates).
+ */
 export const enqueue = (src: string, where = 'true') => `
-  INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key)
-  SELECT run_id, tenant_id, pool, handler, priority, available_at, sort_key FROM ${src} WHERE ${where}`;
+  INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates)
+  SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM ${src} WHERE ${where}`;
+
+/**
+ * The gates of the named limits a job (the row `j`) lists, as a new run of it takes them
+ * (`<tenant>/<key>`), or null when it lists none.
+ */
+export const gatesOf = (j: string) =>
+  `NULLIF(ARRAY(SELECT ${j}.tenant_id || '/' || k FROM unnest(${j}.limits) AS k), '{}')`;
 
 /**
  * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
@@ -69,6 +85,24 @@ const LIVE_MEMBERS = `
   )`;
 
 /**
+ * Gives back the concurrency slots the runs a CTE named `ended` (run_id) held (`run_holds`), for
+ * $now: `freed` deletes the holds, `freeing` locks their limits in gate order (the order a claim
+ * locks them in, so the two never deadlock), `given_back` lowers `in_use` and stamps `freed_at`,
+ * and wakes idle claimers (`pg_notify`, once per transaction) when it gave anything back.
+ */
+export const giveBack = (now: string) => `
+  freed AS (
+    DELETE FROM run_holds h WHERE h.run_id IN (SELECT run_id FROM ended) RETURNING h.gate
+  ), freeing AS (
+    SELECT l.gate FROM limits l WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
+  ), given_back AS (
+    UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
+    FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
+    RETURNING pg_notify('${RUNS_CHANNEL}', '')
+  )`;
+
+/**
  * When an attempt started: the handler's start the worker reported (`reported`, or null), kept
  * within [the later of the claim and `available_at`, the attempt's end] — a worker's word is
  * trusted no further (a run claimed ahead of its slot cannot have started before it); unreported
@@ -102,14 +136,15 @@ export const recordEnded = (finishedAt: string, where = 'true') => `
 export const runInsertSlots = `
 WITH inserted AS (
   INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
+    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at, gates)
   SELECT j.tenant_id, j.job_id, v.slot, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
-    j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, v.available_at, v.sort_key, $5
+    j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, v.available_at, v.sort_key, $5,
+    ${gatesOf('j')}
   FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $6::timestamptz[])
     AS v(tenant_id, job_id, slot, sort_key, available_at)
   JOIN jobs j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
   ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
-  RETURNING run_id, tenant_id, job_id, scheduled_for, pool, handler, priority, available_at, sort_key
+  RETURNING run_id, tenant_id, job_id, scheduled_for, pool, handler, priority, available_at, sort_key, gates
 ), queued AS (${enqueue('inserted')}
 )
 SELECT run_id, tenant_id, job_id, scheduled_for FROM inserted`;
@@ -131,46 +166,6 @@ SELECT r.attempt, r.lease_owner, r.started_at, r.claimed_at,
   CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, NULL, r.output
 FROM run_states r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
 ORDER BY attempt, started_at`;
-
-/**
- * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
- * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
- * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
- * The claim: takes up to $3 queue rows (the LIMIT … SKIP LOCKED select sits in a CTE, which runs
- * once, where a subquery in IN (…) may be re-run and take more) and writes one claim row per lease
- * length, with the claim id and tenant. A claim id that another claim row of the same lease length
- * has fails the statement on run_claims_claim_id (nothing is taken): the caller answers that claim.
- */
-export const runClaim = `
-WITH picked AS (
-  SELECT run_id FROM run_queue
-  WHERE pool = $1 AND available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
-    AND ($6::text[] IS NULL OR handler = ANY($6::text[]))
-    AND ($7::text IS NULL OR tenant_id = $7)
-    AND ($10::text[] IS NULL OR tenant_id = ANY($10::text[]))
-  ORDER BY sort_key
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED
-), taken AS (
-  -- By primary key: as a join with \`picked\`, the planner may hash-join a scan of the whole queue.
-  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM picked))
-  RETURNING q.run_id, q.sort_key
-), held AS (
-  SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
-    r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
-    COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
-  FROM taken t JOIN runs r ON r.run_id = t.run_id
-), claims AS (
-  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
-  SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
-    $9::uuid, $7::text
-  FROM held GROUP BY lease_ms
-  RETURNING lease_token, lease_ms, lease_expires_at
-)
-SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt, h.max_attempts,
-  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
-FROM held h JOIN claims c ON c.lease_ms = h.lease_ms
-ORDER BY h.sort_key`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null).
@@ -212,7 +207,7 @@ WITH given AS (
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
   RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id
-), ${unclaim}
+), ${unclaim}, ${giveBack('$3::timestamptz')}
 SELECT run_id, tenant_id, job_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
@@ -241,13 +236,13 @@ WITH live AS (
     parked = CASE WHEN $4 = 'dead' THEN 'dead' END
   FROM live l
   WHERE r.run_id = $1 AND r.state = 'pending'
-  RETURNING r.run_id, r.lease_token, r.attempt, r.available_at, r.tenant_id, r.pool, r.handler, r.priority,
-    r.sort_key, r.state,
+  RETURNING r.run_id, r.lease_token, r.attempt, r.available_at, r.tenant_id, r.job_id, r.pool, r.handler,
+    r.priority, r.sort_key, r.gates, r.state,
     r.attempt - CASE WHEN $4 = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
     r.claimed_at, 'failed'::text AS outcome, $7::text AS error, $10::text AS error_stack, $8::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-)
+), ${giveBack('$3::timestamptz')}
 SELECT attempt, available_at FROM ended`;
 
 /**
@@ -261,8 +256,8 @@ WITH given AS (
   SELECT v.run_id, v.lease_token, to_timestamp(v.started_ms / 1000) AS started
   FROM unnest($1::uuid[], $2::uuid[], $6::float8[]) AS v(run_id, lease_token, started_ms)
 ), ${LIVE_MEMBERS}, ended AS (
-  SELECT r.run_id, m.lease_token, r.tenant_id, r.pool, r.handler, r.priority, r.available_at, r.sort_key,
-    r.attempt AS ended_attempt, m.worker_id AS lease_owner,
+  SELECT r.run_id, m.lease_token, r.tenant_id, r.job_id, r.pool, r.handler, r.priority, r.available_at,
+    r.sort_key, r.gates, r.attempt AS ended_attempt, m.worker_id AS lease_owner,
     ${startOf('m.claimed_at', 'g.started', 'r.available_at', '$3')} AS started_at, m.claimed_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
@@ -270,7 +265,7 @@ WITH given AS (
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
 ), queued AS (${enqueue('ended')}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-)
+), ${giveBack('$3::timestamptz')}
 SELECT run_id FROM ended`;
 
 /**
@@ -314,13 +309,13 @@ WITH given AS (
   FROM held h
   WHERE r.run_id = h.run_id AND r.state = 'pending'
   RETURNING r.run_id, r.lease_token, r.tenant_id, r.job_id, r.scheduled_for, r.state, r.attempt, r.pool, r.handler,
-    r.priority, r.available_at, r.sort_key, h.state IS NOT NULL AS reaped,
+    r.priority, r.available_at, r.sort_key, r.gates, h.state IS NOT NULL AS reaped,
     r.attempt - CASE WHEN h.state = 'pending' THEN 1 ELSE 0 END AS ended_attempt, r.lease_owner, r.started_at,
     r.claimed_at, 'lease_expired'::text AS outcome, 'lease expired'::text AS error, NULL::text AS error_stack,
     NULL::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), recorded AS (${recordEnded('$6::timestamptz', 'reaped')}
-)
+), ${giveBack('$6::timestamptz')}
 SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
 /**
@@ -334,7 +329,7 @@ WITH replayed AS (
     max_attempts = attempt + (max_attempts - first_attempt + 1), available_at = $3, sort_key = $4,
     finished_at = NULL, parked = NULL
   WHERE tenant_id = $1 AND run_id = $2 AND state = 'dead'
-  RETURNING ${WRITTEN_COLUMNS}, sort_key
+  RETURNING ${WRITTEN_COLUMNS}, sort_key, gates
 ), queued AS (${enqueue('replayed')}
 )
 SELECT ${RUN_COLUMNS} FROM replayed`;
@@ -354,21 +349,16 @@ FROM dequeued WHERE runs.run_id = dequeued.run_id`;
 export const runInsertOne = `
 WITH inserted AS (
   INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
-  SELECT tenant_id, job_id, $3, max_attempts, handler, payload, pool, priority,
-    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, $3, $4, $5
-  FROM jobs WHERE tenant_id = $1 AND job_id = $2
+    backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at, gates)
+  SELECT j.tenant_id, j.job_id, $3, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
+    j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, $3, $4, $5, ${gatesOf('j')}
+  FROM jobs j WHERE j.tenant_id = $1 AND j.job_id = $2
   ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
-  RETURNING ${WRITTEN_COLUMNS}, sort_key
+  RETURNING ${WRITTEN_COLUMNS}, sort_key, gates
 ), queued AS (${enqueue('inserted')}
 )
 SELECT ${RUN_COLUMNS} FROM inserted`;
 
-/**
- * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
- * tick or write. Polling stays the source of truth; a lost notification only costs a poll.
- */
-export const RUNS_CHANNEL = 'tock_runs';
 export const runNotify = `SELECT pg_notify('${RUNS_CHANNEL}', '')`;
 
 /** Reads the database's own clock (epoch ms) for the offset clock. */
