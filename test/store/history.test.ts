@@ -269,6 +269,7 @@ describe('dead-letter view and counts', () => {
       succeeded: 0,
       dead: 0,
       cancelled: 0,
+      skipped: 0,
     });
 
     const { rows } = await db.pool.query('SELECT state, count(*)::int AS n FROM run_states GROUP BY state');
