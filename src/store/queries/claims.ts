@@ -75,6 +75,9 @@ const claimable = `q.pool = $1 AND q.available_at <= $2::timestamptz + $8::int *
     AND ($10::text[] IS NULL OR q.tenant_id = ANY($10::text[]))
     AND (cardinality(e.gates) = 0 OR NOT (${gateSet('q')} && e.gates))`;
 
+/** The columns of a candidate (a locked row of `run_queue q`). */
+const CANDIDATE = 'q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at';
+
 /** The most tenants one claim looks at for their first ready run (the fair share's reach). */
 export const MAX_FAIR_TENANTS = 1000;
 
@@ -89,7 +92,10 @@ export const MAX_FAIR_TENANTS = 1000;
  * 2. Candidates, locked with SKIP LOCKED (the LIMIT … SKIP LOCKED selects sit in CTEs, which run
  *    once, where a subquery in IN (…) may be re-run and take more): the first ready run of each
  *    tenant (`heads`, a skip scan over run_queue_tenants, up to MAX_FAIR_TENANTS tenants; the $3
- *    oldest by sort key), and the $3 first ready runs overall.
+ *    oldest by sort key), and the $3 first ready runs overall. When these hold more runs of a gate
+ *    than it has room for (`saturated`, read unlocked), $3 more, of other gates only (`more`,
+ *    which does not scan at all otherwise): so a claim that skips limited runs still fills its
+ *    batch from the others.
  * 3. Fair order: a tenant's first candidate before anyone's second (`turn`), then `sort_key`; so
  *    a batch holds one run of each of up to $3 tenants before a second of any.
  * 4. The gates of the candidates with a row in `limits`, locked in gate order (every statement
@@ -120,19 +126,34 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   ) n
   WHERE h.depth < ${MAX_FAIR_TENANTS}
 ), first_of_tenants AS (
-  SELECT q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at FROM run_queue q
+  SELECT ${CANDIDATE} FROM run_queue q
   WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM heads ORDER BY sort_key LIMIT $3))
   FOR UPDATE SKIP LOCKED
 ), first_overall AS (
-  SELECT q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at FROM run_queue q, exhausted e
+  SELECT ${CANDIDATE} FROM run_queue q, exhausted e
   WHERE ${claimable}
+  ORDER BY q.sort_key
+  LIMIT $3
+  FOR UPDATE OF q SKIP LOCKED
+), first_pass AS (
+  SELECT * FROM first_of_tenants UNION SELECT * FROM first_overall
+), saturated AS MATERIALIZED (
+  SELECT COALESCE(array_agg(s.gate), '{}') AS gates FROM (
+    SELECT l.gate FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate)
+    JOIN limits l ON l.gate = g.gate
+    GROUP BY l.gate, l.max_concurrency, l.in_use, l.rate, l.burst, l.tokens, l.refilled_at
+    HAVING count(*) > LEAST(COALESCE(floor(${tokensNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
+  ) s
+), more AS (
+  SELECT ${CANDIDATE} FROM run_queue q, exhausted e, saturated s
+  WHERE cardinality(s.gates) > 0 AND ${claimable} AND NOT (${gateSet('q')} && s.gates)
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
 ), ordered AS (
   SELECT c.*, row_number() OVER (ORDER BY c.turn, c.sort_key, c.run_id) AS pos FROM (
     SELECT u.*, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
-    FROM (SELECT * FROM first_of_tenants UNION SELECT * FROM first_overall) u
+    FROM (SELECT * FROM first_pass UNION SELECT * FROM more) u
   ) c
 ), candidate_gates AS (
   SELECT o.run_id, o.pos, g.gate FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
@@ -142,18 +163,21 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
+), overlapping AS (
+  SELECT o.run_id, o.pos, COALESCE(bool_or(l.overlap = 'skip' AND o.available_at > l.busy_from
+      AND (l.in_use > 0 OR o.available_at <= l.freed_at)), false) AS overlapped
+  FROM ordered o LEFT JOIN candidate_gates cg ON cg.run_id = o.run_id LEFT JOIN lim l ON l.gate = cg.gate
+  GROUP BY o.run_id, o.pos
 ), gate_turns AS (
-  SELECT cg.run_id, l.overlap, l.in_use, l.busy_from, l.freed_at,
+  SELECT cg.run_id,
     row_number() OVER (PARTITION BY l.gate ORDER BY cg.pos) AS rank,
     LEAST(COALESCE(floor(l.tokens), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647)) AS room
   FROM candidate_gates cg JOIN lim l ON l.gate = cg.gate
+  WHERE cg.run_id IN (SELECT run_id FROM overlapping WHERE NOT overlapped)
 ), verdict AS (
-  SELECT o.run_id, o.pos,
-    COALESCE(bool_and(t.rank <= t.room), true) AS fits,
-    COALESCE(bool_or(t.overlap = 'skip' AND o.available_at > t.busy_from
-      AND (t.in_use > 0 OR o.available_at <= t.freed_at)), false) AS overlapped
-  FROM ordered o LEFT JOIN gate_turns t ON t.run_id = o.run_id
-  GROUP BY o.run_id, o.pos, o.available_at
+  SELECT o.run_id, o.pos, o.overlapped, COALESCE(bool_and(t.rank <= t.room), true) AS fits
+  FROM overlapping o LEFT JOIN gate_turns t ON t.run_id = o.run_id
+  GROUP BY o.run_id, o.pos, o.overlapped
 ), chosen AS (
   SELECT run_id FROM verdict WHERE fits AND NOT overlapped ORDER BY pos LIMIT $3
 ), taken AS (
