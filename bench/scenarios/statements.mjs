@@ -5,7 +5,8 @@
 // is at fillfactor 40 for that). The variants price that room: at fillfactor 100 the completion's
 // new row versions go to other pages and get entries in every index of runs.
 import { createPool, migrate } from '../../dist/store/index.js';
-import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
+import { runClaim } from '../../dist/store/queries/claims.js';
+import { runCompleteMany } from '../../dist/store/queries/runs.js';
 import { fmt, markdownTable, median, recreateDatabase, seedBacklog } from '../lib.mjs';
 
 const DATABASE = 'bench_statements';

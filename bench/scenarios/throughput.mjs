@@ -14,7 +14,8 @@ import { PgBoss } from 'pg-boss';
 import pino from 'pino';
 import { SystemClock } from '../../dist/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
-import { runClaim, runCompleteMany } from '../../dist/store/queries/runs.js';
+import { runClaim } from '../../dist/store/queries/claims.js';
+import { runCompleteMany } from '../../dist/store/queries/runs.js';
 import { Worker } from '../../dist/worker/index.js';
 import {
   closeBullQueue,
@@ -201,7 +202,7 @@ function bareSql({ connections, batch }) {
     name: 'sql-loop',
     label: `bare SQL loop, ${connections} conn × claim ${batch}`,
     database: 'bench_sql',
-    settings: { connections, batch, statements: 'runClaim + runCompleteMany (src/store/queries/runs.ts)' },
+    settings: { connections, batch, statements: 'runClaim (src/store/queries/claims.ts) + runCompleteMany (src/store/queries/runs.ts)' },
     async setup(databaseUrl) {
       url = databaseUrl;
       admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });

@@ -146,7 +146,7 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   ) s
 ), more AS (
   SELECT ${CANDIDATE} FROM run_queue q, exhausted e, saturated s
-  WHERE cardinality(s.gates) > 0 AND ${claimable} AND NOT (${gateSet('q')} && s.gates)
+  WHERE (SELECT cardinality(gates) FROM saturated) > 0 AND ${claimable} AND NOT (${gateSet('q')} && s.gates)
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
