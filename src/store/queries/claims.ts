@@ -156,36 +156,39 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
     FROM (SELECT * FROM first_pass UNION SELECT * FROM more) u
   ) c
 ), candidate_gates AS (
-  SELECT o.run_id, o.pos, g.gate FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
+  -- Only when some limit exists at all (a one-time filter): claims where no limit is defined
+  -- skip the gates entirely.
+  SELECT o.run_id, o.pos, o.available_at, g.gate
+  FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
+  WHERE (SELECT EXISTS (SELECT 1 FROM limits))
 ), lim AS MATERIALIZED (
   SELECT l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
     CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
-), overlapping AS (
-  SELECT o.run_id, o.pos, COALESCE(bool_or(l.overlap = 'skip' AND o.available_at > l.busy_from
-      AND (l.in_use > 0 OR o.available_at <= l.freed_at)), false) AS overlapped
-  FROM ordered o LEFT JOIN candidate_gates cg ON cg.run_id = o.run_id LEFT JOIN lim l ON l.gate = cg.gate
-  GROUP BY o.run_id, o.pos
-), gate_turns AS (
-  SELECT cg.run_id,
-    row_number() OVER (PARTITION BY l.gate ORDER BY cg.pos) AS rank,
-    LEAST(COALESCE(floor(l.tokens), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647)) AS room
+), gate_rows AS MATERIALIZED (
+  SELECT cg.run_id, cg.pos, cg.available_at, l.*
   FROM candidate_gates cg JOIN lim l ON l.gate = cg.gate
-  WHERE cg.run_id IN (SELECT run_id FROM overlapping WHERE NOT overlapped)
-), verdict AS (
-  SELECT o.run_id, o.pos, o.overlapped, COALESCE(bool_and(t.rank <= t.room), true) AS fits
-  FROM overlapping o LEFT JOIN gate_turns t ON t.run_id = o.run_id
-  GROUP BY o.run_id, o.pos, o.overlapped
+), overlapped AS (
+  SELECT DISTINCT run_id FROM gate_rows
+  WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at <= freed_at)
+), unfit AS (
+  SELECT DISTINCT t.run_id FROM (
+    SELECT g.run_id, row_number() OVER (PARTITION BY g.gate ORDER BY g.pos) AS rank,
+      LEAST(COALESCE(floor(g.tokens), 2147483647), COALESCE(g.max_concurrency - g.in_use, 2147483647)) AS room
+    FROM gate_rows g WHERE g.run_id NOT IN (SELECT run_id FROM overlapped)
+  ) t WHERE t.rank > t.room
 ), chosen AS (
-  SELECT run_id FROM verdict WHERE fits AND NOT overlapped ORDER BY pos LIMIT $3
+  SELECT o.run_id FROM ordered o
+  WHERE o.run_id NOT IN (SELECT run_id FROM unfit) AND o.run_id NOT IN (SELECT run_id FROM overlapped)
+  ORDER BY o.pos LIMIT $3
 ), taken AS (
   -- By primary key: as a join with \`chosen\`, the planner may hash-join a scan of the whole queue.
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
   RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at
 ), dropped AS (
-  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM verdict WHERE overlapped))
+  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
 ), skipped AS (
   UPDATE runs r SET state = 'skipped', finished_at = $2, parked = 'skipped',
