@@ -36,8 +36,12 @@ export function runJson(r: Run) {
   return answerOf(RUN_FIELDS, r);
 }
 
-export function runWithAttemptsJson(r: RunWithAttempts) {
-  return { ...runJson(r), attempts: r.attempts.map((a) => answerOf(ATTEMPT_FIELDS, a)) };
+export function runWithAttemptsJson(r: RunWithAttempts, waitingFor: string | null = null) {
+  return {
+    ...runJson(r),
+    waiting_for: waitingFor,
+    attempts: r.attempts.map((a) => answerOf(ATTEMPT_FIELDS, a)),
+  };
 }
 
 export function leasedRunJson(r: ClaimedRun) {

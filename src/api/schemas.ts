@@ -104,7 +104,16 @@ export const Attempt = Type.Object(answerProperties(ATTEMPT_FIELDS));
 
 export const Run = Type.Object(answerProperties(RUN_FIELDS), {});
 
-export const RunWithAttempts = Type.Object({ ...Run.properties, attempts: Type.Array(Attempt) });
+export const RunWithAttempts = Type.Object({
+  ...Run.properties,
+  waiting_for: Nullable(
+    Type.String({
+      description:
+        "what holds a pending run that is due: a limit without tokens or slots, its job's overlap or max_concurrency, no live worker for its handler; null otherwise",
+    }),
+  ),
+  attempts: Type.Array(Attempt),
+});
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 

@@ -65,6 +65,8 @@ export interface Attempt extends AttemptJson {}
 export interface Run extends RunJson {}
 
 export interface RunWithAttempts extends Run {
+  /** What holds a pending, due run (a limit, its job's overlap or cap, no live worker); else null. */
+  waiting_for: string | null;
   attempts: Attempt[];
 }
 

@@ -148,3 +148,45 @@ export function tokensAfter(l: { rate: number; burst: number; tokens: number }, 
 export function msUntilToken(l: { rate: number; tokens: number }): number {
   return l.tokens >= 1 ? 0 : Math.ceil(((1 - l.tokens) / l.rate) * 1000);
 }
+
+/** A gate a queued run passes, as it stands (`Store.waitingFor` reads them). */
+export interface GateState {
+  /** The limit's key: a name, `tenant:<id>` or `job:<id>`. */
+  key: string;
+  rate: number | null;
+  maxConcurrency: number | null;
+  inUse: number;
+  /** A job gate's overlap policy. */
+  overlap: 'skip' | 'queue' | null;
+  /** Tokens now (refilled), for a gate with a rate. */
+  tokens: number | null;
+  /** One run holding a slot of the gate, if any. */
+  holder: string | null;
+}
+
+/**
+ * What holds a run at its gates, one phrase per gate that has no token or no free slot now, e.g.
+ * `limit payments-api: no token before 2026-…`, `overlap: run … still running`,
+ * `max_concurrency 2`. Empty when every gate has room.
+ */
+export function describeWaits(gates: readonly GateState[], nowMs: number): string[] {
+  const out: string[] = [];
+  for (const g of gates) {
+    const full = g.maxConcurrency !== null && g.inUse >= g.maxConcurrency;
+    const dry = g.rate !== null && g.tokens !== null && g.tokens < 1;
+    if (!full && !dry) continue;
+    if (g.key.startsWith(JOB_KEY_PREFIX)) {
+      if (g.overlap !== null) out.push(`overlap: run ${g.holder ?? '(another)'} still running`);
+      else out.push(`max_concurrency ${g.maxConcurrency}`);
+      continue;
+    }
+    const why: string[] = [];
+    if (dry) {
+      const at = new Date(nowMs + msUntilToken({ rate: g.rate as number, tokens: g.tokens as number }));
+      why.push(`no token before ${at.toISOString()}`);
+    }
+    if (full) why.push(`max_concurrency ${g.maxConcurrency} in use`);
+    out.push(`limit ${g.key}: ${why.join(', ')}`);
+  }
+  return out;
+}

@@ -206,6 +206,10 @@ export class PostgresStore implements Store {
     return reads.getRun(this.pool, p);
   }
 
+  waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null> {
+    return reads.waitingFor(this.pool, p);
+  }
+
   listRuns(p: { tenantId: string; jobId?: string; state?: RunState; limit: number; cursor?: string | null }) {
     return reads.listRuns(this.pool, p);
   }

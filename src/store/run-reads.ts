@@ -5,6 +5,7 @@
  */
 import {
   DEFAULT_NODE_LIVE_MS,
+  describeWaits,
   isRunState,
   NotFoundError,
   RUN_STATES,
@@ -133,4 +134,41 @@ export async function nextAvailableAt(
     tenantFilter(p.tenants),
   ]);
   return (rows[0]?.at as Date | null) ?? null;
+}
+
+/** The most (tenant, pool, handler) groups `waitingFor` reads to find whether a run's is unserved. */
+const UNSERVED_GROUPS = 500;
+
+/**
+ * What holds a queued run, as phrases (`describeWaits`): its limits, its job's cap or overlap, and
+ * no live worker serving its pool and handler; null for a run that is not queued or not due
+ * (a run due later waits for its time, which `available_at` says).
+ */
+export async function waitingFor(
+  db: Queryable,
+  p: { tenantId: string; runId: string; now: number },
+): Promise<string | null> {
+  if (!UUID.test(p.runId)) return null;
+  const now = checkInstant(p.now, 'now');
+  const queued = await db.query(Q.runQueued, [p.tenantId, p.runId]);
+  const run = queued.rows[0];
+  if (!run || (run.available_at as Date).getTime() > p.now) return null;
+  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId, now]);
+  const waits = describeWaits(
+    rows.map((r) => ({
+      key: r.key,
+      rate: r.rate,
+      maxConcurrency: r.max_concurrency,
+      inUse: r.in_use,
+      overlap: r.overlap,
+      tokens: r.tokens,
+      holder: r.holder,
+    })),
+    p.now,
+  );
+  const unserved = await unservedRuns(db, { now: p.now, tenantId: p.tenantId, limit: UNSERVED_GROUPS });
+  if (unserved.items.some((g) => g.pool === run.pool && g.handler === run.handler)) {
+    waits.push(`no live worker serves handler ${run.handler} in pool ${run.pool}`);
+  }
+  return waits.length > 0 ? waits.join('; ') : null;
 }

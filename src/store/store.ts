@@ -112,6 +112,11 @@ export interface Store {
    */
   replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
+  /**
+   * What holds a queued, due run ("limit payments-api: no token before …", "overlap: run … still
+   * running", "max_concurrency 2", "no live worker serves handler x in pool p"), or null.
+   */
+  waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null>;
   /** Newest first by `(scheduled_for, run_id)`. */
   listRuns(p: {
     tenantId: string;

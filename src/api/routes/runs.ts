@@ -40,10 +40,13 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
         response: { 200: S.RunWithAttempts, ...errors },
       },
     },
-    async (request) =>
-      runWithAttemptsJson(
-        await store.getRun({ tenantId: request.principal.tenantId, runId: request.params.run_id }),
-      ),
+    async (request) => {
+      const scope = { tenantId: request.principal.tenantId, runId: request.params.run_id };
+      const run = await store.getRun(scope);
+      const waiting =
+        run.state === 'pending' ? await store.waitingFor({ ...scope, now: clock.nowMs() }) : null;
+      return runWithAttemptsJson(run, waiting);
+    },
   );
 
   app.post(

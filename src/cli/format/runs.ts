@@ -24,8 +24,9 @@ export function runTable(runs: readonly Api.Run[], empty: string): string {
   );
 }
 
-/** One run, a field a line. */
-export function runFields(r: Api.Run): string {
+/** One run, a field a line; with `waiting_for` when the run has it. */
+export function runFields(r: Api.Run & { waiting_for?: string | null }): string {
+  const waiting: [string, unknown][] = r.waiting_for ? [['waiting_for', r.waiting_for]] : [];
   return formatFields([
     ['run_id', r.run_id],
     ['job_id', r.job_id],
@@ -44,6 +45,7 @@ export function runFields(r: Api.Run): string {
     ['started_at', r.started_at],
     ['finished_at', r.finished_at],
     ['last_error', errorCell(r.last_error)],
+    ...waiting,
   ]);
 }
 

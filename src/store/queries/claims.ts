@@ -57,12 +57,12 @@ SELECT run_id FROM ended`;
  * (`<t>/job:<j>`) and the named limits it took from its job (`q.gates`). A gate without a row in
  * `limits` lets everything through.
  */
-const gateSet = (q: string) =>
+export const gateSet = (q: string) =>
   `(ARRAY[${q}.tenant_id || '/tenant:' || ${q}.tenant_id, ${q}.tenant_id || '/job:' || ${q}.job_id] || COALESCE(${q}.gates, '{}'))`;
 
-/** Tokens in a limit's bucket (`l`) at $2, refilled by arithmetic: min(burst, tokens + rate × Δt). */
-const tokensNow = (l: string) =>
-  `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM ($2::timestamptz - ${l}.refilled_at))))`;
+/** Tokens in a limit's bucket (`l`) at `now` ($2), refilled by arithmetic: min(burst, tokens + rate × Δt). */
+export const tokensNow = (l: string, now = '$2') =>
+  `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
 
 /**
  * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and

@@ -4,9 +4,11 @@
  * run goes through the `run_states` view. Parameters are positional; each constant's comment lists
  * them.
  */
-import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 
 /** $1 tenant, $2 run */
+import { gateSet, tokensNow } from './claims.js';
+import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
+
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
 
 /**
@@ -129,3 +131,20 @@ WHERE NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id = r.tenant_id AND s.p
   AND NOT EXISTS (SELECT 1 FROM served s WHERE s.tenant_id IS NULL AND s.pool = r.pool AND s.handler IS NULL)
 ORDER BY r.since, r.tenant_id, r.pool, r.handler
 LIMIT $3`;
+
+/**
+ * $1 tenant, $2 run, $3 now. The gates with a limit that a queued run passes (none for a run not
+ * queued), each with its tokens now, its slots, and one run holding a slot: what `waitingFor`
+ * reads to say what holds the run.
+ */
+export const runGates = `
+SELECT l.key, l.rate, l.max_concurrency, l.in_use, l.overlap, l.refilled_at,
+  CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l', '$3')} END AS tokens,
+  (SELECT h.run_id FROM run_holds h WHERE h.gate = l.gate LIMIT 1) AS holder
+FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
+JOIN limits l ON l.gate = g.gate
+WHERE q.tenant_id = $1 AND q.run_id = $2
+ORDER BY l.key`;
+
+/** $1 tenant, $2 run. A run's queue row (a pending run no claim holds). */
+export const runQueued = `SELECT pool, handler, available_at FROM run_queue WHERE tenant_id = $1 AND run_id = $2`;
