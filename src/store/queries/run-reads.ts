@@ -85,13 +85,20 @@ export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
 /**
- * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future available_at of
- * the pool's queued runs.
+ * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future instant a run may
+ * become claimable: the pool's next queued available_at, or the instant a limit of these tenants
+ * that is out of tokens has a whole one again (runs held by it wait until then, not a poll
+ * interval; a slot given back wakes claimers by NOTIFY instead).
  */
 export const runNextAvailable = `
-SELECT min(available_at) AS at FROM run_queue
-WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
-  AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))`;
+SELECT LEAST(
+  (SELECT min(available_at) FROM run_queue
+   WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
+     AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))),
+  (SELECT min(l.refilled_at + ((1 - l.tokens) / l.rate) * interval '1 second') FROM limits l
+   WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1 AND ($3::text IS NULL OR l.tenant_id = $3)
+     AND ($4::text[] IS NULL OR l.tenant_id = ANY($4::text[])))
+) AS at`;
 
 /**
  * $1 now, $2 tenant (or null: every tenant), $3 most groups, $4 liveness of a worker row without
