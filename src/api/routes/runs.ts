@@ -1,4 +1,7 @@
-/** The runs routes an operator uses: list by state, read one with its attempts, replay a dead run. */
+/**
+ * The runs routes an operator uses: list by state, read one with its attempts, replay a dead run,
+ * cancel a pending or running one.
+ */
 import { runJson, runWithAttemptsJson } from '../present.js';
 import * as S from '../schemas.js';
 import type { RoutePlugin } from '../types.js';
@@ -60,6 +63,28 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
     async (request) =>
       runJson(
         await store.replayRun({
+          tenantId: request.principal.tenantId,
+          runId: request.params.run_id,
+          now: clock.nowMs(),
+        }),
+      ),
+  );
+
+  app.post(
+    '/v1/runs/:run_id/cancel',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary:
+          "Cancel a pending or running run (a running one's lease is revoked: its worker's next heartbeat aborts the handler, and its result is refused); 409 for a finished run",
+        tags: ['runs'],
+        params: S.RunParams,
+        response: { 200: S.RunWithAttempts, ...errors },
+      },
+    },
+    async (request) =>
+      runWithAttemptsJson(
+        await store.cancelRun({
           tenantId: request.principal.tenantId,
           runId: request.params.run_id,
           now: clock.nowMs(),
