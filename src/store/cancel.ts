@@ -9,8 +9,8 @@
 import { ConflictError, NotFoundError } from '../core/index.js';
 import { checkInstant, UUID } from './checks.js';
 import { runCancel } from './queries/cancel.js';
-import { getRun } from './run-reads.js';
 import type { Queryable } from './rows.js';
+import { getRun } from './run-reads.js';
 import type { RunWithAttempts } from './types.js';
 
 /**
@@ -33,9 +33,12 @@ export async function cancelRun(
     const run = await getRun(db, p);
     if (rows[0]) return run;
     if (run.state !== 'pending' && run.state !== 'running') {
-      throw new ConflictError(`run ${p.runId} is ${run.state}; only a pending or running run can be cancelled`, {
-        state: run.state,
-      });
+      throw new ConflictError(
+        `run ${p.runId} is ${run.state}; only a pending or running run can be cancelled`,
+        {
+          state: run.state,
+        },
+      );
     }
     // Still pending: it moved between the queue and a claim while the statement ran. Again.
   }

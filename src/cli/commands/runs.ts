@@ -29,12 +29,16 @@ async function cancel(runId: string, o: ApiOptions): Promise<void> {
   // A run cancelled while it ran ended that attempt as `cancelled`; one taken from the queue ended none.
   const ended = run.attempts.at(-1);
   const revoked =
-    ended?.outcome === 'cancelled' ? `; attempt ${ended.attempt}'s lease revoked from ${ended.worker_id}` : '';
+    ended?.outcome === 'cancelled'
+      ? `; attempt ${ended.attempt}'s lease revoked from ${ended.worker_id}`
+      : '';
   write(`cancelled run ${run.run_id} of job ${run.job_id}${revoked}\n`);
 }
 
 export function registerRuns(program: Command): void {
-  const runs = program.command('runs').description('inspect runs and their attempts, and cancel runs (over the HTTP API)');
+  const runs = program
+    .command('runs')
+    .description('inspect runs and their attempts, and cancel runs (over the HTTP API)');
   defineCommand(runs, 'runs list', 'list runs, newest slot first').action(apiAction(list));
   defineCommand(
     runs,
