@@ -75,8 +75,7 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
     {
       config: { permission: 'operate' },
       schema: {
-        summary:
-          "Cancel a pending or running run (a running one's lease is revoked: its worker's next heartbeat aborts the handler, and its result is refused); 409 for a finished run",
+        summary: "Cancel a pending or running run (revokes a running one's lease); 409 for a finished run",
         tags: ['runs'],
         params: S.RunParams,
         response: { 200: S.RunWithAttempts, ...errors },

@@ -49,7 +49,7 @@ export function registerRuns(program: Command): void {
   defineCommand(
     runs,
     'runs cancel',
-    "cancel a pending or running run (a running one's lease is revoked: its worker's next heartbeat aborts the handler, and its result is refused); a finished run is a 409",
+    "cancel a pending or running run (a running one's lease is revoked, its handler aborted); a finished run is a 409",
     [['<run_id>', 'the run']],
   ).action(apiAction(cancel));
 }
