@@ -4,7 +4,7 @@
  */
 import { runJson, runWithAttemptsJson } from '../present.js';
 import * as S from '../schemas.js';
-import type { RoutePlugin } from '../types.js';
+import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
 
 export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
@@ -70,6 +70,11 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
       ),
   );
 
+  cancelRoute(app, { store, clock });
+};
+
+/** Cancelling a run: off the queue, or off its claim (its lease revoked). */
+function cancelRoute(app: RouteApp, { store, clock }: Pick<RouteOptions, 'store' | 'clock'>): void {
   app.post(
     '/v1/runs/:run_id/cancel',
     {
@@ -90,4 +95,4 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
         }),
       ),
   );
-};
+}
