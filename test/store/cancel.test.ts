@@ -248,6 +248,29 @@ describe('cancel and complete of one running attempt', () => {
     expect(await claimOf(a.leaseToken)).toEqual([b.runId]);
   });
 
+  test("a cancel takes the claim's lock before it writes the run row, as a completion does (no deadlock)", async () => {
+    const [a] = (await runningRuns(1)) as [ClaimedRun];
+    const now = db.clock.nowMs();
+    const holder = await db.newPool(1).connect();
+    const probe = await db.newPool(1).connect();
+    try {
+      // What a completion does first: lock the claim.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM run_claims WHERE lease_token = $1 FOR NO KEY UPDATE', [a.leaseToken]);
+      const cancel = db.newStore().cancelRun({ tenantId: 't', runId: a.runId, now });
+      await someoneWaitsOnALock();
+      // The waiting cancel holds no lock on the run row: a completion holding the claim could write it.
+      await probe.query('BEGIN');
+      await probe.query('SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE NOWAIT', [a.runId]);
+      await probe.query('ROLLBACK');
+      await holder.query('COMMIT');
+      expect((await cancel).state).toBe('cancelled');
+    } finally {
+      holder.release();
+      probe.release();
+    }
+  });
+
   test('a cancel holding the claim: the completion waits, then finds its lease lost', async () => {
     const [a, b] = (await runningRuns(2)) as [ClaimedRun, ClaimedRun];
     const now = db.clock.nowMs();
