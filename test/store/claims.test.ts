@@ -386,7 +386,7 @@ describe('upgrading from migration 0006 with live leases', () => {
       );
 
       // 0007 and every later migration.
-      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11, 12]);
+      expect(await migrate(pool)).toEqual([7, 8, 9, 10, 11, 12, 14]);
       const clock = new FakeClock(T0);
       const store = new PostgresStore(pool, { random: seededRandom(5) });
       const get = (n: number) => store.getRun({ tenantId: 'up', runId: id(n) });
