@@ -33,12 +33,8 @@ export async function cancelRun(
     const run = await getRun(db, p);
     if (rows[0]) return run;
     if (run.state !== 'pending' && run.state !== 'running') {
-      throw new ConflictError(
-        `run ${p.runId} is ${run.state}; only a pending or running run can be cancelled`,
-        {
-          state: run.state,
-        },
-      );
+      const message = `run ${p.runId} is ${run.state}; only a pending or running run can be cancelled`;
+      throw new ConflictError(message, { state: run.state });
     }
     // Still pending: it moved between the queue and a claim while the statement ran. Again.
   }
