@@ -211,6 +211,14 @@ export class TockClient {
     return this.request('POST', `/v1/runs/${segment(runId)}/replay`);
   }
 
+  /**
+   * Cancels a pending or running run (a running one's lease is revoked: its worker's next heartbeat
+   * aborts the handler); the run, `cancelled`, with its attempts. `409` for a finished run.
+   */
+  cancelRun(runId: string): Promise<RunWithAttempts> {
+    return this.request('POST', `/v1/runs/${segment(runId)}/cancel`);
+  }
+
   // -- workers ------------------------------------------------------------------------------------
 
   /** Claims up to `max` ready runs under leases, long-polling up to `waitMs` when none is ready. */

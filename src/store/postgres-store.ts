@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL implementation of `Store`: a thin facade over one module per table family
- * (`jobs`, `tick`, `claims`, `runs`, `run-reads`, `shards`, `nodes`, `keys`, `idempotency`,
+ * (`jobs`, `tick`, `claims`, `runs`, `cancel`, `run-reads`, `shards`, `nodes`, `keys`, `idempotency`,
  * `notify`), which own the statements. It holds the pool, the settings and two caches (parsed
  * schedules, the shard count). Tock's invariants are kept in the database: one run per (tenant,
  * job, slot) by a unique index; every write a worker makes is fenced by its lease token and a live
@@ -22,6 +22,7 @@ import {
   type ValidJob,
   validateJobs,
 } from '../core/index.js';
+import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
 import * as claims from './claims.js';
 import { inTransaction } from './db.js';
@@ -200,6 +201,10 @@ export class PostgresStore implements Store {
   async replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run> {
     const run = await this.getRun(p);
     return runs.replayRun(this.pool, { ...p, run, agingStepMs: this.agingStepMs });
+  }
+
+  cancelRun(p: { tenantId: string; runId: string; now: number }): Promise<RunWithAttempts> {
+    return cancel.cancelRun(this.pool, p);
   }
 
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts> {

@@ -111,6 +111,14 @@ export interface Store {
    * is a `ConflictError`.
    */
   replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
+  /**
+   * Cancels the tenant's pending run: a queued one leaves the queue; a running one is taken off its
+   * claim, so its lease is revoked (the worker's next heartbeat reports it lost, and its late result
+   * is refused) and the attempt is recorded with outcome `cancelled`. Answers the run, `cancelled`,
+   * with its attempts. Succeeded, dead or cancelled already: a `ConflictError` naming the state,
+   * nothing written; not the tenant's (or not a uuid): a `NotFoundError`.
+   */
+  cancelRun(p: { tenantId: string; runId: string; now: number }): Promise<RunWithAttempts>;
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
   /**
    * What holds a queued, due run ("limit payments-api: no token before …", "overlap: run … still

@@ -207,6 +207,7 @@ describe('roles', () => {
       ['POST', '/v1/jobs/nightly/pause'],
       ['POST', '/v1/jobs/nightly/runs', {}],
       ['POST', '/v1/leases', { worker_id: 'w' }],
+      ['POST', '/v1/runs/00000000-0000-4000-8000-000000000000/cancel'],
       ['POST', '/v1/keys', { role: 'admin' }],
       ['GET', '/v1/keys'],
     ];
@@ -232,6 +233,7 @@ describe('roles', () => {
       ['GET', '/v1/runs'],
       ['PUT', '/v1/jobs/nightly', { schedule: '@daily', handler: 'h' }],
       ['POST', '/v1/jobs/nightly/runs', {}],
+      ['POST', '/v1/runs/00000000-0000-4000-8000-000000000000/cancel'],
       ['POST', '/v1/keys', { role: 'worker' }],
     ] as [string, string, unknown?][]) {
       expectError(await http(method, path, { key: a.worker, body }), 403, 'forbidden');
@@ -311,6 +313,8 @@ describe('tenant isolation', () => {
       ['POST', '/v1/jobs/nightly/runs', b.operator, { scheduled_for: '2026-05-01T00:00:00Z' }],
       ['POST', `/v1/runs/${runPaths[0]}/replay`, b.operator],
       ['POST', `/v1/runs/${runPaths[1]}/replay`, b.admin],
+      ['POST', `/v1/runs/${runPaths[0]}/cancel`, b.operator],
+      ['POST', `/v1/runs/${runPaths[1]}/cancel`, b.admin],
       ['DELETE', `/v1/keys/${a.ids.reader}`, b.admin],
     ] as [string, string, string, unknown?][]) {
       const answer = await http(method, path, { key, body });

@@ -425,6 +425,7 @@ const rows: Row[] = [
       ['pauses the job', 'POST', '/v1/jobs/existing/pause', 'globex.operator'],
       ['triggers the job', 'POST', '/v1/jobs/existing/runs', 'globex.operator', '{}'],
       ['replays the run', 'POST', '/v1/runs/{run}/replay', 'globex.operator'],
+      ['cancels the run', 'POST', '/v1/runs/{run}/cancel', 'globex.operator'],
       ["revokes acme's key", 'DELETE', '/v1/keys/{key}', 'globex.admin'],
     ] as [string, string, string, Who, string?][]
   ).map(

@@ -22,6 +22,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['get', '/v1/runs', 200, false],
   ['get', '/v1/runs/{run_id}', 200, false],
   ['post', '/v1/runs/{run_id}/replay', 200, false],
+  ['post', '/v1/runs/{run_id}/cancel', 200, false],
   ['post', '/v1/leases', 200, true],
   ['post', '/v1/runs/{run_id}/heartbeat', 200, true],
   ['post', '/v1/runs/{run_id}/release', 200, true],

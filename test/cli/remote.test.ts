@@ -368,6 +368,35 @@ describe('tock jobs trigger and tock runs', () => {
   });
 });
 
+describe('tock runs cancel', () => {
+  beforeAll(async () => {
+    await ok(['jobs', 'put', 'c-job', '--schedule', '@daily', '--handler', 'cancelled', '--pool', 'c-pool']);
+  });
+
+  test('a queued run: one line; a running one: the line names the revoked lease; again: a 409 naming the state', async () => {
+    const queued = (await okJson(['jobs', 'trigger', 'c-job', '--at', '2026-01-03T00:00:00Z'])).run_id;
+    const text = await ok(['runs', 'cancel', queued]);
+    expect(text).toBe(`cancelled run ${queued} of job c-job\n`);
+
+    const running = (await okJson(['jobs', 'trigger', 'c-job', '--at', '2025-12-31T00:00:00Z'])).run_id;
+    const [claimed] = await db.store.claimRuns({
+      workerId: 'w-c',
+      pool: 'c-pool',
+      max: 1,
+      now: db.clock.nowMs(),
+    });
+    expect(claimed?.runId).toBe(running);
+    expect(await ok(['runs', 'cancel', running])).toBe(
+      `cancelled run ${running} of job c-job; attempt 1's lease revoked from w-c\n`,
+    );
+    expect((await okJson(['runs', 'show', running])).state).toBe('cancelled');
+
+    expect(await fails(['runs', 'cancel', queued])).toMatch(/^tock: 409 conflict: run \S+ is cancelled/);
+    const json = await okJson(['runs', 'cancel', (await okJson(['jobs', 'trigger', 'c-job'])).run_id]);
+    expect(json).toMatchObject({ job_id: 'c-job', state: 'cancelled', attempts: [] });
+  });
+});
+
 describe('tock dlq', () => {
   let runId: string;
 

@@ -1,7 +1,10 @@
-/** The runs routes an operator uses: list by state, read one with its attempts, replay a dead run. */
+/**
+ * The runs routes an operator uses: list by state, read one with its attempts, replay a dead run,
+ * cancel a pending or running one.
+ */
 import { runJson, runWithAttemptsJson } from '../present.js';
 import * as S from '../schemas.js';
-import type { RoutePlugin } from '../types.js';
+import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
 
 export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
@@ -69,4 +72,30 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
         }),
       ),
   );
+
+  cancelRoute(app, { store, clock });
 };
+
+/** Cancelling a run: off the queue, or off its claim (its lease revoked). */
+function cancelRoute(app: RouteApp, { store, clock }: Pick<RouteOptions, 'store' | 'clock'>): void {
+  app.post(
+    '/v1/runs/:run_id/cancel',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: "Cancel a pending or running run (revokes a running one's lease); 409 for a finished run",
+        tags: ['runs'],
+        params: S.RunParams,
+        response: { 200: S.RunWithAttempts, ...errors },
+      },
+    },
+    async (request) =>
+      runWithAttemptsJson(
+        await store.cancelRun({
+          tenantId: request.principal.tenantId,
+          runId: request.params.run_id,
+          now: clock.nowMs(),
+        }),
+      ),
+  );
+}

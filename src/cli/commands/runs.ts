@@ -1,4 +1,4 @@
-/** `tock runs …`: list runs and show one with its attempts, over the HTTP API. */
+/** `tock runs …`: list runs, show one with its attempts, and cancel one, over the HTTP API. */
 import type { Command } from 'commander';
 import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
@@ -23,8 +23,22 @@ async function show(runId: string, o: ApiOptions): Promise<void> {
   write(runWithAttempts(run));
 }
 
+async function cancel(runId: string, o: ApiOptions): Promise<void> {
+  const run = await clientOf(o).cancelRun(runId);
+  if (o.json) return printJson(run);
+  // A run cancelled while it ran ended that attempt as `cancelled`; one taken from the queue ended none.
+  const ended = run.attempts.at(-1);
+  const revoked =
+    ended?.outcome === 'cancelled'
+      ? `; attempt ${ended.attempt}'s lease revoked from ${ended.worker_id}`
+      : '';
+  write(`cancelled run ${run.run_id} of job ${run.job_id}${revoked}\n`);
+}
+
 export function registerRuns(program: Command): void {
-  const runs = program.command('runs').description('inspect runs and their attempts (over the HTTP API)');
+  const runs = program
+    .command('runs')
+    .description('inspect runs and their attempts, and cancel runs (over the HTTP API)');
   defineCommand(runs, 'runs list', 'list runs, newest slot first').action(apiAction(list));
   defineCommand(
     runs,
@@ -32,4 +46,10 @@ export function registerRuns(program: Command): void {
     "show a run and its attempts, with their errors' stacks and the handlers' output",
     [['<run_id>', 'the run']],
   ).action(apiAction(show));
+  defineCommand(
+    runs,
+    'runs cancel',
+    "cancel a pending or running run (a running one's lease is revoked, its handler aborted); a finished run is a 409",
+    [['<run_id>', 'the run']],
+  ).action(apiAction(cancel));
 }

@@ -359,6 +359,7 @@ export const OPTIONS = {
     ...apiClient,
   },
   'runs show': apiClient,
+  'runs cancel': apiClient,
   'dlq list': {
     job: { flags: '--job <job_id>', description: 'only this job' },
     ...paging('runs'),

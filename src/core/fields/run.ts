@@ -81,12 +81,12 @@ export const ATTEMPT_FIELDS = {
     answerDescription: 'claimed (null on attempts recorded before it was kept)',
   },
   finishedAt: { api: 'finished_at', type: 'instant', nullable: true, answerDescription: 'ended' },
-  /** `succeeded`, `failed`, `lease_expired` or `released`; `null` while running. */
+  /** `succeeded`, `failed`, `lease_expired`, `released` or `cancelled`; `null` while running. */
   outcome: {
     api: 'outcome',
     type: 'string',
     nullable: true,
-    answerDescription: 'succeeded, failed, lease_expired or released',
+    answerDescription: 'succeeded, failed, lease_expired, released or cancelled',
   },
   /** The error's message. */
   error: { api: 'error', type: 'string', nullable: true, answerDescription: "the error's message" },
