@@ -204,7 +204,7 @@ describe('named limits', () => {
 });
 
 describe('slots are given back by every end of an attempt', () => {
-  test('complete, fail (retry and dead), release and reap each give back the slot', async () => {
+  test('complete, fail (retry and dead), release, cancel and reap each give back the slot', async () => {
     const t = uniqueId('t-giveback');
     await defineLimit(t, 'db', { cap: 8 });
     const now = db.clock.nowMs();
@@ -212,7 +212,7 @@ describe('slots are given back by every end of an attempt', () => {
     const runs = await claim(t, 8, now);
     expect(runs).toHaveLength(8);
     expect(await limitRow(t, 'db')).toMatchObject({ in_use: 8, holds: 8 });
-    const [c, f1, f2, rel, ...rest] = runs;
+    const [c, f1, f2, rel, can, ...rest] = runs;
     await db.store.completeRuns({ leases: [c!], now });
     await db.store.failRun({ runId: f1!.runId, leaseToken: f1!.leaseToken, error: 'x', now });
     await db.store.failRun({
@@ -223,10 +223,11 @@ describe('slots are given back by every end of an attempt', () => {
       now,
     });
     await db.store.releaseRuns({ leases: [rel!], now, reason: 'shutdown' });
-    expect(await limitRow(t, 'db')).toMatchObject({ in_use: 4, holds: 4 });
-    // The other four expire and are reaped.
+    await db.store.cancelRun({ tenantId: t, runId: can!.runId, now });
+    expect(await limitRow(t, 'db')).toMatchObject({ in_use: 3, holds: 3 });
+    // The other three expire and are reaped.
     await db.store.reapExpired({ now: now + 10 * 60_000, batchSize: 100 });
-    expect(rest).toHaveLength(4);
+    expect(rest).toHaveLength(3);
     expect(await limitRow(t, 'db')).toMatchObject({ in_use: 0, holds: 0 });
   });
 });
