@@ -94,6 +94,8 @@ export const TABLES = [
   'attempts',
   'api_keys',
   'idempotency_keys',
+  'limits',
+  'run_holds',
 ] as const;
 
 /** One digest per table of every row's text: equal digests mean nothing was written. */
