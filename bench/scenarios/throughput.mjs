@@ -202,7 +202,11 @@ function bareSql({ connections, batch }) {
     name: 'sql-loop',
     label: `bare SQL loop, ${connections} conn × claim ${batch}`,
     database: 'bench_sql',
-    settings: { connections, batch, statements: 'runClaim (src/store/queries/claims.ts) + runCompleteMany (src/store/queries/runs.ts)' },
+    settings: {
+      connections,
+      batch,
+      statements: 'runClaim (src/store/queries/claims.ts) + runCompleteMany (src/store/queries/runs.ts)',
+    },
     async setup(databaseUrl) {
       url = databaseUrl;
       admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
