@@ -72,7 +72,7 @@ function bodySchema(f: Field): TSchema {
     case 'ids':
       return Type.Array(
         Type.String({ pattern: ID_PATTERN, maxLength: 200 }),
-        options({ maxItems: f.maxItems, description }),
+        options({ maxItems: f.maxItems, uniqueItems: true, description }),
       );
   }
 }

@@ -118,6 +118,7 @@ describe('answerOf and the present functions', () => {
       started_at: '2026-01-01T00:00:05.250Z',
       claimed_at: '2026-01-01T00:00:00.000Z',
       finished_at: '2026-01-01T00:00:05.250Z',
+      waiting_for: null,
       attempts: [
         {
           attempt: 1,

@@ -165,6 +165,7 @@ describe('the API schemas derived from JOB_FIELDS', () => {
         integer: 'integer',
         number: 'number',
         json: undefined,
+        ids: 'array',
       };
       const type = f.type in types ? types[f.type] : 'string';
       expect(s.type, f.api).toBe(type);
@@ -217,7 +218,8 @@ describe('validateJob, derived from JOB_FIELDS', () => {
       for (const value of outside) {
         const err = refusal(property, value);
         expect(err.message, `${property} = ${value}`).toContain(f.api);
-        expect(err.details.field, `${property} = ${value}`).toBe(f.api);
+        // A list names the item when one item is bad (`limits[0]`).
+        expect(String(err.details.field).replace(/\[\d+\]$/, ''), `${property} = ${value}`).toBe(f.api);
       }
       for (const value of inside) {
         expect(validateJob({ ...BASE, [property]: value }).spec[property], property).toEqual(value);
@@ -259,6 +261,9 @@ describe('validateJob, derived from JOB_FIELDS', () => {
       misfireThresholdSeconds: -1,
       jitterSeconds: -1,
       timeoutSeconds: 0,
+      overlap: 'never',
+      maxConcurrency: 0,
+      limits: 'x',
     };
     const order = Object.keys(bad) as JobField[];
     expect(new Set(order)).toEqual(new Set(ENTRIES.map(([p]) => p)));
@@ -326,7 +331,9 @@ describe('JOB_COLUMNS, derived from JOB_FIELDS', () => {
     for (const [, f] of ENTRIES) {
       const declared = migrated.get(f.column);
       expect(declared, f.column).toBeDefined();
-      expect(declared?.startsWith(`${f.pgType} `) || declared === f.pgType, `${f.column}: ${declared}`).toBe(
+      // information_schema names every array type ARRAY.
+      const pgType = f.pgType.endsWith('[]') ? 'ARRAY' : f.pgType;
+      expect(declared?.startsWith(`${pgType} `) || declared === pgType, `${f.column}: ${declared}`).toBe(
         true,
       );
       expect(declared?.includes('not null'), f.column).toBe(!f.nullable);

@@ -72,7 +72,7 @@ describe('validateJob', () => {
       jitterSeconds: 86_400,
       timeoutSeconds: 86_400,
       overlap: 'queue',
-      maxConcurrency: 100_000,
+      maxConcurrency: 1,
       limits: ['payments-api', 'tenant.db'],
     };
     const { spec, schedule } = validateJob(input);
