@@ -98,8 +98,9 @@ export const MAX_FAIR_TENANTS = 1000;
  *    batch from the others.
  * 3. Fair order: a tenant's first candidate before anyone's second (`turn`), then `sort_key`; so
  *    a batch holds one run of each of up to $3 tenants before a second of any.
- * 4. The gates of the candidates with a row in `limits`, locked in gate order (every statement
- *    that writes limits locks them in this order, so none deadlock). On each gate, candidates in
+ * 4. The gates of the candidates with a row in `limits` (not looked up while no limit exists at
+ *    all), locked in gate order (every statement that writes several gates takes them in this
+ *    order, so none deadlock). On each gate, candidates in
  *    fair order fit while their rank is within its room: whole tokens and free slots.
  *    A candidate of a `skip` job whose slot arrived while the job's run was running (after that
  *    run's start, and before its end or still running) is dropped: state `skipped`.

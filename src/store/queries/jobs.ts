@@ -51,6 +51,7 @@ RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overla
   SELECT w.g_tenant, w.g_key, w.g_cap, NULLIF(w.g_overlap, 'allow'),
     (SELECT count(*) FROM run_holds h WHERE h.gate = w.g_tenant || '/' || w.g_key), $3, $3, $3
   FROM written w WHERE w.g_cap IS NOT NULL
+  ORDER BY w.g_tenant || '/' || w.g_key
   ON CONFLICT (tenant_id, key) DO UPDATE SET max_concurrency = EXCLUDED.max_concurrency,
     overlap = EXCLUDED.overlap, updated_at = EXCLUDED.updated_at
 ), ungated AS (
