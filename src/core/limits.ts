@@ -133,12 +133,6 @@ export function jobKey(jobId: string): string {
   return `${JOB_KEY_PREFIX}${jobId}`;
 }
 
-/** A job's own cap: `max_concurrency`, and 1 for an overlap policy other than `allow`; null: none. */
-export function jobCap(job: { overlap: OverlapPolicy; maxConcurrency: number | null }): number | null {
-  if (job.overlap === 'allow') return job.maxConcurrency;
-  return 1;
-}
-
 /** Tokens in a bucket `elapsedMs` after it held `tokens`: refilled at `rate`, at most `burst`. */
 export function tokensAfter(l: { rate: number; burst: number; tokens: number }, elapsedMs: number): number {
   return Math.min(l.burst, l.tokens + (l.rate * Math.max(0, elapsedMs)) / 1000);
