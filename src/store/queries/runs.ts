@@ -350,12 +350,15 @@ WITH dequeued AS (
 UPDATE runs SET state = 'cancelled', finished_at = $3, parked = 'cancelled'
 FROM dequeued WHERE runs.run_id = dequeued.run_id`;
 
-/** $1 tenant, $2 job, $3 slot, $4 sort key, $5 now. One ad-hoc run from the job's definition, queued. */
+/**
+ * $1 tenant, $2 job, $3 slot, $4 sort key, $5 now, $6 payload (JSON text, or null: the job's).
+ * One ad-hoc run from the job's definition, queued.
+ */
 export const runInsertOne = `
 WITH inserted AS (
   INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
     backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at)
-  SELECT tenant_id, job_id, $3, max_attempts, handler, payload, pool, priority,
+  SELECT tenant_id, job_id, $3, max_attempts, handler, COALESCE($6::jsonb, payload), pool, priority,
     backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, $3, $4, $5
   FROM jobs WHERE tenant_id = $1 AND job_id = $2
   ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
