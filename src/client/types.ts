@@ -179,6 +179,17 @@ export interface StatusAnswer {
   };
 }
 
+/** What `POST /v1/jobs/{job_id}/backfill` did. */
+export interface BackfillAnswer {
+  /** Runs created: slots of the range that had none. */
+  created: number;
+  /** Slots of the range that already had a run, left as they were. */
+  existing: number;
+  /** The range's first and last slot; null when it holds none. */
+  first_slot: string | null;
+  last_slot: string | null;
+}
+
 export interface BulkJobsAnswer {
   jobs: { job_id: string; change: 'created' | 'updated' | 'unchanged' }[];
   created: number;
