@@ -72,6 +72,7 @@ export interface TriggerOptions {
   idempotencyKey?: string;
 }
 
+/** A backfill's range, `[from, to)`: at most 10,000 slots of the job's schedule. */
 export interface BackfillOptions {
   /** The range's first instant (included); an ISO-8601 instant or a `Date`. */
   from: string | Date;

@@ -185,8 +185,9 @@ export interface BackfillAnswer {
   created: number;
   /** Slots of the range that already had a run, left as they were. */
   existing: number;
-  /** The range's first and last slot; null when it holds none. */
+  /** The range's first slot; null when it holds none. */
   first_slot: string | null;
+  /** The range's last slot; null when it holds none. */
   last_slot: string | null;
 }
 

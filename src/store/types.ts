@@ -122,8 +122,9 @@ export interface BackfillResult {
   created: number;
   /** Slots of the range that already had a run (in any state), left as they were. */
   existing: number;
-  /** The range's first and last slot; null when it holds none. */
+  /** The range's first slot; null when it holds none. */
   firstSlot: Date | null;
+  /** The range's last slot; null when it holds none. */
   lastSlot: Date | null;
 }
 
