@@ -108,34 +108,8 @@ export const RunWithAttempts = Type.Object({ ...Run.properties, attempts: Type.A
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 
-export const TriggerBody = Type.Object(
-  {
-    scheduled_for: Type.Optional(Instant('the slot; default now')),
-    payload: Type.Optional(
-      Type.Unknown({
-        description:
-          "this run's payload in place of the job's (any JSON value, at most 64 KiB); default the job's",
-      }),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-/** `POST /v1/jobs/{job_id}/backfill`: a range of slots, `from` included, `to` excluded. */
-export const BackfillBody = Type.Object(
-  {
-    from: Instant('first instant of the range (included)'),
-    to: Instant('end of the range (excluded); from = to is an empty range'),
-  },
-  { additionalProperties: false },
-);
-
-export const BackfillAnswer = Type.Object({
-  created: Type.Integer({ description: 'runs created: slots of the range that had none' }),
-  existing: Type.Integer({ description: 'slots of the range that already had a run, left as they were' }),
-  first_slot: Nullable(Instant("the range's first slot; null when it holds none")),
-  last_slot: Nullable(Instant("the range's last slot; null when it holds none")),
-});
+/** The bodies that create runs on demand (`TriggerBody`, `BackfillBody`) and a backfill's answer. */
+export * from './trigger-schemas.js';
 
 export const LeaseRequest = Type.Object(
   {
