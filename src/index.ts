@@ -7,6 +7,7 @@
  * API Extractor reports it (`npm run api` rewrites it; CI fails when it differs).
  */
 export {
+  type BackfillOptions,
   type ClaimOptions,
   type CompleteOptions,
   HttpLeaseSource,

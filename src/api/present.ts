@@ -7,7 +7,7 @@ import {
   LEASED_RUN_FIELDS,
   RUN_FIELDS,
 } from '../core/index.js';
-import type { ApiKey, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
+import type { ApiKey, BackfillResult, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
@@ -34,6 +34,15 @@ export function jobJson(j: Job) {
 
 export function runJson(r: Run) {
   return answerOf(RUN_FIELDS, r);
+}
+
+export function backfillJson(b: BackfillResult) {
+  return {
+    created: b.created,
+    existing: b.existing,
+    first_slot: iso(b.firstSlot),
+    last_slot: iso(b.lastSlot),
+  };
 }
 
 export function runWithAttemptsJson(r: RunWithAttempts, waitingFor: string | null = null) {

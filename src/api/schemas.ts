@@ -117,10 +117,8 @@ export const RunWithAttempts = Type.Object({
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 
-export const TriggerBody = Type.Object(
-  { scheduled_for: Type.Optional(Instant('the slot; default now')) },
-  { additionalProperties: false },
-);
+/** The bodies that create runs on demand (`TriggerBody`, `BackfillBody`) and a backfill's answer. */
+export * from './trigger-schemas.js';
 
 export const LeaseRequest = Type.Object(
   {

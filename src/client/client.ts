@@ -11,6 +11,7 @@
 import { type RequestOptions, request } from './transport.js';
 import type {
   ApiKey,
+  BackfillAnswer,
   BulkJobsAnswer,
   CreatedKey,
   HeartbeatAnswer,
@@ -62,7 +63,22 @@ export interface ListRunsOptions extends PageOptions {
 export interface TriggerOptions {
   /** The slot to run; an ISO-8601 instant or a `Date`. Default: now (the server's clock). */
   scheduledFor?: string | Date;
+  /**
+   * This run's payload in place of the job's: any JSON value, at most 64 KiB serialised (checked as
+   * a job's payload is). Default: the job's.
+   */
+  payload?: unknown;
   /** Makes a retried trigger safe: the same key and body return the first answer again. */
+  idempotencyKey?: string;
+}
+
+/** A backfill's range, `[from, to)`: at most 10,000 slots of the job's schedule. */
+export interface BackfillOptions {
+  /** The range's first instant (included); an ISO-8601 instant or a `Date`. */
+  from: string | Date;
+  /** The range's end (excluded); an ISO-8601 instant or a `Date`. */
+  to: string | Date;
+  /** Replays the first answer for a repeated request with the same key and range. */
   idempotencyKey?: string;
 }
 
@@ -117,6 +133,11 @@ export interface CompleteOptions {
 }
 
 const segment = (value: string) => encodeURIComponent(value);
+/** An instant as the API takes it. */
+const instantText = (at: string | Date) => (at instanceof Date ? at.toISOString() : at);
+/** The `Idempotency-Key` header, when there is a key. */
+const idempotencyHeader = (key: string | undefined): Record<string, string> =>
+  key === undefined ? {} : { 'idempotency-key': key };
 
 export class TockClient {
   /** The base URL, without a trailing slash. */
@@ -181,10 +202,23 @@ export class TockClient {
   /** Creates a run of a job for a slot (default now); `409` if that slot already has a run. */
   triggerRun(jobId: string, options: TriggerOptions = {}): Promise<Run> {
     const at = options.scheduledFor;
-    const body = at === undefined ? {} : { scheduled_for: at instanceof Date ? at.toISOString() : at };
-    const headers: Record<string, string> =
-      options.idempotencyKey === undefined ? {} : { 'idempotency-key': options.idempotencyKey };
-    return this.request('POST', `/v1/jobs/${segment(jobId)}/runs`, { body, headers });
+    const body: Record<string, unknown> = at === undefined ? {} : { scheduled_for: instantText(at) };
+    if (options.payload !== undefined) body.payload = options.payload;
+    return this.request('POST', `/v1/jobs/${segment(jobId)}/runs`, {
+      body,
+      headers: idempotencyHeader(options.idempotencyKey),
+    });
+  }
+
+  /**
+   * Creates the run of every slot of the job's schedule in `[from, to)` that has none (at most
+   * 10,000 slots, else `400`); answers how many were created and how many already existed.
+   */
+  backfillJob(jobId: string, options: BackfillOptions): Promise<BackfillAnswer> {
+    return this.request('POST', `/v1/jobs/${segment(jobId)}/backfill`, {
+      body: { from: instantText(options.from), to: instantText(options.to) },
+      headers: idempotencyHeader(options.idempotencyKey),
+    });
   }
 
   /** A job's runs, newest slot first. */

@@ -3,6 +3,7 @@
  * lease contract over HTTP (remote workers use it).
  */
 export {
+  type BackfillOptions,
   type ClaimOptions,
   type CompleteOptions,
   DEFAULT_TIMEOUT_MS,

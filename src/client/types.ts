@@ -181,6 +181,18 @@ export interface StatusAnswer {
   };
 }
 
+/** What `POST /v1/jobs/{job_id}/backfill` did. */
+export interface BackfillAnswer {
+  /** Runs created: slots of the range that had none. */
+  created: number;
+  /** Slots of the range that already had a run, left as they were. */
+  existing: number;
+  /** The range's first slot; null when it holds none. */
+  first_slot: string | null;
+  /** The range's last slot; null when it holds none. */
+  last_slot: string | null;
+}
+
 export interface BulkJobsAnswer {
   jobs: { job_id: string; change: 'created' | 'updated' | 'unchanged' }[];
   created: number;

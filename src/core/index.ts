@@ -1,4 +1,5 @@
 /** The pure domain: no I/O, no imports from the rest of Tock. */
+export * from './backfill.js';
 export * from './backoff.js';
 export * from './clock.js';
 export * from './duration.js';

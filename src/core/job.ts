@@ -159,6 +159,16 @@ function checkIds(value: unknown, what: string, maxItems: number): string[] {
   return ids;
 }
 
+/**
+ * A payload checked as a job's `payload` field is (JSON, at most `MAX_PAYLOAD_BYTES` serialised, no
+ * text PostgreSQL refuses, finite numbers): for a run given its own payload. A copy; `undefined`
+ * (no payload given) is refused.
+ */
+export function checkPayload(value: unknown): unknown {
+  if (value === undefined) throw new ValidationError('payload must be JSON', { field: 'payload' });
+  return checkField(JOB_FIELDS.payload, value);
+}
+
 /** Validates a definition and applies defaults; also returns the parsed schedule. */
 export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedule } {
   if (typeof input !== 'object' || input === null) throw new ValidationError('job must be an object');

@@ -127,8 +127,12 @@ export interface Tock {
    * naming `jobs[i]`) and nothing is written.
    */
   upsertJobs(jobs: readonly JobInput[]): Promise<JobChange[]>;
-  /** A run of the job now (or for `scheduledFor`), whatever its schedule. `ConflictError` if that slot has one. */
-  trigger(jobId: string, options?: { scheduledFor?: Date }): Promise<Run>;
+  /**
+   * A run of the job now (or for `scheduledFor`), whatever its schedule, with `payload` in place of
+   * the job's when given (any JSON value, at most 64 KiB; default the job's). `ConflictError` if that
+   * slot has one.
+   */
+  trigger(jobId: string, options?: { scheduledFor?: Date; payload?: unknown }): Promise<Run>;
 }
 
 /** What `start()` opened, for the job operations and `stop()`. */
@@ -239,7 +243,7 @@ class LocalTock implements Tock {
     return changes;
   }
 
-  async trigger(jobId: string, o: { scheduledFor?: Date } = {}): Promise<Run> {
+  async trigger(jobId: string, o: { scheduledFor?: Date; payload?: unknown } = {}): Promise<Run> {
     validateId(jobId, 'job_id');
     const at = o.scheduledFor;
     if (at !== undefined && !(at instanceof Date && Number.isFinite(at.getTime())))
@@ -249,6 +253,7 @@ class LocalTock implements Tock {
       tenantId: this.parts.tenantId,
       jobId,
       scheduledFor: at?.getTime(),
+      payload: o.payload,
       now: r.clock.nowMs(),
     });
   }

@@ -22,6 +22,7 @@ import {
   type ValidJob,
   validateJobs,
 } from '../core/index.js';
+import * as backfill from './backfill.js';
 import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
 import * as claims from './claims.js';
@@ -161,9 +162,14 @@ export class PostgresStore implements Store {
     });
   }
 
-  triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run> {
+  triggerRun(p: Parameters<Store['triggerRun']>[0]): Promise<Run> {
     const settings = { agingStepMs: this.agingStepMs, misfireThresholdMs: this.misfireThresholdMs };
     return runs.triggerRun(this.pool, { ...p, ...settings });
+  }
+
+  backfillRuns(p: Parameters<Store['backfillRuns']>[0]) {
+    const settings = { agingStepMs: this.agingStepMs, misfireThresholdMs: this.misfireThresholdMs };
+    return backfill.backfillRuns(this.pool, { ...p, ...settings, parse: this.parse });
   }
 
   // -- leased execution -------------------------------------------------------------------------

@@ -7,6 +7,7 @@
  */
 import {
   ConflictError,
+  checkPayload,
   decideRetry,
   LeaseLostError,
   NotFoundError,
@@ -29,16 +30,21 @@ interface Retrying {
   random: Random;
 }
 
-/** An ad-hoc run of a job for `scheduledFor` (default now); a slot that has a run is a conflict naming it. */
+/**
+ * An ad-hoc run of a job for `scheduledFor` (default now), with its own `payload` when given; a slot
+ * that has a run is a conflict naming it.
+ */
 export async function triggerRun(
   db: Queryable,
   p: Parameters<Store['triggerRun']>[0] & { agingStepMs: number; misfireThresholdMs: number },
 ): Promise<Run> {
   const now = checkInstant(p.now, 'now');
   const slot = checkInstant(p.scheduledFor ?? p.now, 'scheduled_for');
+  // The run's own payload as JSON text; null: the job's.
+  const payload = p.payload === undefined ? null : JSON.stringify(checkPayload(p.payload));
   const job = await getJob(db, p);
   const key = new Date(sortKey(slot.getTime(), job.priority, p.agingStepMs));
-  const { rows } = await db.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now]);
+  const { rows } = await db.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now, payload]);
   if (rows[0]) {
     await notifyRuns(db);
     return toRun(rows[0]);

@@ -22,6 +22,7 @@ import type {
 } from '../core/index.js';
 import type {
   ApiKey,
+  BackfillResult,
   ClaimedRun,
   IdempotentAnswer,
   Job,
@@ -68,8 +69,29 @@ export interface Store {
     /** Tick only the shards `nodeId` still holds at these epochs, locked against takeover until commit. */
     fence?: { nodeId: string; shards: readonly { shardId: number; epoch: number }[] };
   }): Promise<TickResult>;
-  /** An ad-hoc run of a job for `scheduledFor` (default: now). A slot that has a run is a `ConflictError` naming it. */
-  triggerRun(p: { tenantId: string; jobId: string; scheduledFor?: number; now: number }): Promise<Run>;
+  /**
+   * An ad-hoc run of a job for `scheduledFor` (default: now), with `payload` in place of the job's
+   * when given (checked as a job's payload is). A slot that has a run is a `ConflictError` naming it.
+   */
+  triggerRun(p: {
+    tenantId: string;
+    jobId: string;
+    scheduledFor?: number;
+    payload?: unknown;
+    now: number;
+  }): Promise<Run>;
+  /**
+   * The runs of every slot of the job's schedule in `[from, to)` (epoch ms), in one statement, each
+   * only where its slot has none; at most `MAX_BACKFILL_SLOTS` slots, else a `ValidationError`
+   * naming `to` (as is `from` after `to`), with nothing written.
+   */
+  backfillRuns(p: {
+    tenantId: string;
+    jobId: string;
+    from: number;
+    to: number;
+    now: number;
+  }): Promise<BackfillResult>;
 
   /** Leases up to `max` claimable runs of `pool`, best `sort_key` first, each with a fresh token. */
   claimRuns(p: ClaimRunsParams): Promise<ClaimedRun[]>;

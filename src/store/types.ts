@@ -119,6 +119,18 @@ export type JobChange<WithJobs extends boolean = false> = {
   change: UpsertChange;
 } & (WithJobs extends true ? { job: Job } : { job?: Job });
 
+/** What a range backfill did (`Store.backfillRuns`). */
+export interface BackfillResult {
+  /** Runs created: slots of the range that had none. */
+  created: number;
+  /** Slots of the range that already had a run (in any state), left as they were. */
+  existing: number;
+  /** The range's first slot; null when it holds none. */
+  firstSlot: Date | null;
+  /** The range's last slot; null when it holds none. */
+  lastSlot: Date | null;
+}
+
 export interface TickResult {
   /** Due jobs this tick locked and planned. */
   jobs: number;

@@ -206,6 +206,7 @@ describe('roles', () => {
       ['DELETE', '/v1/jobs/nightly'],
       ['POST', '/v1/jobs/nightly/pause'],
       ['POST', '/v1/jobs/nightly/runs', {}],
+      ['POST', '/v1/jobs/nightly/backfill', { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' }],
       ['POST', '/v1/leases', { worker_id: 'w' }],
       ['POST', '/v1/runs/00000000-0000-4000-8000-000000000000/cancel'],
       ['POST', '/v1/keys', { role: 'admin' }],
@@ -234,6 +235,7 @@ describe('roles', () => {
       ['PUT', '/v1/jobs/nightly', { schedule: '@daily', handler: 'h' }],
       ['POST', '/v1/jobs/nightly/runs', {}],
       ['POST', '/v1/runs/00000000-0000-4000-8000-000000000000/cancel'],
+      ['POST', '/v1/jobs/nightly/backfill', { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' }],
       ['POST', '/v1/keys', { role: 'worker' }],
     ] as [string, string, unknown?][]) {
       expectError(await http(method, path, { key: a.worker, body }), 403, 'forbidden');
@@ -311,6 +313,12 @@ describe('tenant isolation', () => {
       ['DELETE', '/v1/jobs/nightly', b.admin],
       ['POST', '/v1/jobs/nightly/runs', b.operator, {}],
       ['POST', '/v1/jobs/nightly/runs', b.operator, { scheduled_for: '2026-05-01T00:00:00Z' }],
+      [
+        'POST',
+        '/v1/jobs/nightly/backfill',
+        b.operator,
+        { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' },
+      ],
       ['POST', `/v1/runs/${runPaths[0]}/replay`, b.operator],
       ['POST', `/v1/runs/${runPaths[1]}/replay`, b.admin],
       ['POST', `/v1/runs/${runPaths[0]}/cancel`, b.operator],

@@ -55,6 +55,7 @@ const v400 = (name: string, method: string, path: string, body?: string, extra: 
   ...extra,
 });
 const TOKEN = '00000000-0000-4000-8000-000000000001';
+const backfill = (from: string, to: string) => JSON.stringify({ from, to });
 
 const rows: Row[] = [
   // -- JSON syntax and shape -------------------------------------------------------------------
@@ -206,6 +207,85 @@ const rows: Row[] = [
     message: 'scheduled_for',
   }),
   v400('trigger with an unknown field', 'POST', '/v1/jobs/existing/runs', '{"priority":9}'),
+  v400(
+    'trigger payload over 64 KiB',
+    'POST',
+    '/v1/jobs/existing/runs',
+    JSON.stringify({ payload: 'x'.repeat(70_000) }),
+    {
+      message: 'payload is larger than 65536 bytes',
+    },
+  ),
+  v400('trigger payload with a NUL', 'POST', '/v1/jobs/existing/runs', '{"payload":{"a":"x\\u0000"}}', {
+    message: 'payload.a',
+  }),
+  v400('trigger payload 1e309', 'POST', '/v1/jobs/existing/runs', '{"payload":[1e309]}', {
+    message: 'payload[0]',
+  }),
+  // -- backfill --------------------------------------------------------------------------------
+  v400(
+    'backfill from after to',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    backfill('2026-01-02T00:00:00Z', '2026-01-01T00:00:00Z'),
+    {
+      message: 'from 2026-01-02T00:00:00.000Z is after to 2026-01-01T00:00:00.000Z',
+    },
+  ),
+  v400(
+    'backfill over 10000 slots',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    backfill('2020-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+    {
+      message: 'holds more than 10000 slots',
+    },
+  ),
+  v400(
+    'backfill from that is not a date',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    backfill('yesterday', '2026-01-01T00:00:00Z'),
+    {
+      message: 'from',
+    },
+  ),
+  v400(
+    'backfill to without an offset',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    backfill('2025-12-01T00:00:00Z', '2026-01-01T00:00:00'),
+    {
+      message: 'to',
+    },
+  ),
+  v400('backfill without to', 'POST', '/v1/jobs/existing/backfill', '{"from":"2025-12-01T00:00:00Z"}', {
+    message: 'to',
+  }),
+  v400(
+    'backfill with an unknown field',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    '{"from":"2025-12-01T00:00:00Z","to":"2026-01-01T00:00:00Z","limit":5}',
+  ),
+  v400(
+    'backfill with a bad Idempotency-Key',
+    'POST',
+    '/v1/jobs/existing/backfill',
+    backfill('2025-12-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+    {
+      headers: { 'idempotency-key': 'two words' },
+      message: 'Idempotency-Key',
+    },
+  ),
+  {
+    name: 'backfill of a job that does not exist',
+    method: 'POST',
+    path: '/v1/jobs/ghost/backfill',
+    body: backfill('2025-12-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+    expectStatus: 404,
+    expectCode: 'not_found',
+  },
   v400('Idempotency-Key of 201 characters', 'POST', '/v1/jobs/existing/runs', '{}', {
     headers: { 'idempotency-key': 'k'.repeat(201) },
     message: 'Idempotency-Key',
@@ -424,6 +504,13 @@ const rows: Row[] = [
       ['deletes the job', 'DELETE', '/v1/jobs/existing', 'globex.admin'],
       ['pauses the job', 'POST', '/v1/jobs/existing/pause', 'globex.operator'],
       ['triggers the job', 'POST', '/v1/jobs/existing/runs', 'globex.operator', '{}'],
+      [
+        'backfills the job',
+        'POST',
+        '/v1/jobs/existing/backfill',
+        'globex.operator',
+        '{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}',
+      ],
       ['replays the run', 'POST', '/v1/runs/{run}/replay', 'globex.operator'],
       ['cancels the run', 'POST', '/v1/runs/{run}/cancel', 'globex.operator'],
       ["revokes acme's key", 'DELETE', '/v1/keys/{key}', 'globex.admin'],

@@ -27,6 +27,7 @@ const ROUTES: [string, string, unknown?][] = [
   ['PUT', '/v1/jobs/a', { schedule: '@every 1m', handler: 'h' }],
   ['DELETE', '/v1/jobs/a'],
   ['POST', '/v1/jobs/a/runs', {}],
+  ['POST', '/v1/jobs/a/backfill', { from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' }],
   ['GET', '/v1/runs'],
   ['GET', `/v1/runs/${RUN}`],
   ['POST', `/v1/runs/${RUN}/replay`, {}],

@@ -18,6 +18,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/jobs/{job_id}/pause', 200, false],
   ['post', '/v1/jobs/{job_id}/resume', 200, false],
   ['post', '/v1/jobs/{job_id}/runs', 201, true],
+  ['post', '/v1/jobs/{job_id}/backfill', 200, true],
   ['get', '/v1/jobs/{job_id}/runs', 200, false],
   ['get', '/v1/runs', 200, false],
   ['get', '/v1/runs/{run_id}', 200, false],

@@ -340,6 +340,26 @@ describe('tock jobs trigger and tock runs', () => {
     expect(out.stderr).toContain("option '--at <instant>' argument 'tomorrow' is invalid");
   });
 
+  test('--payload gives the run its own payload; bad JSON is refused before any request', async () => {
+    const run = await okJson([
+      'jobs',
+      'trigger',
+      't-job',
+      '--at',
+      '2025-12-30T00:00:00Z',
+      '--payload',
+      '{"n":[1,2]}',
+    ]);
+    expect(run.payload).toEqual({ n: [1, 2] });
+    expect((await db.store.getRun({ tenantId: TENANT, runId: run.run_id })).payload).toEqual({ n: [1, 2] });
+    const out = await tock(['jobs', 'trigger', 't-job', '--payload', '{n:1}']);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain("option '--payload <json>' argument '{n:1}' is invalid. not JSON");
+    // Valid JSON the API refuses (over 64 KiB): its message.
+    const big = await fails(['jobs', 'trigger', 't-job', '--payload', JSON.stringify('x'.repeat(70_000))]);
+    expect(big).toBe('tock: 400 validation_error: payload is larger than 65536 bytes\n');
+  });
+
   test('runs list filters by job and state; runs show prints the run and its attempts', async () => {
     const list = await okJson(['runs', 'list', '--job', 't-job']);
     expect(list.runs.length).toBeGreaterThanOrEqual(2);
@@ -394,6 +414,91 @@ describe('tock runs cancel', () => {
     expect(await fails(['runs', 'cancel', queued])).toMatch(/^tock: 409 conflict: run \S+ is cancelled/);
     const json = await okJson(['runs', 'cancel', (await okJson(['jobs', 'trigger', 'c-job'])).run_id]);
     expect(json).toMatchObject({ job_id: 'c-job', state: 'cancelled', attempts: [] });
+  });
+});
+
+describe('tock jobs backfill', () => {
+  beforeAll(async () => {
+    await ok(['jobs', 'put', 'b-job', '--schedule', '@every 1m', '--handler', 'echo']);
+  });
+
+  test('prints what it created and what existed; --json prints the answer; a repeat creates nothing', async () => {
+    await ok(['jobs', 'trigger', 'b-job', '--at', '2025-12-31T00:10:00Z']);
+    const args = [
+      'jobs',
+      'backfill',
+      'b-job',
+      '--from',
+      '2025-12-31T00:00:00Z',
+      '--to',
+      '2025-12-31T16:40:00+00:00',
+    ];
+    expect(await ok(args)).toBe(
+      'created 999, existing 1 (2025-12-31T00:00:00.000Z … 2025-12-31T16:39:00.000Z)\n',
+    );
+    expect(await okJson(args)).toEqual({
+      created: 0,
+      existing: 1000,
+      first_slot: '2025-12-31T00:00:00.000Z',
+      last_slot: '2025-12-31T16:39:00.000Z',
+    });
+    const empty = [
+      'jobs',
+      'backfill',
+      'b-job',
+      '--from',
+      '2025-12-31T00:00:30Z',
+      '--to',
+      '2025-12-31T00:01:00Z',
+    ];
+    expect(await ok(empty)).toBe('created 0, existing 0 (no slot in the range)\n');
+  });
+
+  test('a reversed or too large range is the API 400; a missing or bad instant is refused before any request', async () => {
+    const before = await db.pool.query('SELECT count(*)::int AS n FROM runs');
+    expect(
+      await fails([
+        'jobs',
+        'backfill',
+        'b-job',
+        '--from',
+        '2026-01-02T00:00:00Z',
+        '--to',
+        '2026-01-01T00:00:00Z',
+      ]),
+    ).toBe(
+      'tock: 400 validation_error: from 2026-01-02T00:00:00.000Z is after to 2026-01-01T00:00:00.000Z\n',
+    );
+    expect(
+      await fails([
+        'jobs',
+        'backfill',
+        'b-job',
+        '--from',
+        '2026-01-01T00:00:00Z',
+        '--to',
+        '2026-02-01T00:00:00Z',
+      ]),
+    ).toMatch(/^tock: 400 validation_error: .* holds more than 10000 slots of "@every 1m"/);
+    expect((await tock(['jobs', 'backfill', 'b-job', '--from', '2026-01-01T00:00:00Z'])).stderr).toContain(
+      "required option '--to <instant>' not specified",
+    );
+    expect(
+      (await tock(['jobs', 'backfill', 'b-job', '--from', 'yesterday', '--to', '2026-01-01T00:00:00Z']))
+        .stderr,
+    ).toContain("option '--from <instant>' argument 'yesterday' is invalid");
+    expect(
+      await fails([
+        'jobs',
+        'backfill',
+        'nope',
+        '--from',
+        '2026-01-01T00:00:00Z',
+        '--to',
+        '2026-01-02T00:00:00Z',
+      ]),
+    ).toBe('tock: 404 not_found: job "nope" does not exist\n');
+    expect((await db.pool.query('SELECT count(*)::int AS n FROM runs')).rows[0].n).toBe(before.rows[0].n);
   });
 });
 

@@ -92,6 +92,27 @@ describe('runs and leases', () => {
     expect((await client.listRuns({ jobId: 'r-1', state: 'pending', limit: 1 })).runs).toHaveLength(1);
   });
 
+  test("trigger with a payload: the run's own; backfill a range: created, then existing", async () => {
+    await client.putJob('b-1', { schedule: '@every 1h', handler: 'work', payload: { from: 'job' } });
+    const own = await client.triggerRun('b-1', { scheduledFor: '2025-12-30T00:30:00Z', payload: [1, 'two'] });
+    expect(own.payload).toEqual([1, 'two']);
+    const range = { from: new Date('2025-12-31T00:00:00Z'), to: '2026-01-01T00:00:00Z' };
+    expect(await client.backfillJob('b-1', { ...range, idempotencyKey: 'bf-1' })).toEqual({
+      created: 24,
+      existing: 0,
+      first_slot: '2025-12-31T00:00:00.000Z',
+      last_slot: '2025-12-31T23:00:00.000Z',
+    });
+    expect((await client.backfillJob('b-1', { ...range, idempotencyKey: 'bf-1' })).created).toBe(24);
+    expect(await client.backfillJob('b-1', range)).toMatchObject({ created: 0, existing: 24 });
+    const reversed = await apiError(
+      client.backfillJob('b-1', { from: range.to, to: range.from }),
+      400,
+      'validation_error',
+    );
+    expect(reversed.message).toBe('from 2026-01-01T00:00:00.000Z is after to 2025-12-31T00:00:00.000Z');
+  });
+
   test('claim, heartbeat one and many, complete; a second completion is lease_lost', async () => {
     await client.putJob('w-1', { schedule: '@daily', handler: 'w-handler' });
     const run = await client.triggerRun('w-1');

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/errors.js';
 import {
+  checkPayload,
   definitionHash,
   type JobInput,
   type JobSpec,
@@ -181,6 +182,37 @@ describe('validateJob', () => {
     expect(jobError({ ...BASE, payload: { blob: 'x'.repeat(70_000) } }).message).toMatch(
       /payload is larger than 65536 bytes/,
     );
+  });
+});
+
+describe('checkPayload', () => {
+  /** The field of the ValidationError `value` is refused with. */
+  const refusedAt = (value: unknown) => {
+    try {
+      checkPayload(value);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ValidationError);
+      return (err as ValidationError).details.field;
+    }
+    throw new Error('not refused');
+  };
+
+  it("accepts what a job's payload accepts, as a copy", () => {
+    const given = { a: [1, 'two', null], b: { c: true } };
+    const checked = checkPayload(given);
+    expect(checked).toEqual(given);
+    expect(checked).not.toBe(given);
+    expect(checkPayload(null)).toBeNull();
+    expect(checkPayload('x'.repeat(MAX_PAYLOAD_BYTES - 2))).toHaveLength(MAX_PAYLOAD_BYTES - 2);
+  });
+
+  it("refuses what a job's payload refuses, naming where", () => {
+    expect(refusedAt('x'.repeat(MAX_PAYLOAD_BYTES - 1))).toBe('payload');
+    expect(refusedAt({ a: ['ok', 'x\u0000'] })).toBe('payload.a[1]');
+    expect(refusedAt({ '\uD800': 1 })).toBe('payload["\\ud800"]');
+    expect(refusedAt([Number.NaN])).toBe('payload[0]');
+    expect(refusedAt(() => 1)).toBe('payload');
+    expect(refusedAt(undefined)).toBe('payload');
   });
 });
 

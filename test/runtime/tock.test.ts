@@ -176,7 +176,10 @@ test("a pool of the caller's is migrated and left open; a clock of the caller's 
   const run = await t.trigger('once', { scheduledFor: new Date(T0 + 5000) });
   expect(run.scheduledFor).toEqual(new Date(T0 + 5000));
   expect(run.createdAt).toEqual(new Date(T0));
+  const own = await t.trigger('once', { scheduledFor: new Date(T0 + 6000), payload: { only: 'this run' } });
+  expect(own.payload).toEqual({ only: 'this run' });
+  await expect(t.trigger('once', { payload: { bad: 'x\u0000' } })).rejects.toBeInstanceOf(ValidationError);
   await t.stop();
   const { rows } = await pool.query('SELECT count(*)::int AS n FROM runs');
-  expect(rows[0].n).toBe(1);
+  expect(rows[0].n).toBe(2);
 });

@@ -249,3 +249,23 @@ describe('fair claims across tenants', () => {
     expect(batch.map((r) => r.runId)).toContain(ids[0]);
   });
 });
+
+describe('a backfill', () => {
+  test("its runs take the job's named limits: they drain at the limit's rate", async () => {
+    const t = uniqueId('t-backfill');
+    await defineLimit(t, 'api', { rate: 50, burst: 50 });
+    const def = job({ schedule: '@every 1s', limits: ['api'] });
+    const now = db.clock.nowMs();
+    await upsertJob(db.store, { tenantId: t, job: def, now });
+    const made = await db.store.backfillRuns({
+      tenantId: t,
+      jobId: def.jobId,
+      from: now - 1_000_000,
+      to: now - 900_000,
+      now,
+    });
+    expect(made.created).toBe(100);
+    expect(await claim(t, 1000, now)).toHaveLength(50);
+    expect(await claim(t, 1000, now + 500)).toHaveLength(25);
+  });
+});

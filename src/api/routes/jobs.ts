@@ -1,11 +1,13 @@
 /**
  * The jobs routes: create or update (one or many), list, read, delete, pause, resume, trigger a run
- * (with `Idempotency-Key`), a job's runs. Every write is the tenant's of the caller's key.
+ * and backfill a range of slots (both with `Idempotency-Key`), a job's runs. Every write is the
+ * tenant's of the caller's key.
  */
 import type { Static } from 'typebox';
 import {
   ConflictError,
   jobInputFromApi,
+  MAX_BACKFILL_SLOTS,
   parseInstant,
   ValidationError,
   validateJob,
@@ -13,7 +15,7 @@ import {
 } from '../../core/index.js';
 import { tockErrorAnswer } from '../plugins/errors.js';
 import { type Answer, idempotent } from '../plugins/idempotency.js';
-import { jobJson, runJson } from '../present.js';
+import { backfillJson, jobJson, runJson } from '../present.js';
 import * as S from '../schemas.js';
 import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
@@ -27,6 +29,7 @@ export const jobRoutes: RoutePlugin = async (app, o) => {
   pauseOrResume(app, o, 'pause');
   pauseOrResume(app, o, 'resume');
   triggerRun(app, o);
+  backfill(app, o);
   jobRuns(app, o);
 };
 
@@ -204,12 +207,13 @@ function triggerRun(app: RouteApp, o: RouteOptions): void {
     },
     async (request, reply) => {
       const { job_id } = request.params;
-      const { scheduled_for } = request.body;
+      const { scheduled_for, payload } = request.body;
       const tenantId = request.principal.tenantId;
       const trigger = async (): Promise<Answer<TriggerAnswerBody>> => {
         const scheduledFor =
           scheduled_for === undefined ? undefined : parseInstant(scheduled_for, 'scheduled_for');
-        const run = await store.triggerRun({ tenantId, jobId: job_id, scheduledFor, now: clock.nowMs() });
+        const now = clock.nowMs();
+        const run = await store.triggerRun({ tenantId, jobId: job_id, scheduledFor, payload, now });
         return { status: 201, body: runJson(run) };
       };
       const answer = await idempotent(
@@ -223,6 +227,59 @@ function triggerRun(app: RouteApp, o: RouteOptions): void {
         },
         trigger,
         (err) => (err instanceof ConflictError ? tockErrorAnswer(err) : null),
+      );
+      return reply.code(answer.status).send(answer.body);
+    },
+  );
+}
+
+/** An instant of a body field, or a `ValidationError` naming the field. */
+function instantOf(text: string, field: string): number {
+  try {
+    return parseInstant(text, field);
+  } catch (err) {
+    if (err instanceof ValidationError) throw new ValidationError(err.message, { ...err.details, field });
+    throw err;
+  }
+}
+
+/**
+ * `POST /v1/jobs/:job_id/backfill`: the run of every slot in `[from, to)` that has none, in one
+ * statement. Repeating it is safe by itself (the repeat creates nothing and counts every slot as
+ * existing); with an Idempotency-Key the first answer is replayed as it was. Any error frees the key.
+ */
+function backfill(app: RouteApp, o: RouteOptions): void {
+  const { store, clock } = o;
+  app.post(
+    '/v1/jobs/:job_id/backfill',
+    {
+      config: { permission: 'operate' },
+      schema: {
+        summary: `Backfill: create the run of every slot in [from, to) that has none (at most ${MAX_BACKFILL_SLOTS}); Idempotency-Key replays the same answer`,
+        tags: ['runs'],
+        params: S.JobParams,
+        body: S.BackfillBody,
+        response: { 200: S.BackfillAnswer, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { job_id } = request.params;
+      const tenantId = request.principal.tenantId;
+      const from = instantOf(request.body.from, 'from');
+      const to = instantOf(request.body.to, 'to');
+      const answer = await idempotent(
+        o,
+        {
+          tenantId,
+          scope: `backfill:${job_id}`,
+          header: request.headers['idempotency-key'],
+          body: request.body,
+        },
+        async () => {
+          const done = await store.backfillRuns({ tenantId, jobId: job_id, from, to, now: clock.nowMs() });
+          return { status: 200, body: backfillJson(done) };
+        },
+        () => null,
       );
       return reply.code(answer.status).send(answer.body);
     },

@@ -1,11 +1,11 @@
 /**
- * `tock jobs …`: define (`put`, in jobs-put.ts), inspect (`get`, `list`), pause, resume, delete
- * and trigger jobs over the HTTP API.
+ * `tock jobs …`: define (`put`, in jobs-put.ts), inspect (`get`, `list`), pause, resume, delete,
+ * trigger and backfill jobs over the HTTP API.
  */
 import type { Command } from 'commander';
 import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write } from '../api-command.js';
 import { defineCommand, type OptionsFor } from '../command.js';
-import { jobFields, jobTable, triggeredRunFields } from '../format/jobs.js';
+import { backfillLine, jobFields, jobTable, triggeredRunFields } from '../format/jobs.js';
 import { checkJobId } from '../options/parsers.js';
 import { registerJobsPut } from './jobs-put.js';
 
@@ -49,16 +49,27 @@ async function remove(jobId: string, o: ApiOptions): Promise<void> {
 async function trigger(jobId: string, o: OptionsFor<'jobs trigger'>): Promise<void> {
   const run = await clientOf(o).triggerRun(checkJobId(jobId), {
     scheduledFor: o.at,
+    payload: o.payload,
     idempotencyKey: o.idempotencyKey,
   });
   if (o.json) return printJson(run);
   write(triggeredRunFields(run));
 }
 
+async function backfill(jobId: string, o: OptionsFor<'jobs backfill'>): Promise<void> {
+  const done = await clientOf(o).backfillJob(checkJobId(jobId), {
+    from: o.from,
+    to: o.to,
+    idempotencyKey: o.idempotencyKey,
+  });
+  if (o.json) return printJson(done);
+  write(`${backfillLine(done)}\n`);
+}
+
 export function registerJobs(program: Command): void {
   const jobs = program
     .command('jobs')
-    .description('define, inspect, pause and trigger jobs (over the HTTP API)');
+    .description('define, inspect, pause, trigger and backfill jobs (over the HTTP API)');
   registerJobsPut(jobs);
   const job = [['<job_id>', 'the job']] as const;
   defineCommand(jobs, 'jobs get', 'show one job', job).action(apiAction(get));
@@ -84,4 +95,10 @@ export function registerJobs(program: Command): void {
     'create a run of a job now (or for --at); a slot that already has a run is a 409 naming it',
     job,
   ).action(apiAction(trigger));
+  defineCommand(
+    jobs,
+    'jobs backfill',
+    "create the run of every slot of a job's schedule from --from (included) to --to (excluded) that has none",
+    job,
+  ).action(apiAction(backfill));
 }

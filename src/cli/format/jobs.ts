@@ -75,6 +75,12 @@ export function changeTable(answers: readonly Api.UpsertedJob[]): string {
 }
 
 /** A run just triggered (`tock jobs trigger`). */
+/** `created 997, existing 3 (2026-01-01T00:00:00.000Z … 2026-01-01T16:39:00.000Z)`: a backfill's answer. */
+export function backfillLine(b: Api.BackfillAnswer): string {
+  const range = b.first_slot === null ? 'no slot in the range' : `${b.first_slot} … ${b.last_slot}`;
+  return `created ${b.created}, existing ${b.existing} (${range})`;
+}
+
 export function triggeredRunFields(run: Api.Run): string {
   return formatFields([
     ['run_id', run.run_id],

@@ -8,7 +8,7 @@
  * reference lists every one.
  */
 import { fileURLToPath } from 'node:url';
-import { ROLES, RUN_STATES } from '../../core/index.js';
+import { MAX_BACKFILL_SLOTS, ROLES, RUN_STATES } from '../../core/index.js';
 import { apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
 import {
   decimal,
@@ -344,10 +344,34 @@ export const OPTIONS = {
       description: 'the slot, an ISO-8601 instant with offset (default: now)',
       parse: instant,
     },
+    payload: {
+      ...jobDefinition.payload,
+      description: "JSON given to the handler for this run only, in place of the job's (default: the job's)",
+    },
     idempotencyKey: {
       flags: '--idempotency-key <key>',
       description:
         'repeating the trigger with the same key returns the same run instead of a new one or an error',
+      parse: idempotencyKey,
+    },
+    ...apiClient,
+  },
+  'jobs backfill': {
+    from: {
+      flags: '--from <instant>',
+      description: 'first instant of the range (included), ISO-8601 with offset',
+      parse: instant,
+      required: true,
+    },
+    to: {
+      flags: '--to <instant>',
+      description: `end of the range (excluded), ISO-8601 with offset; at most ${MAX_BACKFILL_SLOTS} slots in between`,
+      parse: instant,
+      required: true,
+    },
+    idempotencyKey: {
+      flags: '--idempotency-key <key>',
+      description: 'repeating the backfill with the same key and range prints the first answer again',
       parse: idempotencyKey,
     },
     ...apiClient,

@@ -345,12 +345,15 @@ WITH dequeued AS (
 UPDATE runs SET state = 'cancelled', finished_at = $3, parked = 'cancelled'
 FROM dequeued WHERE runs.run_id = dequeued.run_id`;
 
-/** $1 tenant, $2 job, $3 slot, $4 sort key, $5 now. One ad-hoc run from the job's definition, queued. */
+/**
+ * $1 tenant, $2 job, $3 slot, $4 sort key, $5 now, $6 payload (JSON text, or null: the job's).
+ * One ad-hoc run from the job's definition, queued.
+ */
 export const runInsertOne = `
 WITH inserted AS (
   INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
     backoff_base_seconds, backoff_cap_seconds, lease_seconds, timeout_seconds, available_at, sort_key, created_at, gates)
-  SELECT j.tenant_id, j.job_id, $3, j.max_attempts, j.handler, j.payload, j.pool, j.priority,
+  SELECT j.tenant_id, j.job_id, $3, j.max_attempts, j.handler, COALESCE($6::jsonb, j.payload), j.pool, j.priority,
     j.backoff_base_seconds, j.backoff_cap_seconds, j.lease_seconds, j.timeout_seconds, $3, $4, $5, ${gatesOf('j')}
   FROM jobs j WHERE j.tenant_id = $1 AND j.job_id = $2
   ON CONFLICT (tenant_id, job_id, scheduled_for) DO NOTHING
