@@ -105,19 +105,26 @@ export async function claimRuns(db: Queryable, p: ClaimParams & { leaseMs: numbe
     const again = await claimAgain(db, { ...p, claimId });
     if (again.length > 0) return again;
   }
+  const params = [
+    p.pool,
+    checkInstant(p.now, 'now'),
+    p.max,
+    p.workerId,
+    p.leaseMs,
+    p.handlers ? [...p.handlers] : null,
+    p.tenantId ?? null,
+    aheadMs,
+    claimId ?? null,
+    tenantFilter(p.tenants),
+  ];
   try {
-    const { rows } = await db.query(C.runClaim, [
-      p.pool,
-      checkInstant(p.now, 'now'),
-      p.max,
-      p.workerId,
-      p.leaseMs,
-      p.handlers ? [...p.handlers] : null,
-      p.tenantId ?? null,
-      aheadMs,
-      claimId ?? null,
-      tenantFilter(p.tenants),
-    ]);
+    // The plain claim; where a limit exists it takes nothing and says so (a row without a run),
+    // and the gated claim takes the runs.
+    // Named, so each connection plans them once (prepared statements): planning these long
+    // statements costs more than running them for a small batch.
+    const plain = await db.query({ name: 'tock_claim', text: C.runClaim, values: params });
+    if (plain.rows[0]?.run_id !== null || plain.rows.length !== 1) return plain.rows.map(toClaimed);
+    const { rows } = await db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
     return rows.map(toClaimed);
   } catch (err) {
     // Another server made this claim (same id, tenant and worker: the index's key is the lookup's

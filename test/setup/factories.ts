@@ -99,7 +99,9 @@ export function pauseAfter(
   let fired = false;
   const wrapped = async (...args: unknown[]) => {
     const result = await query(...args);
-    if (!fired && typeof args[0] === 'string' && match(args[0])) {
+    // A statement is its text, or a named (prepared) statement's config object.
+    const sql = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: unknown } | undefined)?.text;
+    if (!fired && typeof sql === 'string' && match(sql)) {
       fired = true;
       await between();
     }

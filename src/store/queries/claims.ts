@@ -66,14 +66,22 @@ export const tokensNow = (l: string, now = '$2') =>
 
 /**
  * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and
- * tenants, and none of whose gates is known to be exhausted (`exhausted e`, read unlocked: a gate
- * that filled since is caught by the locked check, one that freed since waits for the next claim).
+ * tenants. The gated claim adds: none of whose gates is known to be exhausted (`exhausted e`, read
+ * unlocked: a gate that filled since is caught by the locked check, one that freed since waits for
+ * the next claim).
  */
-const claimable = `q.pool = $1 AND q.available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
+const claimable = (
+  gated: boolean,
+) => `q.pool = $1 AND q.available_at <= $2::timestamptz + $8::int * interval '1 millisecond'
     AND ($6::text[] IS NULL OR q.handler = ANY($6::text[]))
     AND ($7::text IS NULL OR q.tenant_id = $7)
-    AND ($10::text[] IS NULL OR q.tenant_id = ANY($10::text[]))
-    AND (cardinality(e.gates) = 0 OR NOT (${gateSet('q')} && e.gates))`;
+    AND ($10::text[] IS NULL OR q.tenant_id = ANY($10::text[]))${
+      gated
+        ? `
+    AND (cardinality(e.gates) = 0 OR NOT (${gateSet('q')} && e.gates))`
+        : `
+    AND NOT (SELECT yes FROM limited)`
+    }`;
 
 /** The columns of a candidate (a locked row of `run_queue q`). */
 const CANDIDATE = 'q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at';
@@ -82,48 +90,21 @@ const CANDIDATE = 'q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.avail
 export const MAX_FAIR_TENANTS = 1000;
 
 /**
- * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
- * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
- * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
- *
- * The claim, in one statement, so that limits, caps and leases agree under any number of claimers:
- * 1. `exhausted`: the gates out of tokens or slots now (unlocked; `skip` gates stay in view, so
- *    the runs they would overlap can be dropped).
- * 2. Candidates, locked with SKIP LOCKED (the LIMIT … SKIP LOCKED selects sit in CTEs, which run
- *    once, where a subquery in IN (…) may be re-run and take more): the first ready run of each
- *    tenant (`heads`, a skip scan over run_queue_tenants, up to MAX_FAIR_TENANTS tenants; the $3
- *    oldest by sort key), and the $3 first ready runs overall. When these hold more runs of a gate
- *    than it has room for (`saturated`, read unlocked), $3 more, of other gates only (`more`,
- *    which does not scan at all otherwise): so a claim that skips limited runs still fills its
- *    batch from the others.
- * 3. Fair order: a tenant's first candidate before anyone's second (`turn`), then `sort_key`; so
- *    a batch holds one run of each of up to $3 tenants before a second of any.
- * 4. The gates of the candidates with a row in `limits` (not looked up while no limit exists at
- *    all), locked in gate order (every statement that writes several gates takes them in this
- *    order, so none deadlock). On each gate, candidates in
- *    fair order fit while their rank is within its room: whole tokens and free slots.
- *    A candidate of a `skip` job whose slot arrived while the job's run was running (after that
- *    run's start, and before its end or still running) is dropped: state `skipped`.
- * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
- *    and slots (recorded in `run_holds`, given back when the attempt ends), one update per gate.
- * 6. One claim row per lease length, with the claim id and tenant. A claim id that another claim
- *    row of the same lease length has fails the statement on run_claims_claim_id (nothing is
- *    taken): the caller answers that claim.
+ * The first CTEs of both claims: the candidates, locked with SKIP LOCKED (the LIMIT … SKIP LOCKED
+ * selects sit in CTEs, which run once, where a subquery in IN (…) may be re-run and take more): the
+ * first ready run of each tenant (`heads`, a skip scan over run_queue_tenants, up to
+ * MAX_FAIR_TENANTS tenants; the $3 oldest by sort key), and the $3 first ready runs overall.
+ * `from` is what else the scans read (the gated claim's `exhausted e`).
  */
-export const runClaim = `
-WITH RECURSIVE exhausted AS MATERIALIZED (
-  SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
-    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1
-    UNION
-    SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
-  ) x
-), heads AS (
-  (SELECT q.tenant_id, q.run_id, q.sort_key, 1 AS depth FROM run_queue q, exhausted e
-   WHERE ${claimable} ORDER BY q.tenant_id, q.sort_key LIMIT 1)
+const candidates = (gated: boolean) => {
+  const from = gated ? 'run_queue q, exhausted e' : 'run_queue q';
+  return `heads AS (
+  (SELECT q.tenant_id, q.run_id, q.sort_key, 1 AS depth FROM ${from}
+   WHERE ${claimable(gated)} ORDER BY q.tenant_id, q.sort_key LIMIT 1)
   UNION ALL
   SELECT n.tenant_id, n.run_id, n.sort_key, h.depth + 1 FROM heads h CROSS JOIN LATERAL (
-    SELECT q.tenant_id, q.run_id, q.sort_key FROM run_queue q, exhausted e
-    WHERE ${claimable} AND q.tenant_id > h.tenant_id ORDER BY q.tenant_id, q.sort_key LIMIT 1
+    SELECT q.tenant_id, q.run_id, q.sort_key FROM ${from}
+    WHERE ${claimable(gated)} AND q.tenant_id > h.tenant_id ORDER BY q.tenant_id, q.sort_key LIMIT 1
   ) n
   WHERE h.depth < ${MAX_FAIR_TENANTS}
 ), first_of_tenants AS (
@@ -131,14 +112,31 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM heads ORDER BY sort_key LIMIT $3))
   FOR UPDATE SKIP LOCKED
 ), first_overall AS (
-  SELECT ${CANDIDATE} FROM run_queue q, exhausted e
-  WHERE ${claimable}
+  SELECT ${CANDIDATE} FROM ${from}
+  WHERE ${claimable(gated)}
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
 ), first_pass AS (
   SELECT * FROM first_of_tenants UNION SELECT * FROM first_overall
-), saturated AS MATERIALIZED (
+)`;
+};
+
+/** Fair order of the candidates (`pool`): a tenant's first before anyone's second, then sort key. */
+const fairOrder = (pool: string) => `ordered AS (
+  SELECT c.*, row_number() OVER (ORDER BY c.turn, c.sort_key, c.run_id) AS pos FROM (
+    SELECT u.*, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
+    FROM (${pool}) u
+  ) c
+)`;
+
+/** The chosen runs leave the queue. By primary key: as a join, the planner may hash-join a scan of the whole queue. */
+const TAKE = `
+  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
+  RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at`;
+
+/** The gated claim's CTEs from the candidates to `chosen` (the runs that fit) and `overlapped`. */
+const GATES = `saturated AS MATERIALIZED (
   SELECT COALESCE(array_agg(s.gate), '{}') AS gates FROM (
     SELECT l.gate FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate)
     JOIN limits l ON l.gate = g.gate
@@ -147,21 +145,13 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   ) s
 ), more AS (
   SELECT ${CANDIDATE} FROM run_queue q, exhausted e, saturated s
-  WHERE (SELECT cardinality(gates) FROM saturated) > 0 AND ${claimable} AND NOT (${gateSet('q')} && s.gates)
+  WHERE (SELECT cardinality(gates) FROM saturated) > 0 AND ${claimable(true)} AND NOT (${gateSet('q')} && s.gates)
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
-), ordered AS (
-  SELECT c.*, row_number() OVER (ORDER BY c.turn, c.sort_key, c.run_id) AS pos FROM (
-    SELECT u.*, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
-    FROM (SELECT * FROM first_pass UNION SELECT * FROM more) u
-  ) c
-), candidate_gates AS (
-  -- Only when some limit exists at all (a one-time filter): claims where no limit is defined
-  -- skip the gates entirely.
+), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, candidate_gates AS (
   SELECT o.run_id, o.pos, o.available_at, g.gate
   FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
-  WHERE (SELECT EXISTS (SELECT 1 FROM limits))
 ), lim AS MATERIALIZED (
   SELECT l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
     CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
@@ -184,10 +174,7 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   SELECT o.run_id FROM ordered o
   WHERE o.run_id NOT IN (SELECT run_id FROM unfit) AND o.run_id NOT IN (SELECT run_id FROM overlapped)
   ORDER BY o.pos LIMIT $3
-), taken AS (
-  -- By primary key: as a join with \`chosen\`, the planner may hash-join a scan of the whole queue.
-  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
-  RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at
+), taken AS (${TAKE}
 ), dropped AS (
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
@@ -211,7 +198,10 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   INSERT INTO run_holds (run_id, gate)
   SELECT tg.run_id, tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
   ON CONFLICT DO NOTHING
-), held AS (
+)`;
+
+/** The CTEs of both claims after `taken`: the runs' rows, and one claim row per lease length. */
+const LEASE = `held AS (
   SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
     COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
@@ -222,8 +212,62 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
     $9::uuid, $7::text
   FROM held GROUP BY lease_ms
   RETURNING lease_token, lease_ms, lease_expires_at
-)
-SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt, h.max_attempts,
-  c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
-FROM held h JOIN claims c ON c.lease_ms = h.lease_ms
+)`;
+
+const CLAIMED = `SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt,
+  h.max_attempts, c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
+FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
+
+/**
+ * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
+ * $8 ahead ms (runs becoming claimable up to this long after now are claimed too; 0: only due ones),
+ * $9 claim id (or null), $10 tenants (or null: every tenant; a worker on the database given `--tenant`).
+ *
+ * The claim while no limit exists at all (`limits` is empty): the candidates (see `candidates`) in
+ * fair order — a tenant's first before anyone's second, then `sort_key`, so a batch holds one run
+ * of each of up to $3 tenants before a second of any — up to $3, leave the queue onto one claim row
+ * per lease length, with the claim id and tenant. When a limit exists it takes nothing and answers
+ * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead. A
+ * claim id that another claim row of the same lease length has fails the statement on
+ * run_claims_claim_id (nothing is taken): the caller answers that claim.
+ */
+export const runClaim = `
+WITH RECURSIVE limited AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM limits) AS yes
+), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, chosen AS (
+  SELECT run_id FROM ordered ORDER BY pos LIMIT $3
+), taken AS (${TAKE}
+), ${LEASE}
+SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM limited WHERE yes`;
+
+/**
+ * The claim where limits exist ($1–$10 as `runClaim`), in one statement, so that limits, caps and
+ * leases agree under any number of claimers:
+ * 1. `exhausted`: the gates out of tokens or slots now (unlocked; `skip` gates stay in view, so
+ *    the runs they would overlap can be dropped).
+ * 2. The candidates, as `runClaim`'s, of gates not exhausted. When these hold more runs of a gate
+ *    than it has room for (`saturated`, read unlocked), $3 more, of other gates only (`more`,
+ *    which does not scan at all otherwise): so a claim that skips limited runs still fills its
+ *    batch from the others.
+ * 3. Fair order, as `runClaim`'s.
+ * 4. The gates of the candidates with a row in `limits`, locked in gate order (every statement
+ *    that writes several gates takes them in this order, so none deadlock). On each gate,
+ *    candidates in fair order fit while their rank is within its room: whole tokens and free
+ *    slots. A candidate of a `skip` job whose slot arrived while the job's run was running (after
+ *    that run's start, and before its end or still running) is dropped: state `skipped`.
+ * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
+ *    and slots (recorded in `run_holds`, given back when the attempt ends), one update per gate.
+ * 6. One claim row per lease length, as `runClaim`'s.
+ */
+export const runClaimGated = `
+WITH RECURSIVE exhausted AS MATERIALIZED (
+  SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
+    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1
+    UNION
+    SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
+  ) x
+), ${candidates(true)}, ${GATES}, ${LEASE}
+${CLAIMED}
 ORDER BY h.sort_key`;
