@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { backfillSlots, checkBackfillRange, MAX_BACKFILL_SLOTS } from '../../src/core/backfill.js';
 import { ValidationError } from '../../src/core/errors.js';
 import { parseSchedule } from '../../src/core/schedule/schedule.js';
+import { refusal } from '../setup/refusal.js';
 
 const ms = (iso: string) => Date.parse(iso);
 const isos = (slots: number[]) => slots.map((s) => new Date(s).toISOString());
@@ -12,16 +13,6 @@ function slots(source: string, from: string, to: string, timezone = 'UTC', max?:
 }
 
 /** The ValidationError `fn` throws. */
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ValidationError);
-    return err as ValidationError;
-  }
-  throw new Error('did not throw');
-}
-
 describe('range bounds: from included, to excluded', () => {
   test('@every: every slot of the range, oldest first, the one at `to` left out', () => {
     const got = slots('@every 1m', '2026-01-01T00:00:00Z', '2026-01-01T01:00:00Z');

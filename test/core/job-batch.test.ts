@@ -8,6 +8,7 @@ import {
   validateJob,
   validateJobs,
 } from '../../src/core/index.js';
+import { refusal } from '../setup/refusal.js';
 
 const job = (jobId: string, extra: Record<string, unknown> = {}) => ({
   jobId,
@@ -15,16 +16,6 @@ const job = (jobId: string, extra: Record<string, unknown> = {}) => ({
   handler: 'h',
   ...extra,
 });
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ValidationError);
-    return err as ValidationError;
-  }
-  throw new Error('did not throw');
-}
 
 describe('validateJobs', () => {
   it('validates each job as validateJob does, keeping its index', () => {

@@ -9,16 +9,7 @@ import {
   validateLimit,
   validateLimitKey,
 } from '../../src/core/index.js';
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ValidationError);
-    return err as ValidationError;
-  }
-  throw new Error('accepted');
-}
+import { refusal } from '../setup/refusal.js';
 
 describe('validateLimit', () => {
   it('takes a rate with a burst, a concurrency cap, or both; nulls for what is unset', () => {
