@@ -4,7 +4,6 @@ import {
   checkJobBatch,
   MAX_BULK_JOBS,
   pastOneShotError,
-  ValidationError,
   validateJob,
   validateJobs,
 } from '../../src/core/index.js';

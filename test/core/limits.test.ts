@@ -5,7 +5,6 @@ import {
   type GateState,
   msUntilToken,
   tokensAfter,
-  ValidationError,
   validateLimit,
   validateLimitKey,
 } from '../../src/core/index.js';
