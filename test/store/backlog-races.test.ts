@@ -282,7 +282,7 @@ async function play(sc: Scenario, store: PostgresStore, rnd: Random): Promise<Hi
     ];
     for (const [runId, outcome] of reaped) {
       const a = open.get(runId);
-      if (!a || a.fate !== 'expire') {
+      if (a?.fate !== 'expire') {
         h.anomalies.push(`reaped ${runId} at ${t - T0}, which was not left to expire`);
         continue;
       }
