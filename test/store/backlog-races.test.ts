@@ -199,6 +199,9 @@ async function play(sc: Scenario, store: PostgresStore, rnd: Random): Promise<Hi
   const endDue = async (claimer: number, round: number, t: number) => {
     const due = held[claimer]!.filter((a) => a.endRound !== null && a.endRound <= round);
     held[claimer] = held[claimer]!.filter((a) => !due.includes(a));
+    // No longer open once its end is sent: another claimer of this round may take a released run
+    // back before this continuation runs (an end refused is an anomaly of its own).
+    for (const a of due) open.delete(a.runId);
     const ended = (a: Attempt, outcome: string, s: number) => {
       a.endedAt = t;
       a.endSeq = s;
@@ -374,12 +377,13 @@ const startOf = (a: Attempt) => Math.max(a.claimedAt, a.availableAt);
 
 /**
  * The `skip` rule: a slot (`availableAt`) of the job's run `runId` arrived while another run of the
- * job was running: after that attempt's start and no later than its end (or it had not ended).
+ * job was running: after that attempt's start and before its end (or it had not ended). A slot
+ * at the very instant a run ends does not overlap it (a retry due at once is not its own overlap).
  */
 const overlapping = (attempts: Attempt[], runId: string, availableAt: number) =>
   attempts.filter(
     (i) =>
-      i.runId !== runId && startOf(i) < availableAt && availableAt <= (i.endedAt ?? Number.POSITIVE_INFINITY),
+      i.runId !== runId && startOf(i) < availableAt && availableAt < (i.endedAt ?? Number.POSITIVE_INFINITY),
   );
 
 test('eight concurrent claimers over two pools: caps, queue and skip overlap, and limits hold; every slot is given back', async () => {

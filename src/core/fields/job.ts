@@ -25,6 +25,8 @@ export const MAX_PAYLOAD_BYTES = 64 * 1024;
 export const MAX_MISFIRE_THRESHOLD_SECONDS = 86_400;
 /** Longest `lease_seconds`, `jitter_seconds` and `timeout_seconds` a job may set: a day. */
 const DAY_SECONDS = 86_400;
+/** Largest `jitter_seconds`: a run becomes available at most this long after its slot. */
+export const MAX_JITTER_SECONDS = DAY_SECONDS;
 
 export const JOB_FIELDS = {
   /** The job's id, unique in its tenant: 1-200 of `A-Z a-z 0-9 . _ : -`, not `.` or `..`. */
@@ -181,7 +183,7 @@ export const JOB_FIELDS = {
     api: 'jitter_seconds',
     type: 'integer',
     min: 0,
-    max: DAY_SECONDS,
+    max: MAX_JITTER_SECONDS,
     default: 0,
     description: 'default 0',
     column: 'jitter_seconds',

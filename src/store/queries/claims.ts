@@ -3,7 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { enqueue, giveBack, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
+import { enqueue, giveBack, MEMBERS, recordEnded, SKIPPED_REASON, startOf, unclaim } from './runs.js';
 
 /**
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
@@ -163,7 +163,7 @@ const GATES = `saturated AS MATERIALIZED (
   FROM candidate_gates cg JOIN lim l ON l.gate = cg.gate
 ), overlapped AS (
   SELECT DISTINCT run_id FROM gate_rows
-  WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at <= freed_at)
+  WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at < freed_at)
 ), unfit AS (
   SELECT DISTINCT t.run_id FROM (
     SELECT g.run_id, row_number() OVER (PARTITION BY g.gate ORDER BY g.pos) AS rank,
@@ -180,7 +180,7 @@ const GATES = `saturated AS MATERIALIZED (
   RETURNING q.run_id
 ), skipped AS (
   UPDATE runs r SET state = 'skipped', finished_at = $2, parked = 'skipped',
-    last_error = 'overlap skip: the slot arrived while an earlier run of the job was running'
+    last_error = '${SKIPPED_REASON}'
   FROM dropped d WHERE r.run_id = d.run_id AND r.state = 'pending'
 ), taken_gates AS (
   SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy

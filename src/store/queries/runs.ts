@@ -9,6 +9,8 @@
  * through the `run_states` view, which shows a pending run that a claim lists as running.
  */
 
+import { JOB_KEY_PREFIX, MAX_JITTER_SECONDS } from '../../core/index.js';
+
 /**
  * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
  * tick or write. Polling stays the source of truth; a lost notification only costs a poll.
@@ -84,22 +86,43 @@ const LIVE_MEMBERS = `
   ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
   )`;
 
+/** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
+export const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
+
 /**
  * Gives back the concurrency slots the runs a CTE named `ended` (run_id) held (`run_holds`), for
- * $now: `freed` deletes the holds, `freeing` locks their limits in gate order (the order a claim
+ * `now`: `freed` deletes the holds, `freeing` locks their limits in gate order (the order a claim
  * locks them in, so the two never deadlock), `given_back` lowers `in_use` and stamps `freed_at`,
  * and wakes idle claimers (`pg_notify`, once per transaction) when it gave anything back.
+ * The end of a run of a job with overlap `skip` also drops its job's queued runs whose slot arrived
+ * while it ran (after its start, `busy_from`, and before now): they become `skipped` here, whether
+ * or not a claim saw them in time. Runs a claimer holds locked are left to that claim, which drops
+ * them by the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a
+ * gate). The ended runs themselves (a retry due at once) are not overlaps.
  */
 export const giveBack = (now: string) => `
   freed AS (
     DELETE FROM run_holds h WHERE h.run_id IN (SELECT run_id FROM ended) RETURNING h.gate
   ), freeing AS (
-    SELECT l.gate FROM limits l WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
+    SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
+    WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
   ), given_back AS (
     UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
     FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
     WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
     RETURNING pg_notify('${RUNS_CHANNEL}', '')
+  ), overlapped_slots AS (
+    SELECT q.run_id FROM freeing f
+    JOIN runs r ON r.tenant_id = f.tenant_id AND r.job_id = substr(f.key, ${JOB_KEY_PREFIX.length + 1})
+      AND r.scheduled_for <= ${now} AND r.scheduled_for > f.busy_from - interval '${MAX_JITTER_SECONDS} seconds'
+    JOIN run_queue q ON q.run_id = r.run_id AND q.available_at > f.busy_from AND q.available_at < ${now}
+    WHERE f.overlap = 'skip' AND f.key LIKE '${JOB_KEY_PREFIX}%' AND r.run_id NOT IN (SELECT run_id FROM ended)
+    FOR UPDATE OF q SKIP LOCKED
+  ), overlaps_dequeued AS (
+    DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
+  ), overlaps_skipped AS (
+    UPDATE runs r SET state = 'skipped', finished_at = ${now}, parked = 'skipped', last_error = '${SKIPPED_REASON}'
+    FROM overlaps_dequeued d WHERE r.run_id = d.run_id AND r.state = 'pending'
   )`;
 
 /**
