@@ -29,6 +29,7 @@ async function worker(o: WorkerOptions): Promise<void> {
     dataDir: o.dataDir,
     schema: o.schema,
     leaseMs: o.lease,
+    agingStepMs: o.agingStep,
     tenants: o.tenant,
   });
   const refused = await Promise.race([signal.then(() => null), running.refused]);
