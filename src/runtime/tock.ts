@@ -14,9 +14,9 @@ import pino, { type Logger } from 'pino';
 import { Metrics } from '../api/index.js';
 import {
   type Clock,
-  type JobInput,
   checkAgingStep,
   DEFAULT_AGING_STEP_MS,
+  type JobInput,
   OffsetClock,
   ValidationError,
   validateId,

@@ -65,7 +65,12 @@ async function stream(store: PostgresStore, arrivals: number): Promise<{ claims:
       availability.set(run.runId, run.availableAt.getTime());
     }
     if (low === null && LOW_AT <= now) {
-      const run = await store.triggerRun({ tenantId, jobId: lowJob.jobId, scheduledFor: LOW_AT, now: LOW_AT });
+      const run = await store.triggerRun({
+        tenantId,
+        jobId: lowJob.jobId,
+        scheduledFor: LOW_AT,
+        now: LOW_AT,
+      });
       expect(run.availableAt.getTime()).toBe(LOW_AT);
       low = run.runId;
       priorities.set(run.runId, 0);
@@ -171,7 +176,9 @@ describe('the ageing step of a store', () => {
 
   test('accepts the bounds, and defaults to 60 s', () => {
     expect(new PostgresStore(db.pool, { agingStepMs: 1000 }).agingStepMs).toBe(1000);
-    expect(new PostgresStore(db.pool, { agingStepMs: MAX_AGING_STEP_MS }).agingStepMs).toBe(MAX_AGING_STEP_MS);
+    expect(new PostgresStore(db.pool, { agingStepMs: MAX_AGING_STEP_MS }).agingStepMs).toBe(
+      MAX_AGING_STEP_MS,
+    );
     expect(new PostgresStore(db.pool).agingStepMs).toBe(60_000);
   });
 });

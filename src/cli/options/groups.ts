@@ -80,8 +80,7 @@ export const listen = {
  */
 export const agingStep = {
   flags: '--aging-step <duration>',
-  description:
-    'each step a run waits adds one to its priority, 1s-1d: a priority-p run is claimed before any priority-q run that became ready more than (q-p) steps after it (give every node the same)',
+  description: 'each step a run waits adds one to its priority, 1s-1d (give every node the same)',
   env: 'TOCK_AGING_STEP',
   default: DEFAULT_AGING_STEP_MS,
   defaultText: '60s',

@@ -209,7 +209,7 @@ const worker = {
   },
   agingStep: {
     ...agingStep,
-    description: `${agingStep.description}; sets the sort key of the retries it writes (database connection only)`,
+    description: `${agingStep.description}; for the retries it writes (database connection only)`,
   },
   tenant: {
     flags: '--tenant <id>',
