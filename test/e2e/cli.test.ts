@@ -241,7 +241,10 @@ describe('tock dev', () => {
     ] as const) {
       const out = await run([...args], { DATABASE_URL: url, ...env });
       expect(out.code, args.join(' ')).toBe(1);
-      expect(out.stderr).toContain("option '--aging-step <duration>' argument");
+      expect(out.stderr).toContain("error: option '--aging-step <duration>'");
+      expect(out.stderr).toContain(
+        'TOCK_AGING_STEP' in env ? "value '0s' from env 'TOCK_AGING_STEP'" : `argument '${args[2]}'`,
+      );
       expect(out.stderr).toContain('is invalid. expected a duration from 1s to 1d');
     }
   });
