@@ -37,6 +37,8 @@ export interface DevOptions {
   lookaheadMs: number;
   /** Misfire threshold of jobs that set none, ms (`PostgresStore` `misfireThresholdMs`). Default 60 s. */
   misfireThresholdMs?: number;
+  /** Priority ageing step, ms (`PostgresStore` `agingStepMs`, 1 s to 1 day). Default 60 s. */
+  agingStepMs?: number;
   /** Most due jobs per tick. */
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
@@ -79,6 +81,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
     const store = new PostgresStore(db.pool, {
       leaseMs: o.leaseMs,
       misfireThresholdMs: o.misfireThresholdMs,
+      agingStepMs: o.agingStepMs,
     });
     const { clock, sync } = await followDatabaseClock(store, o);
     await registerJobs(store, clock, jobs, logger);

@@ -23,6 +23,8 @@ export interface ServerOptions {
   lookaheadMs: number;
   /** Misfire threshold of jobs that set none, ms (`PostgresStore` `misfireThresholdMs`). Default 60 s. */
   misfireThresholdMs?: number;
+  /** Priority ageing step, ms (`PostgresStore` `agingStepMs`, 1 s to 1 day). Default 60 s. */
+  agingStepMs?: number;
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
   shardLeaseMs: number;
@@ -50,6 +52,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
     const store = new PostgresStore(db.pool, {
       leaseMs: o.leaseMs,
       misfireThresholdMs: o.misfireThresholdMs,
+      agingStepMs: o.agingStepMs,
     });
     if (!o.insecure && !(await store.hasApiKeys())) {
       throw new Error(

@@ -14,6 +14,8 @@ import pino, { type Logger } from 'pino';
 import { Metrics } from '../api/index.js';
 import {
   type Clock,
+  checkAgingStep,
+  DEFAULT_AGING_STEP_MS,
   type JobInput,
   OffsetClock,
   ValidationError,
@@ -103,6 +105,13 @@ export interface TockOptions {
   tenantId?: string;
   /** Lease of a run whose job sets none, ms. Default 30000. */
   leaseMs?: number;
+  /**
+   * Priority ageing step, ms: each step a run waits adds one to its priority, so a run of priority
+   * p is claimed before any run of priority q that became available more than (q − p) steps after
+   * it. 1000 (1 s) to 86400000 (1 day). Every node on the database (`tock server --aging-step`,
+   * `tock worker --aging-step`, other `createTock`s) must use the same. Default 60000.
+   */
+  agingStepMs?: number;
 }
 
 /** What `upsertJobs` did to one job. */
@@ -166,6 +175,7 @@ function resolveParts(o: TockOptions) {
     scheduler: o.scheduler === false ? null : o.scheduler === true ? {} : (o.scheduler ?? {}),
     worker: o.worker === false || !hasHandlers ? null : o.worker === true ? {} : (o.worker ?? {}),
     tenantId: validateId(o.tenantId ?? 'default', 'tenantId'),
+    agingStepMs: checkAgingStep(o.agingStepMs ?? DEFAULT_AGING_STEP_MS),
   };
 }
 
@@ -268,7 +278,7 @@ class LocalTock implements Tock {
     const { options, logger, parts } = this;
     const shardLeaseMs = parts.scheduler?.shardLeaseMs ?? 10_000;
     const { pool, db } = await open(options, logger, parts.scheduler ? shardLeaseMs : undefined);
-    const store = new PostgresStore(pool, { leaseMs: options.leaseMs });
+    const store = new PostgresStore(pool, { leaseMs: options.leaseMs, agingStepMs: parts.agingStepMs });
     const r: Running = { store, clock: options.clock ?? new OffsetClock(), db };
     try {
       if (!options.clock) {

@@ -60,6 +60,11 @@ export interface WorkerRuntimeOptions {
   /** Lease of a run whose job sets none, ms (direct connection only: a server applies its own). */
   leaseMs: number;
   /**
+   * Priority ageing step of the retries it writes, ms (`PostgresStore` `agingStepMs`, 1 s to 1 day;
+   * direct connection only: a server applies its own). Default 60 s.
+   */
+  agingStepMs?: number;
+  /**
    * Claim only these tenants' runs (direct connection only: over `url` the key's tenant decides).
    * Default: every tenant's.
    */
@@ -324,7 +329,7 @@ async function connectToDatabase(o: WorkerRuntimeOptions): Promise<WorkerConnect
     poolSize: Math.min(o.concurrency, 16) + 4,
   });
   try {
-    const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs });
+    const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs, agingStepMs: o.agingStepMs });
     const { clock, sync } = await databaseClock((local) => pg.sampleClock(local), o.logger);
     sync.start();
     return { store: pg, clock, db, sync };

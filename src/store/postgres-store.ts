@@ -10,6 +10,8 @@
  */
 import type pg from 'pg';
 import {
+  checkAgingStep,
+  DEFAULT_AGING_STEP_MS,
   DEFAULT_MISFIRE_THRESHOLD_MS,
   isValidatedJob,
   type JobInput,
@@ -47,7 +49,12 @@ export { MAX_NODE_PAGE } from './nodes.js';
 export interface PostgresStoreOptions {
   /** Lease length for runs whose job sets none, ms. Default 30000. */
   leaseMs?: number;
-  /** Waiting this long raises a run's effective priority by one, ms. Default 60000. */
+  /**
+   * Waiting this long raises a run's effective priority by one, ms: the step of every `sort_key`
+   * this store writes (materialised, triggered, retried, reaped and replayed runs). 1000 (1 s) to
+   * 86400000 (1 day); anything else is a `ValidationError`. Give every node of a database the same
+   * step: keys written with different steps are compared as one scale. Default 60000.
+   */
   agingStepMs?: number;
   /** A job whose `next_run_at` is older than this is behind and its misfire policy applies, ms. Default 60000. */
   misfireThresholdMs?: number;
@@ -75,7 +82,7 @@ export class PostgresStore implements Store {
     options: PostgresStoreOptions = {},
   ) {
     this.leaseMs = options.leaseMs ?? 30_000;
-    this.agingStepMs = options.agingStepMs ?? 60_000;
+    this.agingStepMs = checkAgingStep(options.agingStepMs ?? DEFAULT_AGING_STEP_MS);
     this.misfireThresholdMs = options.misfireThresholdMs ?? DEFAULT_MISFIRE_THRESHOLD_MS;
     this.random = options.random ?? Math.random;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)

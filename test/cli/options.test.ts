@@ -9,6 +9,8 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, type Option } from 'commander';
 import { describe, expect, expectTypeOf, test } from 'vitest';
 import type { OptionsFor } from '../../src/cli/command.js';
+import { schedulerSettings } from '../../src/cli/commands/service.js';
+import { workerSettings } from '../../src/cli/commands/worker.js';
 import { buildProgram } from '../../src/cli/main.js';
 import { addOptions, type OptionSpec, toOption } from '../../src/cli/options/spec.js';
 import { OPTIONS } from '../../src/cli/options/table.js';
@@ -152,6 +154,35 @@ describe('the options table', () => {
     expect(o.pool).toBe('default');
     expect(o.handlers).toBeUndefined();
     expect(() => OPTIONS.worker.concurrency.parse('0')).toThrow(InvalidArgumentError);
+  });
+
+  test('--aging-step (TOCK_AGING_STEP) is a duration from 1s to 1d on tock server, dev and worker', () => {
+    for (const command of ['server', 'dev', 'worker'] as const) {
+      const cmd = addOptions(new Command(command).exitOverride(), OPTIONS[command]);
+      cmd.parse(['--aging-step', '90s'], { from: 'user' });
+      expect(cmd.opts<OptionsFor<typeof command>>().agingStep, command).toBe(90_000);
+      // The value the action gets is the step the runtime gives its store.
+      const runtime =
+        command === 'worker'
+          ? workerSettings(cmd.opts<OptionsFor<'worker'>>())
+          : schedulerSettings(cmd.opts<OptionsFor<typeof command>>());
+      expect(runtime.agingStepMs, command).toBe(90_000);
+      const byDefault = addOptions(new Command(command).exitOverride(), OPTIONS[command]);
+      process.env.TOCK_AGING_STEP = '2m';
+      try {
+        byDefault.parse([], { from: 'user' });
+      } finally {
+        delete process.env.TOCK_AGING_STEP;
+      }
+      expect(byDefault.opts<OptionsFor<typeof command>>().agingStep, command).toBe(120_000);
+    }
+    expect(addOptions(new Command('x'), OPTIONS.server).parse([], { from: 'user' }).opts().agingStep).toBe(
+      60_000,
+    );
+    for (const bad of ['0', '0s', '500ms', '2d', 'soon'])
+      expect(() => OPTIONS.server.agingStep.parse(bad), bad).toThrow(InvalidArgumentError);
+    expect(() => OPTIONS.server.agingStep.parse('0')).toThrow('expected a duration from 1s to 1d');
+    expect(OPTIONS.worker.agingStep.parse('1d')).toBe(86_400_000);
   });
 });
 

@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_PRIORITY, MIN_PRIORITY, sortKey } from '../../src/core/priority.js';
+import { ValidationError } from '../../src/core/errors.js';
+import {
+  checkAgingStep,
+  MAX_AGING_STEP_MS,
+  MAX_PRIORITY,
+  MIN_AGING_STEP_MS,
+  MIN_PRIORITY,
+  sortKey,
+} from '../../src/core/priority.js';
 
 const STEP = 60_000;
 const T = 1_700_000_000_000;
@@ -81,5 +89,44 @@ describe('sortKey', () => {
   it('spans priorities 0 to 100', () => {
     expect(MIN_PRIORITY).toBe(0);
     expect(MAX_PRIORITY).toBe(100);
+  });
+});
+
+describe('checkAgingStep', () => {
+  it('takes whole milliseconds from 1 s to 1 day', () => {
+    expect(checkAgingStep(MIN_AGING_STEP_MS)).toBe(1000);
+    expect(checkAgingStep(60_000)).toBe(60_000);
+    expect(checkAgingStep(MAX_AGING_STEP_MS)).toBe(86_400_000);
+  });
+
+  it.each([0, -1, 999, MAX_AGING_STEP_MS + 1, 1000.5, Number.NaN, Number.POSITIVE_INFINITY])(
+    'refuses %s, naming the field',
+    (ms) => {
+      expect(() => checkAgingStep(ms)).toThrow(ValidationError);
+      expect(() => checkAgingStep(ms, 'aging_step')).toThrow(/^aging_step must be from 1s to 1d/);
+      try {
+        checkAgingStep(ms);
+      } catch (err) {
+        expect((err as ValidationError).details).toEqual({ field: 'agingStepMs' });
+      }
+    },
+  );
+
+  it('gives the bound: a priority-p run goes before any priority-q run ready more than (q-p) steps after it', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: MIN_AGING_STEP_MS, max: MAX_AGING_STEP_MS }),
+        fc.integer({ min: MIN_PRIORITY, max: MAX_PRIORITY }),
+        fc.integer({ min: MIN_PRIORITY, max: MAX_PRIORITY }),
+        fc.integer({ min: 1, max: 10 * MAX_AGING_STEP_MS }),
+        (step, p, q, after) => {
+          const later = T + (q - p) * step + after;
+          expect(sortKey(T, p, step)).toBeLessThan(sortKey(later, q, step));
+          // And at or before t + (q - p) steps, the priority-q run's key is not larger.
+          expect(sortKey(T + (q - p) * step, q, step)).toBe(sortKey(T, p, step));
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });

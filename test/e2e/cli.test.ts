@@ -233,6 +233,20 @@ describe('tock dev', () => {
     expect(late.code).not.toBe(0);
     expect(late.stderr).toContain('--misfire-threshold');
     expect(late.stderr).toContain('expected a duration from 0 to 24h');
+    // The ageing step, on each command whose store writes sort keys, by flag or variable.
+    for (const [args, env] of [
+      [['dev', '--aging-step', '0'], {}],
+      [['server', '--insecure', '--port', '0'], { TOCK_AGING_STEP: '0s' }],
+      [['worker', '--aging-step', '2d'], {}],
+    ] as const) {
+      const out = await run([...args], { DATABASE_URL: url, ...env });
+      expect(out.code, args.join(' ')).toBe(1);
+      expect(out.stderr).toContain("error: option '--aging-step <duration>'");
+      expect(out.stderr).toContain(
+        'TOCK_AGING_STEP' in env ? "value '0s' from env 'TOCK_AGING_STEP'" : `argument '${args[2]}'`,
+      );
+      expect(out.stderr).toContain('is invalid. expected a duration from 1s to 1d');
+    }
   });
 });
 
@@ -401,7 +415,10 @@ describe('tock server', () => {
       const { secret } = await store.createApiKey({ tenantId: 'acme', role: 'admin', now: Date.now() });
       await pool.end();
 
-      const server = new TockProcess(['server', '--port', '0', '--misfire-threshold', '5m'], env);
+      const server = new TockProcess(
+        ['server', '--port', '0', '--misfire-threshold', '5m', '--aging-step', '5s'],
+        env,
+      );
       const listening = await server.waitFor(
         (l) => String(l.msg).startsWith('tock listening on http://127.0.0.1:'),
         'the listening line',
@@ -411,7 +428,7 @@ describe('tock server', () => {
       const put = await fetch(`${base}/v1/jobs/hello`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ schedule: '@every 1m', handler: 'echo' }),
+        body: JSON.stringify({ schedule: '@every 1m', handler: 'echo', priority: 3 }),
       });
       expect(put.status).toBe(200);
       // A job that sets no threshold of its own takes the server's --misfire-threshold.
@@ -426,6 +443,19 @@ describe('tock server', () => {
       );
       expect(logged).toMatchObject({ method: 'PUT', status: 200, tenant: 'acme' });
       expect(JSON.stringify(server.lines)).not.toContain(secret);
+      // The server's store writes sort keys with its --aging-step: slot − priority × 5 s.
+      const slot = '2030-01-01T00:00:00.000Z';
+      const triggered = await fetch(`${base}/v1/jobs/hello/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ scheduled_for: slot }),
+      });
+      expect(triggered.status).toBe(201);
+      const { run_id } = (await triggered.json()) as { run_id: string };
+      const check = createPool(url, { schema, max: 1 });
+      const key = await check.query('SELECT sort_key FROM runs WHERE run_id = $1', [run_id]);
+      await check.end();
+      expect(key.rows[0].sort_key).toEqual(new Date(Date.parse(slot) - 3 * 5000));
       server.child.kill('SIGTERM');
       expect(await server.exited).toBe(0);
     } finally {

@@ -183,3 +183,15 @@ test("a pool of the caller's is migrated and left open; a clock of the caller's 
   const { rows } = await pool.query('SELECT count(*)::int AS n FROM runs');
   expect(rows[0].n).toBe(2);
 });
+
+test('agingStepMs is the step of the sort keys it writes; a step out of 1s-1d is refused before anything starts', async () => {
+  for (const agingStepMs of [0, 999, 86_400_001])
+    expect(() => createTock({ database: db.url, agingStepMs })).toThrow(/^agingStepMs must be from 1s to 1d/);
+  const clock = new FakeClock(T0);
+  const t = tock({ clock, scheduler: false, agingStepMs: 5000 });
+  await t.start();
+  await t.upsertJobs([{ jobId: 'aged', schedule: '@every 1h', handler: 'h', priority: 4 }]);
+  const run = await t.trigger('aged', { scheduledFor: new Date(T0) });
+  const { rows } = await db.pool.query('SELECT sort_key FROM runs WHERE run_id = $1', [run.runId]);
+  expect(rows[0].sort_key).toEqual(new Date(T0 - 4 * 5000));
+});

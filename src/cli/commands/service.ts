@@ -11,6 +11,7 @@ export function schedulerSettings(o: {
   tick: number;
   lookahead: number;
   misfireThreshold: number;
+  agingStep: number;
   tickBatch: number;
   shardLease: number;
   maxClockUncertainty: number;
@@ -23,6 +24,7 @@ export function schedulerSettings(o: {
     tickMs: o.tick,
     lookaheadMs: o.lookahead,
     misfireThresholdMs: o.misfireThreshold,
+    agingStepMs: o.agingStep,
     batchSize: o.tickBatch,
     shardLeaseMs: o.shardLease,
     maxClockUncertaintyMs: o.maxClockUncertainty,

@@ -5,15 +5,9 @@ import { stopSignal } from '../signals.js';
 
 type WorkerOptions = OptionsFor<'worker'>;
 
-async function worker(o: WorkerOptions): Promise<void> {
-  const [{ createLogger }, { startWorker }] = await Promise.all([
-    import('../../runtime/logger.js'),
-    import('../../runtime/worker.js'),
-  ]);
-  const logger = createLogger(o.logFormat, o.logLevel);
-  const signal = stopSignal((m) => logger.warn(m));
-  const running = await startWorker({
-    logger,
+/** The runtime's options of a worker, as the command's options name them (all but the logger). */
+export function workerSettings(o: Omit<WorkerOptions, 'logFormat' | 'logLevel'>) {
+  return {
     handlersModule: o.handlers,
     configFile: o.config,
     pool: o.pool,
@@ -29,8 +23,19 @@ async function worker(o: WorkerOptions): Promise<void> {
     dataDir: o.dataDir,
     schema: o.schema,
     leaseMs: o.lease,
+    agingStepMs: o.agingStep,
     tenants: o.tenant,
-  });
+  };
+}
+
+async function worker(o: WorkerOptions): Promise<void> {
+  const [{ createLogger }, { startWorker }] = await Promise.all([
+    import('../../runtime/logger.js'),
+    import('../../runtime/worker.js'),
+  ]);
+  const logger = createLogger(o.logFormat, o.logLevel);
+  const signal = stopSignal((m) => logger.warn(m));
+  const running = await startWorker({ logger, ...workerSettings(o) });
   const refused = await Promise.race([signal.then(() => null), running.refused]);
   if (refused) logger.error(refused.message);
   await running.stop();

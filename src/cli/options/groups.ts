@@ -3,8 +3,23 @@
  * listens, the scheduler's timings, the worker's held runs, how an operator command reaches the
  * API, and paging. A command's table (`table.ts`) spreads the groups it takes, in `--help` order.
  */
-import { DEFAULT_MISFIRE_THRESHOLD_MS, MAX_MISFIRE_THRESHOLD_SECONDS } from '../../core/index.js';
-import { duration, durationUpTo, intInRange, MAX_PAGE, pageSize, port, positiveInt } from './parsers.js';
+import {
+  DEFAULT_AGING_STEP_MS,
+  DEFAULT_MISFIRE_THRESHOLD_MS,
+  MAX_AGING_STEP_MS,
+  MAX_MISFIRE_THRESHOLD_SECONDS,
+  MIN_AGING_STEP_MS,
+} from '../../core/index.js';
+import {
+  duration,
+  durationBetween,
+  durationUpTo,
+  intInRange,
+  MAX_PAGE,
+  pageSize,
+  port,
+  positiveInt,
+} from './parsers.js';
 
 /** Where a command finds its database: `DATABASE_URL` or embedded, the schema, and its logging. */
 export const database = {
@@ -58,6 +73,20 @@ export const listen = {
   },
 } as const;
 
+/**
+ * The priority ageing step, on every command whose store writes sort keys: `tock dev` and
+ * `tock server` (materialised, triggered, reaped and replayed runs) and `tock worker` on the
+ * database (retries). docs/architecture.md ("Priority ageing") states the bound it gives.
+ */
+export const agingStep = {
+  flags: '--aging-step <duration>',
+  description: 'each step a run waits adds one to its priority, 1s-1d (give every node the same)',
+  env: 'TOCK_AGING_STEP',
+  default: DEFAULT_AGING_STEP_MS,
+  defaultText: '60s',
+  parse: durationBetween(MIN_AGING_STEP_MS, MAX_AGING_STEP_MS, '1s to 1d'),
+} as const;
+
 /** The scheduler's timings, for `tock dev` and `tock server`. */
 export const scheduler = {
   lease: {
@@ -102,6 +131,7 @@ export const scheduler = {
     defaultText: '60s',
     parse: durationUpTo(MAX_MISFIRE_THRESHOLD_SECONDS * 1000, '24h'),
   },
+  agingStep,
   tickBatch: {
     flags: '--tick-batch <n>',
     description: 'most due jobs per tick',

@@ -38,6 +38,15 @@ export function durationUpTo(maxMs: number, max: string) {
   };
 }
 
+/** A duration from `minMs` to `maxMs` (`range` says them as people write them: `1s to 1d`), ms. */
+export function durationBetween(minMs: number, maxMs: number, range: string) {
+  return (value: string): number => {
+    const ms = durationOrZero(value);
+    if (ms < minMs || ms > maxMs) throw new InvalidArgumentError(`expected a duration from ${range}`);
+    return ms;
+  };
+}
+
 /** A duration in whole seconds (`90s`, `5m`); `0` only where zero means "none". */
 export function seconds(allowZero: boolean) {
   return (value: string): number => {

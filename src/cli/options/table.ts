@@ -9,7 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { MAX_BACKFILL_SLOTS, ROLES, RUN_STATES } from '../../core/index.js';
-import { apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
+import { agingStep, apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
 import {
   decimal,
   duration,
@@ -206,6 +206,10 @@ const worker = {
     default: 30_000,
     defaultText: '30s',
     parse: duration,
+  },
+  agingStep: {
+    ...agingStep,
+    description: `${agingStep.description}; for the retries it writes (database connection only)`,
   },
   tenant: {
     flags: '--tenant <id>',
