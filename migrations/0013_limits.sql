@@ -21,8 +21,10 @@ ALTER TABLE runs ADD COLUMN gates text[];
 ALTER TABLE run_queue ADD COLUMN job_id text, ADD COLUMN gates text[];
 UPDATE run_queue q SET job_id = r.job_id FROM runs r WHERE r.run_id = q.run_id;
 ALTER TABLE run_queue ALTER COLUMN job_id SET NOT NULL;
--- Fair claims: the first ready run of each tenant of a pool, by a skip scan over this index.
+-- Fair claims: the first ready run of each tenant of a pool, by a skip scan over this index; each
+-- claim draws a turn from the sequence, which says where in the tenants its rotation starts.
 CREATE INDEX run_queue_tenants ON run_queue (pool, tenant_id, sort_key);
+CREATE SEQUENCE tock_claim_turns;
 
 CREATE TABLE limits (
   tenant_id       text        NOT NULL,

@@ -93,7 +93,10 @@ export const MAX_FAIR_TENANTS = 1000;
  * The first CTEs of both claims: the candidates, locked with SKIP LOCKED (the LIMIT … SKIP LOCKED
  * selects sit in CTEs, which run once, where a subquery in IN (…) may be re-run and take more): the
  * first ready run of each tenant (`heads`, a skip scan over run_queue_tenants, up to
- * MAX_FAIR_TENANTS tenants; the $3 oldest by sort key), and the $3 first ready runs overall.
+ * MAX_FAIR_TENANTS tenants), $3 of them in turn (`rotation`: the tenants in id order, starting at
+ * turn × $3 modulo their number, where each claim draws the next turn from a sequence, so that
+ * consecutive claims cover every tenant with ready runs within ⌈tenants / $3⌉ of them), and the $3
+ * first ready runs overall.
  * `from` is what else the scans read (the gated claim's `exhausted e`).
  */
 const candidates = (gated: boolean) => {
@@ -107,9 +110,18 @@ const candidates = (gated: boolean) => {
     WHERE ${claimable(gated)} AND q.tenant_id > h.tenant_id ORDER BY q.tenant_id, q.sort_key LIMIT 1
   ) n
   WHERE h.depth < ${MAX_FAIR_TENANTS}
+), turn AS MATERIALIZED (
+  SELECT nextval('tock_claim_turns') AS n
+), rotation AS (
+  SELECT r.run_id, (r.idx - (turn.n * $3) % r.tenants + r.tenants) % r.tenants AS place
+  FROM (
+    SELECT run_id, row_number() OVER (ORDER BY tenant_id) - 1 AS idx, count(*) OVER () AS tenants FROM heads
+  ) r, turn
+  ORDER BY place
+  LIMIT $3
 ), first_of_tenants AS (
   SELECT ${CANDIDATE} FROM run_queue q
-  WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM heads ORDER BY sort_key LIMIT $3))
+  WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM rotation))
   FOR UPDATE SKIP LOCKED
 ), first_overall AS (
   SELECT ${CANDIDATE} FROM ${from}
@@ -122,11 +134,14 @@ const candidates = (gated: boolean) => {
 )`;
 };
 
-/** Fair order of the candidates (`pool`): a tenant's first before anyone's second, then sort key. */
+/**
+ * Fair order of the candidates (`pool`): a tenant's first before anyone's second; among the
+ * firsts, the tenants in this claim's rotation order, then the others; then sort key.
+ */
 const fairOrder = (pool: string) => `ordered AS (
-  SELECT c.*, row_number() OVER (ORDER BY c.turn, c.sort_key, c.run_id) AS pos FROM (
-    SELECT u.*, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
-    FROM (${pool}) u
+  SELECT c.*, row_number() OVER (ORDER BY c.turn, c.place NULLS LAST, c.sort_key, c.run_id) AS pos FROM (
+    SELECT u.*, r.place, row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.sort_key, u.run_id) AS turn
+    FROM (${pool}) u LEFT JOIN rotation r ON r.run_id = u.run_id
   ) c
 )`;
 
