@@ -29,9 +29,9 @@ type Base<F> = F extends { type: 'integer' }
       ? TUnknown
       : F extends { type: 'ids' }
         ? TArray<TString>
-      : F extends { type: 'enum'; values: infer V extends readonly string[] }
-        ? TUnion<Literals<V>>
-        : TString;
+        : F extends { type: 'enum'; values: infer V extends readonly string[] }
+          ? TUnion<Literals<V>>
+          : TString;
 type WithNull<F, S extends TSchema> = F extends { nullable: true } ? TUnion<[S, TNull]> : S;
 type BodySchema<F> = F extends { default: unknown } ? TOptional<WithNull<F, Base<F>>> : WithNull<F, Base<F>>;
 type AnswerSchema<F> = WithNull<
@@ -70,7 +70,10 @@ function bodySchema(f: Field): TSchema {
     case 'json':
       return Type.Unknown(options({ description }));
     case 'ids':
-      return Type.Array(Type.String({ pattern: ID_PATTERN, maxLength: 200 }), options({ maxItems: f.maxItems, description }));
+      return Type.Array(
+        Type.String({ pattern: ID_PATTERN, maxLength: 200 }),
+        options({ maxItems: f.maxItems, description }),
+      );
   }
 }
 

@@ -203,7 +203,8 @@ export function definitionHash(spec: JobSpec): string {
   const hashed: Record<string, unknown> = { ...spec };
   for (const property of PROPERTIES) {
     const f: Field = JOB_FIELDS[property];
-    if (f.hashedOnlyWhenSet && stableJson(hashed[property]) === stableJson(f.default)) delete hashed[property];
+    if (f.hashedOnlyWhenSet && stableJson(hashed[property]) === stableJson(f.default))
+      delete hashed[property];
   }
   return createHash('sha256').update(stableJson(hashed)).digest('hex');
 }

@@ -10,7 +10,7 @@
  * A gate without a row in the store lets everything through.
  */
 import { ValidationError } from './errors.js';
-import { MAX_CONCURRENCY, OVERLAP_POLICIES } from './fields/job.js';
+import { MAX_CONCURRENCY, type OVERLAP_POLICIES } from './fields/job.js';
 import { validateId } from './job.js';
 
 export { MAX_CONCURRENCY, MAX_JOB_LIMITS, OVERLAP_POLICIES } from './fields/job.js';
@@ -60,9 +60,12 @@ export interface Limit extends LimitSpec {
 export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): string {
   const k = validateId(key, what);
   if (k.startsWith(JOB_KEY_PREFIX)) {
-    throw new ValidationError(`${what} "${k}": keys starting with "${JOB_KEY_PREFIX}" are a job's own (max_concurrency, overlap)`, {
-      field: what,
-    });
+    throw new ValidationError(
+      `${what} "${k}": keys starting with "${JOB_KEY_PREFIX}" are a job's own (max_concurrency, overlap)`,
+      {
+        field: what,
+      },
+    );
   }
   if (k.startsWith(TENANT_KEY_PREFIX) && k !== tenantKey(tenantId)) {
     throw new ValidationError(`${what} "${k}": the only tenant key here is "${tenantKey(tenantId)}"`, {
@@ -84,17 +87,29 @@ export function checkJobLimitKeys(keys: readonly string[], what = 'limits'): voi
   }
 }
 
-function optionalNumber(value: unknown, field: string, min: number, max: number, integer: boolean): number | null {
+function optionalNumber(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+  integer: boolean,
+): number | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
-      field,
-    });
+    throw new ValidationError(
+      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
+      {
+        field,
+      },
+    );
   }
   if (value < min || value > max) {
-    throw new ValidationError(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`, {
-      field,
-    });
+    throw new ValidationError(
+      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
+      {
+        field,
+      },
+    );
   }
   return value;
 }
@@ -119,7 +134,9 @@ export function validateLimit(input: LimitInput): LimitSpec {
     });
   }
   if (rate === null && maxConcurrency === null) {
-    throw new ValidationError('a limit needs a rate and burst, a max_concurrency, or both', { field: 'rate' });
+    throw new ValidationError('a limit needs a rate and burst, a max_concurrency, or both', {
+      field: 'rate',
+    });
   }
   return { rate, burst, maxConcurrency };
 }

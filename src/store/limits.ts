@@ -111,9 +111,18 @@ export async function deleteLimit(db: Queryable, p: { tenantId: string; key: str
   }
 }
 
-/** Every limit (all tenants, jobs' own gates too) at `now`, by gate, at most `limit`: the gauges' sample. */
-export async function limitGauges(db: Queryable, p: { now: number; limit: number }): Promise<LimitGauge[]> {
+/**
+ * Every limit (all tenants, jobs' own gates too) at `now`, by gate, at most `limit`, and how many
+ * there are in all: the gauges' sample.
+ */
+export async function limitGauges(
+  db: Queryable,
+  p: { now: number; limit: number },
+): Promise<{ limits: LimitGauge[]; total: number }> {
   checkLimit(p.limit, 100_000);
   const { rows } = await db.query(L.limitGauges, [checkInstant(p.now, 'now'), p.limit]);
-  return rows.map((r) => ({ ...limitOf(r, p.now), heldRuns: r.held_runs }));
+  return {
+    limits: rows.map((r) => ({ ...limitOf(r, p.now), heldRuns: r.held_runs })),
+    total: rows[0]?.total ?? 0,
+  };
 }

@@ -215,8 +215,11 @@ export interface Store {
    * lists it. Runs holding its slots keep them until they end.
    */
   deleteLimit(p: { tenantId: string; key: string }): Promise<void>;
-  /** Every limit of every tenant (jobs' gates too), by gate, at most `limit`, with the runs each holds back. */
-  limitGauges(p: { now: number; limit: number }): Promise<LimitGauge[]>;
+  /**
+   * Every limit of every tenant (jobs' gates too), by gate, at most `limit` (to 100000), with the
+   * runs each holds back, and how many limits there are in all.
+   */
+  limitGauges(p: { now: number; limit: number }): Promise<{ limits: LimitGauge[]; total: number }>;
 
   /** Creates a key; the secret is returned once and only its hash is stored. */
   createApiKey(p: {

@@ -292,7 +292,8 @@ describe('gauges', () => {
     await queueRun(uniqueId('t-elsewhere'), 'j1', [g('full')], now, 5); // another tenant's
 
     // 1 s later the dry bucket holds 0.25 + 0.5 = 0.75 < 1: exhausted.
-    const sample = await db.store.limitGauges({ now: now + 1000, limit: 1000 });
+    const { limits: sample, total } = await db.store.limitGauges({ now: now + 1000, limit: 1000 });
+    expect(total).toBe(await countRows(db.pool, 'limits'));
     const mine = Object.fromEntries(sample.filter((s) => s.tenantId === tenantId).map((s) => [s.key, s]));
     expect(Object.keys(mine).sort()).toEqual(['dry', 'full', 'job:j1', 'roomy', `tenant:${tenantId}`]);
     expect(mine.full).toMatchObject({ heldRuns: 2, inUse: 1, maxConcurrency: 1, tokens: null });
@@ -303,11 +304,12 @@ describe('gauges', () => {
     expect(mine['job:j1']!.heldRuns).toBe(2);
 
     // 2 s later the bucket has a whole token: nothing held by it.
-    const later = await db.store.limitGauges({ now: now + 2000, limit: 1000 });
+    const { limits: later } = await db.store.limitGauges({ now: now + 2000, limit: 1000 });
     expect(later.find((s) => s.tenantId === tenantId && s.key === 'dry')!.heldRuns).toBe(0);
 
     // Bounded: at most `limit` rows, by gate.
     const two = await db.store.limitGauges({ now, limit: 2 });
-    expect(two).toHaveLength(2);
+    expect(two.limits).toHaveLength(2);
+    expect(two.total).toBe(total);
   });
 });

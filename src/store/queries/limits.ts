@@ -71,7 +71,7 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 
 /**
  * $1 now, $2 rows. Every limit (all tenants, jobs' own gates included), by gate, at most $2, for
- * the gauges: with `held_runs`, the queued runs available by now that pass its gate, counted only
+ * the gauges, each row with `total`, the count of all limits: with `held_runs`, the queued runs available by now that pass its gate, counted only
  * while it is exhausted (less than a whole token after refill, or every slot in use), else 0.
  * A tenant key's gate is passed by every run of the tenant; a job key's by that job's runs; a named
  * limit's by the runs whose `gates` name it.
@@ -86,6 +86,7 @@ SELECT l.tenant_id, l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concu
             AND CASE WHEN l.key LIKE 'tenant:%' THEN true
                      WHEN l.key LIKE 'job:%' THEN q.job_id = substr(l.key, 5)
                      ELSE l.gate = ANY(q.gates) END)
-    ELSE 0 END AS held_runs
+    ELSE 0 END AS held_runs,
+  count(*) OVER ()::int AS total
 FROM limits l
 ORDER BY l.gate LIMIT $2`;
