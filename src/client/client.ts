@@ -300,6 +300,7 @@ export class TockClient {
     return { ...limit, created: status === 201 };
   }
 
+  /** One limit, with its tokens as of the answer and the slots in use. */
   getLimit(key: string): Promise<Limit> {
     return this.request('GET', `/v1/limits/${segment(key)}`);
   }

@@ -119,6 +119,7 @@ export interface LimitBody {
 
 /** A limit: a name jobs list in `limits`, or the tenant's own `tenant:<tenant>`. */
 export interface Limit {
+  /** The limit's key: a name, or `tenant:<tenant>`. */
   key: string;
   /** Tokens per second; `null`: no rate. */
   rate: number | null;
@@ -130,11 +131,15 @@ export interface Limit {
   tokens: number | null;
   /** Slots held by running runs. */
   in_use: number;
+  /** When the limit was created. */
   created_at: string;
+  /** When it was last replaced. */
   updated_at: string;
 }
 
+/** A page of the tenant's limits (`GET /v1/limits`). */
 export interface LimitList {
+  /** By key; jobs' own caps show on the job, not here. */
   limits: Limit[];
   /** Pass as `cursor` for the next page; `null` on the last page. */
   next_cursor: string | null;
