@@ -163,6 +163,16 @@ describe('put', () => {
     expect(await limitRows(tenantId)).toEqual([]);
   });
 
+  test('a rate of 0 or below is "above 0", not a bound of 5e-324', async () => {
+    for (const rate of [0, -1]) {
+      const err = await expectTockError(
+        db.store.putLimit({ tenantId: 't-rate', key: 'k', limit: { rate, burst: 1 }, now: db.clock.nowMs() }),
+        'validation_error',
+      );
+      expect(err.message).toBe('rate must be above 0');
+    }
+  });
+
   test.each([
     ['job:nightly', 'a job key'],
     ['', 'an empty key'],
