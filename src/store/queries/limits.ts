@@ -71,22 +71,31 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 
 /**
  * $1 now, $2 rows. Every limit (all tenants, jobs' own gates included), by gate, at most $2, for
- * the gauges, each row with `total`, the count of all limits: with `held_runs`, the queued runs available by now that pass its gate, counted only
- * while it is exhausted (less than a whole token after refill, or every slot in use), else 0.
- * A tenant key's gate is passed by every run of the tenant; a job key's by that job's runs; a named
- * limit's by the runs whose `gates` name it.
+ * the gauges, each row with `total`, the count of all limits, and `held_runs`: the queued runs
+ * available by now that pass its gate, counted only while it is exhausted (less than a whole token
+ * after refill, or every slot in use), else 0. A tenant key's gate is passed by every run of the
+ * tenant; a job key's by that job's runs; a named limit's by the runs whose `gates` name it. The
+ * queue is read once, joined on tenant to the exhausted limits only.
  */
 export const limitGauges = `
-SELECT l.tenant_id, l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
-  CASE WHEN (l.rate IS NOT NULL AND least(l.burst::double precision,
-               l.tokens + l.rate * greatest(0, extract(epoch FROM ($1::timestamptz - l.refilled_at)))) < 1)
-         OR coalesce(l.in_use >= l.max_concurrency, false)
-    THEN (SELECT count(*)::int FROM run_queue q
-          WHERE q.tenant_id = l.tenant_id AND q.available_at <= $1::timestamptz
-            AND CASE WHEN l.key LIKE 'tenant:%' THEN true
-                     WHEN l.key LIKE 'job:%' THEN q.job_id = substr(l.key, 5)
-                     ELSE l.gate = ANY(q.gates) END)
-    ELSE 0 END AS held_runs,
-  count(*) OVER ()::int AS total
-FROM limits l
-ORDER BY l.gate LIMIT $2`;
+WITH sampled AS (
+  SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
+    (l.rate IS NOT NULL AND least(l.burst::double precision,
+       l.tokens + l.rate * greatest(0, extract(epoch FROM ($1::timestamptz - l.refilled_at)))) < 1)
+      OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
+    count(*) OVER ()::int AS total
+  FROM limits l
+  ORDER BY l.gate LIMIT $2
+), held AS (
+  SELECT s.gate, count(*)::int AS n
+  FROM sampled s JOIN run_queue q ON q.tenant_id = s.tenant_id
+  WHERE s.exhausted AND q.available_at <= $1::timestamptz
+    AND CASE WHEN s.key LIKE 'tenant:%' THEN true
+             WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
+             ELSE s.gate = ANY(q.gates) END
+  GROUP BY s.gate
+)
+SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.max_concurrency, s.in_use, s.total,
+  coalesce(h.n, 0) AS held_runs
+FROM sampled s LEFT JOIN held h ON h.gate = s.gate
+ORDER BY s.gate`;
