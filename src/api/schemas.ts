@@ -11,16 +11,13 @@ import {
   ID_PATTERN,
   JOB_FIELDS,
   LEASED_RUN_FIELDS,
-  MAX_BURST,
-  MAX_CONCURRENCY,
-  MAX_RATE,
   RUN_FIELDS,
 } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
-const Instant = (description: string) => Type.String({ format: 'date-time', description });
+export const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 const Json = Type.Unknown({ description: 'any JSON value' });
 
@@ -320,70 +317,6 @@ export const CreatedKey = Type.Object({
   key: Type.String({ description: 'the secret, shown once' }),
 });
 export const KeyList = Type.Object({ keys: Type.Array(ApiKey) });
-
-export const LimitParams = Type.Object({
-  key: Id(
-    "the limit: a name jobs list in `limits` (e.g. payments-api), or `tenant:<your tenant>`, the limit every run of the tenant takes; never `job:…` (a job's own cap)",
-  ),
-});
-
-/** `PUT /v1/limits/{key}`: the whole definition (a field not given is unset: PUT replaces). */
-export const LimitBody = Type.Object(
-  {
-    rate: Type.Optional(
-      Nullable(
-        Type.Number({
-          minimum: 0,
-          maximum: MAX_RATE,
-          description: `tokens added per second, above 0, at most ${MAX_RATE}; a run takes one when it is claimed. With burst, or neither`,
-        }),
-      ),
-    ),
-    burst: Type.Optional(
-      Nullable(
-        Type.Integer({
-          minimum: 1,
-          maximum: MAX_BURST,
-          description:
-            'most tokens the bucket holds (a new limit starts full), 1 to 1000000. With rate, or neither',
-        }),
-      ),
-    ),
-    max_concurrency: Type.Optional(
-      Nullable(
-        Type.Integer({
-          minimum: 1,
-          maximum: MAX_CONCURRENCY,
-          description: `most runs holding a slot at once (running), 1 to ${MAX_CONCURRENCY}; unset: no cap`,
-        }),
-      ),
-    ),
-  },
-  {
-    additionalProperties: false,
-    description: 'a rate with its burst, a max_concurrency, or both',
-  },
-);
-
-export const Limit = Type.Object({
-  key: Type.String({ description: 'the limit: a name, or `tenant:<tenant>`' }),
-  rate: Nullable(Type.Number({ description: 'tokens per second; null: no rate' })),
-  burst: Nullable(Type.Integer({ description: 'bucket size; null: no rate' })),
-  max_concurrency: Nullable(Type.Integer({ description: 'most runs holding a slot at once; null: no cap' })),
-  tokens: Nullable(
-    Type.Number({
-      description: 'tokens in the bucket now (refilled to now; may be fractional); null: no rate',
-    }),
-  ),
-  in_use: Type.Integer({ description: 'slots held now by running runs' }),
-  created_at: Instant('created'),
-  updated_at: Instant('last replaced'),
-});
-
-export const LimitList = Type.Object({
-  limits: Type.Array(Limit, { description: "the tenant's limits by key (jobs' own caps show on the job)" }),
-  next_cursor: Nullable(Type.String()),
-});
 
 export const StatusQuery = Type.Object(
   {

@@ -5,6 +5,7 @@
  * limit its tenant was given. Jobs' own caps (`job:…`) are not limits an operator writes.
  */
 import { allows, keyOfRole, TockError, tenantKey } from '../../core/index.js';
+import * as L from '../limit-schemas.js';
 import { limitJson } from '../present.js';
 import * as S from '../schemas.js';
 import type { Principal, RouteApp, RouteOptions, RoutePlugin } from '../types.js';
@@ -37,9 +38,9 @@ function putLimit(app: RouteApp, { store, clock }: RouteOptions): void {
         summary:
           'Create or replace a limit (201 when created, 200 when replaced); `tenant:<tenant>` needs an admin key',
         tags: ['limits'],
-        params: S.LimitParams,
-        body: S.LimitBody,
-        response: { 200: S.Limit, 201: S.Limit, ...errors },
+        params: L.LimitParams,
+        body: L.LimitBody,
+        response: { 200: L.Limit, 201: L.Limit, ...errors },
       },
     },
     async (request, reply) => {
@@ -67,7 +68,7 @@ function readLimits(app: RouteApp, { store, clock }: RouteOptions): void {
         summary: "List the tenant's limits, by key",
         tags: ['limits'],
         querystring: S.ListQuery,
-        response: { 200: S.LimitList, ...errors },
+        response: { 200: L.LimitList, ...errors },
       },
     },
     async (request) => {
@@ -88,8 +89,8 @@ function readLimits(app: RouteApp, { store, clock }: RouteOptions): void {
       schema: {
         summary: 'One limit, with its tokens now and the slots in use',
         tags: ['limits'],
-        params: S.LimitParams,
-        response: { 200: S.Limit, ...errors },
+        params: L.LimitParams,
+        response: { 200: L.Limit, ...errors },
       },
     },
     async (request) =>
@@ -111,7 +112,7 @@ function deleteLimit(app: RouteApp, { store }: RouteOptions): void {
       schema: {
         summary: 'Delete a limit (409 while a job lists it); runs holding its slots keep them until they end',
         tags: ['limits'],
-        params: S.LimitParams,
+        params: L.LimitParams,
         response: { 204: S.NoContent, ...errors },
       },
     },
