@@ -30,6 +30,7 @@ import { addTenantQuota, DEFAULT_QUOTA, TenantQuota } from './plugins/quota.js';
 import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
 import { leaseRoutes } from './routes/leases.js';
+import { limitRoutes } from './routes/limits.js';
 import { runRoutes } from './routes/runs.js';
 import { statusRoutes } from './routes/status.js';
 import { refuseUnstorableText } from './text-guard.js';
@@ -127,6 +128,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   await app.register(jobRoutes, routes);
   await app.register(runRoutes, routes);
   await app.register(leaseRoutes, { ...routes, longPolls });
+  await app.register(limitRoutes, routes);
   await app.register(keyRoutes, routes);
   await app.register(statusRoutes, { ...routes, readiness: o.readiness, runGauges: o.runGauges });
   return app;

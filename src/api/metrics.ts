@@ -2,15 +2,18 @@
  * Prometheus metrics (prom-client), one registry per process. The API records request durations;
  * the runtime feeds scheduler and worker events in through the methods below. Bounded whatever
  * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
- * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, and the run gauges are a
- * sample the `RunGaugeSampler` reads at most once per METRICS_SAMPLE_MS, however often `/metrics`
- * is scraped.
+ * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, at most MAX_LIMIT_SERIES
+ * limits with limit gauges, and the run and limit gauges are a sample the `RunGaugeSampler` reads
+ * at most once per METRICS_SAMPLE_MS, however often `/metrics` is scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
-import type { Store } from '../store/index.js';
+import type { LimitGauge, Store } from '../store/index.js';
 
-/** The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`) are read from the database at most this often, ms. */
+/**
+ * The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`) and the limit gauges
+ * (`tock_limit_*`) are read from the database at most this often, ms.
+ */
 export const METRICS_SAMPLE_MS = 15_000;
 /** At most this many values of the `pool` label; the pools seen after them share `pool="other"`. */
 export const MAX_POOL_LABELS = 100;
@@ -24,6 +27,12 @@ export const OTHER_POOL_LABEL = 'other';
  * job's last success is in the API (`GET /v1/jobs/{id}/runs?state=succeeded&limit=1`).
  */
 export const MAX_JOB_SERIES = 1000;
+/**
+ * At most this many limits (the first by gate, `<tenant>/<key>`, jobs' own caps included) have
+ * `tock_limit_*` series in a sample; the count of all is `tock_limits`. Every limit is in the API
+ * (`GET /v1/limits`).
+ */
+export const MAX_LIMIT_SERIES = 1000;
 
 /**
  * How long a run waited to start, ms: from when it became due, the later of its `available_at` (its
@@ -62,6 +71,35 @@ export class Metrics {
   readonly unservedRuns = new Gauge({
     name: 'tock_unserved_runs',
     help: `Claimable runs that no live worker serves: none has their pool, handler and tenant (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    registers: [this.registry],
+  });
+  readonly limits = new Gauge({
+    name: 'tock_limits',
+    help: `Limits sampled (named, tenants' and jobs' own); at most ${MAX_LIMIT_SERIES} have tock_limit_* series (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    registers: [this.registry],
+  });
+  readonly limitTokens = new Gauge({
+    name: 'tock_limit_tokens',
+    help: `Tokens in a limit's bucket, refilled to the sample's instant; only limits with a rate (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['tenant', 'key'],
+    registers: [this.registry],
+  });
+  readonly limitSlotsInUse = new Gauge({
+    name: 'tock_limit_slots_in_use',
+    help: `Concurrency slots of a limit held by running runs (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['tenant', 'key'],
+    registers: [this.registry],
+  });
+  readonly limitMaxConcurrency = new Gauge({
+    name: 'tock_limit_max_concurrency',
+    help: `A limit's concurrency cap; only limits with one (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['tenant', 'key'],
+    registers: [this.registry],
+  });
+  readonly limitHeldRuns = new Gauge({
+    name: 'tock_limit_held_runs',
+    help: `Claimable-by-time runs a limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['tenant', 'key'],
     registers: [this.registry],
   });
   readonly claims = new Counter({
@@ -164,6 +202,20 @@ export class Metrics {
     this.jobLastSuccess.set({ tenant: tenantId, job: jobId }, atMs / 1000);
   }
 
+  /** A new sample of the limits (at most MAX_LIMIT_SERIES, of `total`): the limits gone lose their series. */
+  setLimits(sample: readonly LimitGauge[], total: number): void {
+    for (const g of [this.limitTokens, this.limitSlotsInUse, this.limitMaxConcurrency, this.limitHeldRuns])
+      g.reset();
+    this.limits.set(total);
+    for (const l of sample) {
+      const labels = { tenant: l.tenantId, key: l.key };
+      if (l.tokens !== null) this.limitTokens.set(labels, l.tokens);
+      if (l.maxConcurrency !== null) this.limitMaxConcurrency.set(labels, l.maxConcurrency);
+      this.limitSlotsInUse.set(labels, l.inUse);
+      this.limitHeldRuns.set(labels, l.heldRuns);
+    }
+  }
+
   /** `pool` itself while fewer than MAX_POOL_LABELS pools have a label, else `other`. */
   poolLabel(pool: string): string {
     if (this.poolLabels.has(pool)) return pool;
@@ -174,8 +226,9 @@ export class Metrics {
 }
 
 /**
- * Fills the run gauges from the database: one sample (runs by state, ready runs by priority) at
- * most every `intervalMs`, started by a scrape that finds the last one older. Scrapes meanwhile,
+ * Fills the run and limit gauges from the database: one sample (runs by state, ready runs by
+ * priority, unserved runs, the limits) at most every `intervalMs`, started by a scrape that finds
+ * the last one older. Scrapes meanwhile,
  * and scrapes while a sample is being read, get the gauges as they are (or wait for that one
  * read): the database sees one read per interval whatever the scrape rate, even while failing.
  */
@@ -185,7 +238,7 @@ export class RunGaugeSampler {
 
   constructor(
     private readonly o: {
-      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns'>;
+      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns' | 'limitGauges'>;
       clock: Clock;
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
@@ -207,11 +260,13 @@ export class RunGaugeSampler {
 
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
-    const [counts, ready, unserved] = await Promise.all([
+    const [counts, ready, unserved, limits] = await Promise.all([
       store.countRuns({}),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
+      store.limitGauges({ now, limit: MAX_LIMIT_SERIES }),
     ]);
+    metrics.setLimits(limits.limits, limits.total);
     metrics.unservedRuns.set(unserved.runs);
     for (const [state, n] of Object.entries(counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();

@@ -1,4 +1,6 @@
 /** Domain objects → the API's snake_case JSON, by the field tables of core (`core/fields/`). */
+
+import type { Limit } from '../core/index.js';
 import {
   API_KEY_FIELDS,
   ATTEMPT_FIELDS,
@@ -62,4 +64,18 @@ export function leasedRunJson(r: ClaimedRun) {
 
 export function keyJson(k: ApiKey) {
   return answerOf(API_KEY_FIELDS, k);
+}
+
+/** A limit as the API answers it (`tokens` as of the answer). */
+export function limitJson(l: Limit) {
+  return {
+    key: l.key,
+    rate: l.rate,
+    burst: l.burst,
+    max_concurrency: l.maxConcurrency,
+    tokens: l.tokens,
+    in_use: l.inUse,
+    created_at: l.createdAt.toISOString(),
+    updated_at: l.updatedAt.toISOString(),
+  };
 }

@@ -17,7 +17,7 @@ import { type AnswerProperties, answerProperties, bodyProperties } from './field
 import { MAX_LONG_POLL_MS } from './limits.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
-const Instant = (description: string) => Type.String({ format: 'date-time', description });
+export const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 const Json = Type.Unknown({ description: 'any JSON value' });
 

@@ -12,6 +12,7 @@ import { registerDev } from './commands/dev.js';
 import { registerDlq } from './commands/dlq.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerKeys } from './commands/keys.js';
+import { registerLimits } from './commands/limits.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerRuns } from './commands/runs.js';
 import { registerSchedule } from './commands/schedule.js';
@@ -59,6 +60,7 @@ export function buildProgram(): Command {
     registerJobs,
     registerRuns,
     registerDlq,
+    registerLimits,
     registerKeys,
   ]) {
     register(program);

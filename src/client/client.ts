@@ -8,7 +8,7 @@
  * with an idempotency key).
  */
 
-import { type RequestOptions, request } from './transport.js';
+import { type RequestOptions, request, requestWithStatus } from './transport.js';
 import type {
   ApiKey,
   BackfillAnswer,
@@ -19,6 +19,9 @@ import type {
   JobBody,
   JobList,
   LeaseAnswer,
+  Limit,
+  LimitBody,
+  LimitList,
   Role,
   Run,
   RunList,
@@ -326,6 +329,34 @@ export class TockClient {
     return this.request('POST', `/v1/runs/${segment(runId)}/release`, { body });
   }
 
+  // -- limits -------------------------------------------------------------------------------------
+
+  /**
+   * Creates or replaces a limit (`created` tells which); a field left out is unset. The tenant's
+   * own key, `tenant:<tenant>`, needs an admin key.
+   */
+  async putLimit(key: string, body: LimitBody): Promise<Limit & { created: boolean }> {
+    const { status, body: limit } = await this.requestWithStatus<Limit>('PUT', `/v1/limits/${segment(key)}`, {
+      body,
+    });
+    return { ...limit, created: status === 201 };
+  }
+
+  /** One limit, with its tokens as of the answer and the slots in use. */
+  getLimit(key: string): Promise<Limit> {
+    return this.request('GET', `/v1/limits/${segment(key)}`);
+  }
+
+  /** The tenant's limits, by key. */
+  listLimits(options: PageOptions = {}): Promise<LimitList> {
+    return this.request('GET', '/v1/limits', { query: { limit: options.limit, cursor: options.cursor } });
+  }
+
+  /** Deletes a limit; `409` while a job lists it. */
+  async deleteLimit(key: string): Promise<void> {
+    await this.request('DELETE', `/v1/limits/${segment(key)}`);
+  }
+
   // -- keys ---------------------------------------------------------------------------------------
 
   /** Creates a key in the caller's tenant (admin only); the answer's `key` is the secret, shown once. */
@@ -356,7 +387,14 @@ export class TockClient {
   // -- transport ----------------------------------------------------------------------------------
 
   private request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
-    const connection = { url: this.url, key: this.key, timeoutMs: this.timeoutMs, fetch: this.fetchImpl };
-    return request<T>(connection, method, path, o);
+    return request<T>(this.connection(), method, path, o);
+  }
+
+  private requestWithStatus<T>(method: string, path: string, o: RequestOptions = {}) {
+    return requestWithStatus<T>(this.connection(), method, path, o);
+  }
+
+  private connection() {
+    return { url: this.url, key: this.key, timeoutMs: this.timeoutMs, fetch: this.fetchImpl };
   }
 }

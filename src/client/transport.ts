@@ -60,6 +60,16 @@ export async function request<T>(
   path: string,
   o: RequestOptions = {},
 ): Promise<T> {
+  return (await requestWithStatus<T>(conn, method, path, o)).body;
+}
+
+/** `request`, with the success status too (a PUT's 201 created beside its 200 replaced). */
+export async function requestWithStatus<T>(
+  conn: Connection,
+  method: string,
+  path: string,
+  o: RequestOptions = {},
+): Promise<{ status: number; body: T }> {
   const url = requestUrl(conn.url, path, o.query);
   const headers: Record<string, string> = { accept: 'application/json', ...o.headers };
   if (conn.key !== undefined) headers.authorization = `Bearer ${conn.key}`;
@@ -69,7 +79,7 @@ export async function request<T>(
     payload = JSON.stringify(o.body);
   }
   const { status, text } = await send(conn, url, { method, headers, body: payload }, o);
-  return decodeAnswer<T>(method, url, status, text);
+  return { status, body: decodeAnswer<T>(method, url, status, text) };
 }
 
 /** The URL of `path` under the base, with the query's defined values. */

@@ -106,6 +106,47 @@ export interface StateAnswer {
   available_at?: string | null;
 }
 
+/**
+ * `PUT /v1/limits/{key}`: a limit's whole definition: a `rate` with its `burst`, a
+ * `max_concurrency`, or both. A field left out is unset (PUT replaces).
+ */
+export interface LimitBody {
+  /** Tokens added per second, above 0; a run takes one when it is claimed. With `burst`. */
+  rate?: number | null;
+  /** Most tokens the bucket holds (a new limit starts full), at least 1. With `rate`. */
+  burst?: number | null;
+  /** Most runs holding a slot at once. Unset: no cap. */
+  max_concurrency?: number | null;
+}
+
+/** A limit: a name jobs list in `limits`, or the tenant's own `tenant:<tenant>`. */
+export interface Limit {
+  /** The limit's key: a name, or `tenant:<tenant>`. */
+  key: string;
+  /** Tokens per second; `null`: no rate. */
+  rate: number | null;
+  /** Bucket size; `null`: no rate. */
+  burst: number | null;
+  /** Most runs holding a slot at once; `null`: no cap. */
+  max_concurrency: number | null;
+  /** Tokens in the bucket when the server answered (may be fractional); `null`: no rate. */
+  tokens: number | null;
+  /** Slots held by running runs. */
+  in_use: number;
+  /** When the limit was created. */
+  created_at: string;
+  /** When it was last replaced. */
+  updated_at: string;
+}
+
+/** A page of the tenant's limits (`GET /v1/limits`). */
+export interface LimitList {
+  /** By key; jobs' own caps show on the job, not here. */
+  limits: Limit[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  next_cursor: string | null;
+}
+
 /** An API key (never its secret): its fields are core's `API_KEY_FIELDS`. */
 export interface ApiKey extends ApiKeyJson {}
 

@@ -104,10 +104,11 @@ export function validateLimit(input: LimitInput): LimitSpec {
       throw new ValidationError(`unknown limit field "${k}"`, { field: k });
     }
   }
-  const rate = optionalNumber(input.rate, 'rate', Number.MIN_VALUE, MAX_RATE, false);
-  if (input.rate !== undefined && input.rate !== null && (rate as number) <= 0) {
+  // Checked first: optionalNumber's bounds would say "from 5e-324" of a rate of 0.
+  if (typeof input.rate === 'number' && input.rate <= 0) {
     throw new ValidationError('rate must be above 0', { field: 'rate' });
   }
+  const rate = optionalNumber(input.rate, 'rate', 0, MAX_RATE, false);
   const burst = optionalNumber(input.burst, 'burst', 1, MAX_BURST, true);
   const maxConcurrency = optionalNumber(input.maxConcurrency, 'max_concurrency', 1, MAX_CONCURRENCY, true);
   if ((rate === null) !== (burst === null)) {

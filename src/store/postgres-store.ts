@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL implementation of `Store`: a thin facade over one module per table family
- * (`jobs`, `tick`, `claims`, `runs`, `cancel`, `run-reads`, `shards`, `nodes`, `keys`, `idempotency`,
- * `notify`), which own the statements. It holds the pool, the settings and two caches (parsed
+ * (`jobs`, `tick`, `claims`, `runs`, `cancel`, `backfill`, `run-reads`, `shards`, `nodes`, `limits`, `keys`,
+ * `idempotency`, `notify`), which own the statements. It holds the pool, the settings and two caches (parsed
  * schedules, the shard count). Tock's invariants are kept in the database: one run per (tenant,
  * job, slot) by a unique index; every write a worker makes is fenced by its lease token and a live
  * lease; the reaper's write is guarded by the token it read; time always comes in as a parameter,
@@ -32,6 +32,7 @@ import { inTransaction } from './db.js';
 import * as idempotency from './idempotency.js';
 import * as jobs from './jobs.js';
 import * as keys from './keys.js';
+import * as limits from './limits.js';
 import * as nodes from './nodes.js';
 import * as notify from './notify.js';
 import * as R from './queries/runs.js';
@@ -247,6 +248,28 @@ export class PostgresStore implements Store {
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */
   nextAvailableAt(p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[] }) {
     return reads.nextAvailableAt(this.pool, p);
+  }
+
+  // -- limits ----------------------------------------------------------------------------------
+
+  putLimit(p: Parameters<Store['putLimit']>[0]) {
+    return limits.putLimit(this.pool, p);
+  }
+
+  getLimit(p: Parameters<Store['getLimit']>[0]) {
+    return limits.getLimit(this.pool, p);
+  }
+
+  listLimits(p: Parameters<Store['listLimits']>[0]) {
+    return limits.listLimits(this.pool, p);
+  }
+
+  deleteLimit(p: Parameters<Store['deleteLimit']>[0]) {
+    return limits.deleteLimit(this.pool, p);
+  }
+
+  limitGauges(p: Parameters<Store['limitGauges']>[0]) {
+    return limits.limitGauges(this.pool, p);
   }
 
   // -- API keys and idempotency -----------------------------------------------------------------

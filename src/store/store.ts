@@ -13,6 +13,8 @@ import type {
   FailRunParams,
   HeartbeatRunsAnswer,
   HeartbeatRunsParams,
+  Limit,
+  LimitInput,
   NextAvailableParams,
   ReleaseRunsParams,
   Role,
@@ -27,6 +29,7 @@ import type {
   IdempotentAnswer,
   Job,
   JobChange,
+  LimitGauge,
   NodeInfo,
   Page,
   ReapResult,
@@ -222,6 +225,36 @@ export interface Store {
   listShards(): Promise<ShardInfo[]>;
   /** Jobs due by `now` whose runs are not materialised yet, per shard (of `shards`, or all). */
   dueBacklog(p: { now: number; shards?: readonly number[] }): Promise<Map<number, number>>;
+
+  /**
+   * Creates or replaces (PUT: a field not given becomes null) a named limit or the tenant's own
+   * (`tenant:<tenant>`; never a job's `job:…`), validated by `validateLimitKey` and `validateLimit`.
+   * A new limit starts with `burst` tokens and the slots its gate's holds take; a replaced one
+   * keeps its slots in use, its tokens refilled to `now` at the old rate and capped by the new burst.
+   */
+  putLimit(p: { tenantId: string; key: string; limit: LimitInput; now: number }): Promise<{
+    limit: Limit;
+    created: boolean;
+  }>;
+  /** One limit of the tenant, tokens as of `now` (`NotFoundError` when it has none by that key). */
+  getLimit(p: { tenantId: string; key: string; now: number }): Promise<Limit>;
+  /** The tenant's limits by key, one page (`limit` 1 to 500); jobs' own gates are not listed. */
+  listLimits(p: {
+    tenantId: string;
+    limit: number;
+    cursor?: string | null;
+    now: number;
+  }): Promise<Page<Limit>>;
+  /**
+   * Deletes a limit: `NotFoundError` when absent, `ConflictError` naming a job of the tenant that
+   * lists it. Runs holding its slots keep them until they end.
+   */
+  deleteLimit(p: { tenantId: string; key: string }): Promise<void>;
+  /**
+   * Every limit of every tenant (jobs' gates too), by gate, at most `limit` (to 100000), with the
+   * runs each holds back, and how many limits there are in all.
+   */
+  limitGauges(p: { now: number; limit: number }): Promise<{ limits: LimitGauge[]; total: number }>;
 
   /** Creates a key; the secret is returned once and only its hash is stored. */
   createApiKey(p: {

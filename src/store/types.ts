@@ -1,5 +1,5 @@
 /** The shapes the store's contract (`Store`, in `store.ts`) reads and answers, in camelCase. */
-import type { AttemptOutcome, MisfirePolicy, OverlapPolicy, Role, RunState } from '../core/index.js';
+import type { AttemptOutcome, Limit, MisfirePolicy, OverlapPolicy, Role, RunState } from '../core/index.js';
 
 // The lease types live in core (core/lease.ts), shared with the HTTP adapter and the worker.
 export type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../core/index.js';
@@ -112,6 +112,15 @@ export interface Page<T> {
 }
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
+
+/** A limit in the gauges' sample: the limit at the sample's instant, and the runs it holds back. */
+export interface LimitGauge extends Limit {
+  /**
+   * Queued runs available by then that pass the limit's gate, while it is exhausted (less than a
+   * whole token, or every slot in use); 0 while it is not.
+   */
+  heldRuns: number;
+}
 
 /** What an upsert did to one job; with `withJobs`, also the job's row after it (`job`). */
 export type JobChange<WithJobs extends boolean = false> = {

@@ -651,6 +651,64 @@ describe('tock keys', () => {
   });
 });
 
+describe('tock limits', () => {
+  test('put creates then replaces; get; list as a table and JSON; delete', async () => {
+    const created = await ok(['limits', 'put', 'payments-api', '--rate', '50', '--burst', '100']);
+    expect(created).toMatch(/^created limit payments-api\n/);
+    expect(created).toMatch(/^rate\s+50\/s, burst 100$/m);
+    expect(created).toMatch(/^tokens\s+100$/m);
+    expect(created).toMatch(/^max_concurrency\s+none$/m);
+
+    // A flag not given is unset: the limit is replaced, not merged.
+    const replaced = await okJson(['limits', 'put', 'payments-api', '--max-concurrency', '4']);
+    expect(replaced).toMatchObject({
+      key: 'payments-api',
+      rate: null,
+      burst: null,
+      max_concurrency: 4,
+      in_use: 0,
+    });
+    expect(await ok(['limits', 'put', 'payments-api', '--max-concurrency', '5'])).toMatch(
+      /^replaced limit payments-api\n/,
+    );
+
+    expect(await ok(['limits', 'get', 'payments-api'])).toMatch(/^max_concurrency\s+5$/m);
+    await ok(['limits', 'put', 'other-api', '--rate', '0.5', '--burst', '2', '--max-concurrency', '1']);
+    const table = (await ok(['limits', 'list'])).split('\n');
+    expect(table[0]).toMatch(/^KEY\s+RATE\s+BURST\s+TOKENS\s+MAX_CONCURRENCY\s+IN_USE\s+UPDATED$/);
+    expect(table[1]).toMatch(/^other-api\s+0\.5\s+2\s+2\s+1\s+0\s+2026-/);
+    expect(table[2]).toMatch(/^payments-api\s+-\s+-\s+-\s+5\s+0\s+2026-/);
+    const page = await okJson(['limits', 'list', '--limit', '1']);
+    expect(page.limits.map((l: { key: string }) => l.key)).toEqual(['other-api']);
+    expect(page.next_cursor).toEqual(expect.any(String));
+    const all = await okJson(['limits', 'list', '--limit', '1', '--all']);
+    expect(all.limits.map((l: { key: string }) => l.key)).toEqual(['other-api', 'payments-api']);
+
+    expect(await ok(['limits', 'delete', 'other-api'])).toBe('deleted limit other-api\n');
+    expect(await fails(['limits', 'get', 'other-api'])).toBe(
+      'tock: 404 not_found: limit "other-api" does not exist\n',
+    );
+  });
+
+  test("the tenant's own limit needs an admin key; bad input is refused", async () => {
+    const operator = (
+      await db.store.createApiKey({ tenantId: TENANT, role: 'operator', name: 'op', now: db.clock.nowMs() })
+    ).secret;
+    expect(
+      await fails(['limits', 'put', `tenant:${TENANT}`, '--max-concurrency', '9'], { TOCK_KEY: operator }),
+    ).toMatch(/^tock: 403 forbidden: .*admin key/);
+    expect(await ok(['limits', 'put', `tenant:${TENANT}`, '--max-concurrency', '9'])).toMatch(
+      /^created limit tenant:acme\n/,
+    );
+    expect(await fails(['limits', 'put', 'x', '--burst', '3'])).toMatch(
+      /^tock: 400 validation_error: burst needs a rate/,
+    );
+    expect(await fails(['limits', 'put', 'x', '--max-concurrency', '0'])).toMatch(/max-concurrency/);
+    expect(await fails(['limits', 'get', 'a b'])).toMatch(/key must be/);
+    expect(await ok(['limits', 'delete', `tenant:${TENANT}`])).toBe(`deleted limit tenant:${TENANT}\n`);
+  });
+});
+
 describe('failures', () => {
   test('an unknown job: exit 1 and the status, code and message', async () => {
     expect(await fails(['jobs', 'get', 'nope'])).toBe('tock: 404 not_found: job "nope" does not exist\n');

@@ -146,3 +146,12 @@ export function checkJobId(jobId: string): string {
     throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
   }
 }
+
+/** A limit's key given as an argument (`tock limits get <key>`), checked before any request. */
+export function checkLimitKey(key: string): string {
+  try {
+    return validateId(key, 'key');
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
+  }
+}

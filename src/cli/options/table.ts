@@ -303,6 +303,25 @@ const jobDefinition = {
   },
 } as const;
 
+/** `tock limits put`: the whole definition (a flag not given is unset: the limit is replaced). */
+const limitDefinition = {
+  rate: {
+    flags: '--rate <n>',
+    description: 'tokens per second, above 0 (e.g. 50 or 0.5); a run takes one when claimed. Needs --burst',
+    parse: decimal,
+  },
+  burst: {
+    flags: '--burst <n>',
+    description: 'most tokens the bucket holds, and the tokens of a new limit; at least 1. Needs --rate',
+    parse: positiveInt,
+  },
+  maxConcurrency: {
+    flags: '--max-concurrency <n>',
+    description: 'most runs holding a slot at once (default: no cap)',
+    parse: positiveInt,
+  },
+} as const;
+
 const keysCreate = {
   role: {
     flags: '--role <role>',
@@ -394,6 +413,10 @@ export const OPTIONS = {
     ...apiClient,
   },
   'dlq replay': apiClient,
+  'limits put': { ...limitDefinition, ...apiClient },
+  'limits get': apiClient,
+  'limits list': { ...paging('limits'), ...apiClient },
+  'limits delete': apiClient,
   'keys create': { ...keysCreate, ...apiClient, ...database },
   'keys list': apiClient,
   'keys revoke': apiClient,

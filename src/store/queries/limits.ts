@@ -1,0 +1,101 @@
+/**
+ * Statements on `limits` as an operator sees them (`PUT/GET/DELETE /v1/limits/{key}`) and the
+ * limit gauges of `/metrics`. The claim and the end of an attempt keep `tokens`, `refilled_at` and
+ * `in_use` (src/store/queries/runs.ts); these statements never write a job's own gate (`job:…`,
+ * written with its job) nor the overlap columns (`overlap`, `busy_from`, `freed_at`).
+ *
+ * Token arithmetic is the claim's: a bucket holding `tokens` at `refilled_at` holds
+ * `least(burst, tokens + rate × seconds since)` later (core's `tokensAfter`).
+ */
+
+const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at`;
+
+/**
+ * $1 tenant, $2 key, $3 rate, $4 burst, $5 max_concurrency, $6 now.
+ * Creates or replaces a named limit (or the tenant's own). A new limit starts full (`burst`
+ * tokens) with the slots its gate's holds already take (holds outlive a deleted limit: their runs
+ * give the slots back when they end). A replaced one keeps `in_use`; its tokens are refilled to
+ * now at the old rate, then capped by the new burst (a limit that had no rate starts full; one
+ * that has none keeps 0). `created`: the row is new. No row: the key is a job's own gate.
+ */
+export const limitPut = `
+INSERT INTO limits AS l (tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at)
+VALUES ($1::text, $2::text, $3::double precision, $4::integer, coalesce($4::integer, 0), $6, $5::integer,
+  (SELECT count(*) FROM run_holds h WHERE h.gate = $1::text || '/' || $2::text), $6, $6)
+ON CONFLICT (tenant_id, key) DO UPDATE SET
+  rate = EXCLUDED.rate,
+  burst = EXCLUDED.burst,
+  max_concurrency = EXCLUDED.max_concurrency,
+  tokens = CASE
+    WHEN EXCLUDED.rate IS NULL THEN 0
+    WHEN l.rate IS NULL THEN EXCLUDED.burst
+    ELSE least(EXCLUDED.burst::double precision,
+      l.tokens + l.rate * greatest(0, extract(epoch FROM (EXCLUDED.refilled_at - l.refilled_at))))
+  END,
+  refilled_at = greatest(l.refilled_at, EXCLUDED.refilled_at),
+  updated_at = EXCLUDED.updated_at
+WHERE l.key NOT LIKE 'job:%'
+RETURNING ${LIMIT_COLUMNS}, (xmax = 0) AS created`;
+
+/** $1 tenant, $2 key. Any key, a job's own gate too (the gauges and tests read those). */
+export const limitGet = `
+SELECT ${LIMIT_COLUMNS} FROM limits WHERE tenant_id = $1 AND key = $2`;
+
+/** $1 tenant, $2 after this key (null: from the first), $3 rows. Jobs' own gates are shown on the job. */
+export const limitList = `
+SELECT ${LIMIT_COLUMNS} FROM limits
+WHERE tenant_id = $1 AND key NOT LIKE 'job:%' AND ($2::text IS NULL OR key > $2)
+ORDER BY key LIMIT $3`;
+
+/**
+ * $1 tenant, $2 key. Deletes a limit unless a job of the tenant lists it (`job_id`: the first such
+ * job, and nothing is deleted). `existed` false: the tenant has no such limit. A tenant key is
+ * never listed by a job (core's `checkJobLimitKeys`). The runs holding its slots keep their
+ * `run_holds` rows and give them back when they end.
+ */
+export const limitDelete = `
+WITH target AS (
+  SELECT key FROM limits WHERE tenant_id = $1::text AND key = $2::text AND key NOT LIKE 'job:%'
+), user_job AS (
+  SELECT job_id FROM jobs
+  WHERE tenant_id = $1 AND $2 = ANY(limits) AND $2 NOT LIKE 'tenant:%'
+  ORDER BY job_id LIMIT 1
+), deleted AS (
+  DELETE FROM limits l
+  WHERE l.tenant_id = $1 AND l.key = $2 AND l.key NOT LIKE 'job:%' AND NOT EXISTS (SELECT 1 FROM user_job)
+  RETURNING l.key
+)
+SELECT EXISTS (SELECT 1 FROM target) AS existed,
+  (SELECT job_id FROM user_job) AS job_id,
+  EXISTS (SELECT 1 FROM deleted) AS deleted`;
+
+/**
+ * $1 now, $2 rows. Every limit (all tenants, jobs' own gates included), by gate, at most $2, for
+ * the gauges, each row with `total`, the count of all limits, and `held_runs`: the queued runs
+ * available by now that pass its gate, counted only while it is exhausted (less than a whole token
+ * after refill, or every slot in use), else 0. A tenant key's gate is passed by every run of the
+ * tenant; a job key's by that job's runs; a named limit's by the runs whose `gates` name it. The
+ * queue is read once, joined on tenant to the exhausted limits only.
+ */
+export const limitGauges = `
+WITH sampled AS (
+  SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
+    (l.rate IS NOT NULL AND least(l.burst::double precision,
+       l.tokens + l.rate * greatest(0, extract(epoch FROM ($1::timestamptz - l.refilled_at)))) < 1)
+      OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
+    count(*) OVER ()::int AS total
+  FROM limits l
+  ORDER BY l.gate LIMIT $2
+), held AS (
+  SELECT s.gate, count(*)::int AS n
+  FROM sampled s JOIN run_queue q ON q.tenant_id = s.tenant_id
+  WHERE s.exhausted AND q.available_at <= $1::timestamptz
+    AND CASE WHEN s.key LIKE 'tenant:%' THEN true
+             WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
+             ELSE s.gate = ANY(q.gates) END
+  GROUP BY s.gate
+)
+SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.max_concurrency, s.in_use, s.total,
+  coalesce(h.n, 0) AS held_runs
+FROM sampled s LEFT JOIN held h ON h.gate = s.gate
+ORDER BY s.gate`;
