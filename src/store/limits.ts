@@ -18,6 +18,7 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit } from './checks.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
+import { notifyRuns } from './notify.js';
 import * as L from './queries/limits.js';
 import type { Queryable, Row } from './rows.js';
 import type { LimitGauge, Page } from './types.js';
@@ -61,6 +62,8 @@ export async function putLimit(
   ]);
   // validateLimitKey refuses a job's own key; the statement refuses it again (no row).
   if (!rows[0]) throw new ValidationError(`key "${key}" is a job's own`, { field: 'key' });
+  // A limit raised (or a new one full of tokens) may let held runs go: wake idle claimers.
+  await notifyRuns(db);
   return { limit: limitOf(rows[0], p.now), created: rows[0].created === true };
 }
 
