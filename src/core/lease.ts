@@ -142,6 +142,8 @@ export interface NextAvailableParams {
   now: number;
   tenantId?: string;
   tenants?: readonly string[];
+  /** How long before a run's available_at the caller claims it, ms (default 0). */
+  aheadMs?: number;
 }
 
 export interface TouchNodeParams {

@@ -15,6 +15,7 @@ import {
   DEFAULT_MISFIRE_THRESHOLD_MS,
   isValidatedJob,
   type JobInput,
+  type NextAvailableParams,
   parseSchedule,
   type Random,
   type Role,
@@ -246,7 +247,7 @@ export class PostgresStore implements Store {
   }
 
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */
-  nextAvailableAt(p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[] }) {
+  nextAvailableAt(p: NextAvailableParams) {
     return reads.nextAvailableAt(this.pool, p);
   }
 

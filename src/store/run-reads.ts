@@ -125,13 +125,14 @@ export async function unservedRuns(
 /** The earliest `available_at` after `now` among a pool's pending runs, or null. */
 export async function nextAvailableAt(
   db: Queryable,
-  p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[] },
+  p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[]; aheadMs?: number },
 ): Promise<Date | null> {
   const { rows } = await db.query(Q.runNextAvailable, [
     p.pool,
     checkInstant(p.now, 'now'),
     p.tenantId ?? null,
     tenantFilter(p.tenants),
+    Math.max(0, Math.floor(p.aheadMs ?? 0)),
   ]);
   return (rows[0]?.at as Date | null) ?? null;
 }

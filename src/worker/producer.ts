@@ -192,6 +192,7 @@ export class Producer {
         now: clock.nowMs(),
         tenantId: scope.tenantId,
         tenants: scope.tenants,
+        aheadMs: scope.claimAheadMs,
       });
       if (next !== null) return next;
     }

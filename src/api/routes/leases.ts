@@ -117,7 +117,8 @@ function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): voi
             aheadMs: b.ahead_ms,
             claimId: b.claim_id,
           }),
-        nextAvailableAt: () => store.nextAvailableAt({ pool, now: clock.nowMs(), tenantId }),
+        nextAvailableAt: () =>
+          store.nextAvailableAt({ pool, now: clock.nowMs(), tenantId, aheadMs: b.ahead_ms ?? 0 }),
       });
       // The client went away while the claim ran: give its runs back at once (no attempt spent)
       // rather than strand them under a lease nobody renews.

@@ -84,20 +84,31 @@ SELECT 'running', n FROM claimed`;
 export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
+/** The shortest wait a limit's next token gives an idle claimer, ms: it never wakes more often. */
+export const MIN_TOKEN_WAIT_MS = 10;
+
 /**
- * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null). The earliest future instant a run may
- * become claimable: the pool's next queued available_at, or the instant a limit of these tenants
- * that is out of tokens has a whole one again (runs held by it wait until then, not a poll
- * interval; a slot given back wakes claimers by NOTIFY instead).
+ * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
+ * The earliest future instant a run may become claimable: the pool's next queued available_at, or,
+ * for a limit of these tenants that ran out of tokens at its last claim and is not full again, the
+ * instant of its next whole token (at least MIN_TOKEN_WAIT_MS from now, and $5 later: a caller wakes
+ * that much before an answer, which is right for a run's slot but too early for a token). Runs held
+ * by a limit then wait for its tokens, not a poll interval; a slot given back wakes claimers by
+ * NOTIFY instead. A limit nothing waits for stops waking anyone once its bucket is full.
  */
 export const runNextAvailable = `
 SELECT LEAST(
   (SELECT min(available_at) FROM run_queue
    WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
      AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))),
-  (SELECT min(l.refilled_at + ((1 - l.tokens) / l.rate) * interval '1 second') FROM limits l
-   WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1 AND ($3::text IS NULL OR l.tenant_id = $3)
-     AND ($4::text[] IS NULL OR l.tenant_id = ANY($4::text[])))
+  (SELECT min($2::timestamptz + ($5::int + GREATEST(${MIN_TOKEN_WAIT_MS}, ceil((floor(b.tokens) + 1 - b.tokens) / b.rate * 1000)))
+      * interval '1 millisecond')
+   FROM (
+     SELECT l.rate, l.burst, ${tokensNow('l')} AS tokens FROM limits l
+     WHERE l.rate IS NOT NULL AND l.tokens < 1 AND ($3::text IS NULL OR l.tenant_id = $3)
+       AND ($4::text[] IS NULL OR l.tenant_id = ANY($4::text[]))
+   ) b
+   WHERE b.tokens < b.burst)
 ) AS at`;
 
 /**
