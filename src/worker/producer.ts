@@ -73,6 +73,12 @@ export class Producer {
   private claiming = false;
   /** The id of the claim being made; kept when it fails, so that its retry answers what it claimed. */
   private claimId: string | null = null;
+  /**
+   * The last claim took fewer runs than it had room for: the queue, not the capacity, is what
+   * limits it, so a slot freeing is no reason to claim again (that claim would come back empty
+   * while runs wait for a limit's tokens); a wake, the next run's instant or the poll interval is.
+   */
+  private starved = false;
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
@@ -137,9 +143,9 @@ export class Producer {
     await this.loop.stop();
   }
 
-  /** Claims again as soon as it can: a slot was freed. */
+  /** Claims again as soon as it can: a slot was freed (unless the last claim found too few runs). */
   poke(): void {
-    if (this.claiming) this.loop.poke();
+    if (this.claiming && !this.starved) this.loop.poke();
   }
 
   /**
@@ -185,6 +191,7 @@ export class Producer {
     this.claimId = null;
     for (const run of claimed) if (!runs.has(run.runId)) this.hold(run, sentAt);
     this.pump();
+    this.starved = claimed.length < free;
     if (claimed.length === free) return runs.size - runs.finishing < capacity;
     if (this.claiming && source.nextAvailableAt) {
       const next = await source.nextAvailableAt({

@@ -56,8 +56,14 @@ function setup(
   const state = { next: o.next ?? null };
   const events: [keyof WorkerEvents, unknown[]][] = [];
   let failNext = false;
+  /** A notification on the source's channel (`listen`). */
+  let notify = () => {};
   const producer = new Producer({
     source: {
+      listen: async (onWake) => {
+        notify = onWake;
+        return async () => {};
+      },
       claimRuns: async (p) => {
         claims.push(p);
         if (failNext) {
@@ -101,7 +107,20 @@ function setup(
     producer.pump();
     runs.ended(a);
   };
-  return { clock, runs, queue, claims, releases, started, events, producer, failClaim, end, state };
+  return {
+    clock,
+    runs,
+    queue,
+    claims,
+    releases,
+    started,
+    events,
+    producer,
+    failClaim,
+    end,
+    state,
+    notify: () => notify(),
+  };
 }
 
 const settle = async () => {
@@ -244,8 +263,12 @@ describe('Producer', () => {
       idle.clock.advance(1);
       await settle();
       expect(idle.claims).toHaveLength(2);
-      // A notification (or a freed slot) wakes it at once.
+      // A freed slot does not wake it: its last claim found too few runs, not too little room.
       idle.producer.poke();
+      await settle();
+      expect(idle.claims).toHaveLength(2);
+      // A notification does, at once.
+      idle.notify();
       await settle();
       expect(idle.claims).toHaveLength(3);
       expect(idle.clock.nowMs()).toBe(T0 + 5000);

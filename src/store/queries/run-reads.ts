@@ -84,8 +84,11 @@ SELECT 'running', n FROM claimed`;
 export const runReadyByPriority = `
 SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
 
-/** The shortest wait a limit's next token gives an idle claimer, ms: it never wakes more often. */
-export const MIN_TOKEN_WAIT_MS = 10;
+/**
+ * The shortest wait a limit's next token gives an idle claimer, ms: it wakes at most ten times a
+ * second for tokens (several claimers share a bucket: the first to wake takes what refilled).
+ */
+export const MIN_TOKEN_WAIT_MS = 100;
 
 /**
  * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
