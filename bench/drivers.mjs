@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { createPool, migrate } from '../dist/store/index.js';
-import { runClaim, runCompleteMany } from '../dist/store/queries/runs.js';
+import { runClaim } from '../dist/store/queries/claims.js';
+import { runCompleteMany } from '../dist/store/queries/runs.js';
 import { median, seedBacklog } from './lib.mjs';
 
 const { values: args } = parseArgs({

@@ -164,7 +164,11 @@ export async function heartbeatRuns(
   const { ids, tokens, invalid } = checkLeases(p.leases);
   const now = checkInstant(p.now, 'now');
   const { rows } = ids.length
-    ? await db.query(R.runHeartbeatMany, [ids, tokens, now, p.tenantId ?? null])
+    ? await db.query({
+        name: 'tock_heartbeat',
+        text: R.runHeartbeatMany,
+        values: [ids, tokens, now, p.tenantId ?? null],
+      })
     : { rows: [] };
   const renewed = rows.map((r: Row) => ({
     runId: r.run_id as string,

@@ -67,7 +67,12 @@ export async function completeRuns(
   const outputs = valid.map((l) => storedText(l.output));
   const starts = valid.map((l) => startedMsOf(l.startedAt));
   const { rows } = ids.length
-    ? await db.query(R.runCompleteMany, [ids, tokens, now, p.tenantId ?? null, outputs, starts])
+    ? // Named (prepared per connection), as the claim: the hot path's statements are planned once.
+      await db.query({
+        name: 'tock_complete',
+        text: R.runCompleteMany,
+        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts],
+      })
     : { rows: [] };
   const completed = rows.map((r: Row) => r.run_id as string);
   const ok = new Set(completed);
