@@ -200,7 +200,8 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
 
 /**
  * Overlap `skip` or `queue` lets one run of the job run at a time: a `max_concurrency` above 1
- * would say otherwise, so it is refused. A job lists named limits only (`checkJobLimitKeys`).
+ * would say otherwise, so it is refused. A job lists named limits only: its tenant's and its own
+ * gates apply without being listed.
  */
 function checkBacklogFields(checked: Record<JobField, unknown>): void {
   const cap = checked.maxConcurrency as number | null;

@@ -8,6 +8,8 @@
  * `least(burst, tokens + rate × seconds since)` later (core's `tokensAfter`).
  */
 
+import { tokensNow } from './claims.js';
+
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at`;
 
 /**
@@ -50,7 +52,7 @@ ORDER BY key LIMIT $3`;
 /**
  * $1 tenant, $2 key. Deletes a limit unless a job of the tenant lists it (`job_id`: the first such
  * job, and nothing is deleted). `existed` false: the tenant has no such limit. A tenant key is
- * never listed by a job (core's `checkJobLimitKeys`). The runs holding its slots keep their
+ * never listed by a job (`validateJob` refuses it). The runs holding its slots keep their
  * `run_holds` rows and give them back when they end.
  */
 export const limitDelete = `
@@ -80,9 +82,7 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 export const limitGauges = `
 WITH sampled AS (
   SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
-    (l.rate IS NOT NULL AND least(l.burst::double precision,
-       l.tokens + l.rate * greatest(0, extract(epoch FROM ($1::timestamptz - l.refilled_at)))) < 1)
-      OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
+    (l.rate IS NOT NULL AND ${tokensNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
     count(*) OVER ()::int AS total
   FROM limits l
   ORDER BY l.gate LIMIT $2
