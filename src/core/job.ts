@@ -71,14 +71,16 @@ const CHECK_ORDER: readonly JobField[] = [
   ...PROPERTIES.filter((p) => !CHECKED_FIRST.includes(p)),
 ];
 
-function int(value: unknown, what: string, min: number, max: number): number {
+/** An integer from `min` to `max`, or a `ValidationError` naming `what` and the bounds. */
+export function checkInteger(value: unknown, what: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new ValidationError(`${what} must be an integer from ${min} to ${max}`, { field: what });
   }
   return value;
 }
 
-function num(value: unknown, what: string, min: number, max: number): number {
+/** A finite number from `min` to `max`, or a `ValidationError` naming `what` and the bounds. */
+export function checkNumber(value: unknown, what: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
     throw new ValidationError(`${what} must be a number from ${min} to ${max}`, { field: what });
   }
@@ -132,9 +134,9 @@ function checkField(f: Field, value: unknown): unknown {
       if (typeof value !== 'string') throw new ValidationError(`${what} must be a string`, { field: what });
       return value;
     case 'integer':
-      return int(value, what, f.min ?? Number.MIN_SAFE_INTEGER, f.max ?? Number.MAX_SAFE_INTEGER);
+      return checkInteger(value, what, f.min ?? Number.MIN_SAFE_INTEGER, f.max ?? Number.MAX_SAFE_INTEGER);
     case 'number':
-      return num(value, what, f.min ?? -Number.MAX_VALUE, f.max ?? Number.MAX_VALUE);
+      return checkNumber(value, what, f.min ?? -Number.MAX_VALUE, f.max ?? Number.MAX_VALUE);
     case 'enum': {
       if (typeof value !== 'string') throw new ValidationError(`${what} must be a string`, { field: what });
       const values = f.values ?? [];

@@ -11,7 +11,7 @@
  */
 import { ValidationError } from './errors.js';
 import { JOB_KEY_PREFIX, MAX_CONCURRENCY, type OVERLAP_POLICIES, TENANT_KEY_PREFIX } from './fields/job.js';
-import { validateId } from './job.js';
+import { checkInteger, checkNumber, validateId } from './job.js';
 
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** Largest rate (tokens per second) and burst of a limit. */
@@ -69,31 +69,9 @@ export function validateLimitKey(key: unknown, tenantId: string, what = 'key'): 
   return k;
 }
 
-function optionalNumber(
-  value: unknown,
-  field: string,
-  min: number,
-  max: number,
-  integer: boolean,
-): number | null {
-  if (value === undefined || value === null) return null;
-  if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw new ValidationError(
-      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
-      {
-        field,
-      },
-    );
-  }
-  if (value < min || value > max) {
-    throw new ValidationError(
-      `${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
-      {
-        field,
-      },
-    );
-  }
-  return value;
+/** An unset (undefined or null) bound of a limit is null; a set one is checked by `check`. */
+function optional(value: unknown, check: (v: unknown) => number): number | null {
+  return value === undefined || value === null ? null : check(value);
 }
 
 /** Checks a limit definition: a rate with a burst, a concurrency cap, or both. */
@@ -108,9 +86,11 @@ export function validateLimit(input: LimitInput): LimitSpec {
   if (typeof input.rate === 'number' && input.rate <= 0) {
     throw new ValidationError('rate must be above 0', { field: 'rate' });
   }
-  const rate = optionalNumber(input.rate, 'rate', 0, MAX_RATE, false);
-  const burst = optionalNumber(input.burst, 'burst', 1, MAX_BURST, true);
-  const maxConcurrency = optionalNumber(input.maxConcurrency, 'max_concurrency', 1, MAX_CONCURRENCY, true);
+  const rate = optional(input.rate, (v) => checkNumber(v, 'rate', 0, MAX_RATE));
+  const burst = optional(input.burst, (v) => checkInteger(v, 'burst', 1, MAX_BURST));
+  const maxConcurrency = optional(input.maxConcurrency, (v) =>
+    checkInteger(v, 'max_concurrency', 1, MAX_CONCURRENCY),
+  );
   if ((rate === null) !== (burst === null)) {
     throw new ValidationError(rate === null ? 'burst needs a rate' : 'rate needs a burst', {
       field: rate === null ? 'rate' : 'burst',
@@ -127,11 +107,6 @@ export function validateLimit(input: LimitInput): LimitSpec {
 /** The key of a tenant's own limit. */
 export function tenantKey(tenantId: string): string {
   return `${TENANT_KEY_PREFIX}${tenantId}`;
-}
-
-/** The key of a job's own gate. */
-export function jobKey(jobId: string): string {
-  return `${JOB_KEY_PREFIX}${jobId}`;
 }
 
 /** Tokens in a bucket `elapsedMs` after it held `tokens`: refilled at `rate`, at most `burst`. */

@@ -22,6 +22,7 @@ import {
 import { checkInstant, checkLimit } from './checks.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import * as J from './queries/jobs.js';
+import * as L from './queries/limits.js';
 import * as R from './queries/runs.js';
 import { type Queryable, type Row, toJob } from './rows.js';
 import type { Job, Page, UpsertChange } from './types.js';
@@ -71,7 +72,7 @@ async function checkLimitKeys(
 ): Promise<void> {
   const keys = [...new Set(p.jobs.flatMap((j) => j.spec.limits))];
   if (keys.length === 0) return;
-  const { rows } = await db.query(J.limitKeysDefined, [p.tenantId, keys]);
+  const { rows } = await db.query(L.limitKeysDefined, [p.tenantId, keys]);
   const defined = new Set(rows.map((r) => r.key as string));
   for (const job of p.jobs) {
     const missing = job.spec.limits.find((k) => !defined.has(k));

@@ -60,9 +60,6 @@ RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overla
 )
 SELECT * FROM written`;
 
-/** $1 tenant, $2 keys. The named limits of these keys the tenant has defined. */
-export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
-
 export const jobUpsert = upsert(`${JOB_COLUMNS}, (xmax = 0) AS inserted`);
 export const jobUpsertIds = upsert('job_id, (xmax = 0) AS inserted');
 

@@ -39,6 +39,9 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
 WHERE l.key NOT LIKE 'job:%'
 RETURNING ${LIMIT_COLUMNS}, (xmax = 0) AS created`;
 
+/** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */
+export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
+
 /** $1 tenant, $2 key. Any key, a job's own gate too (the gauges and tests read those). */
 export const limitGet = `
 SELECT ${LIMIT_COLUMNS} FROM limits WHERE tenant_id = $1 AND key = $2`;
