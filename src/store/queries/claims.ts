@@ -3,7 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { enqueue, giveBack, MEMBERS, recordEnded, SKIPPED_REASON, startOf, unclaim } from './runs.js';
+import { enqueue, giveBack, MEMBERS, recordEnded, skipRuns, startOf, unclaim } from './runs.js';
 
 /**
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
@@ -193,10 +193,7 @@ const GATES = `saturated AS MATERIALIZED (
 ), dropped AS (
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
-), skipped AS (
-  UPDATE runs r SET state = 'skipped', finished_at = $2, parked = 'skipped',
-    last_error = '${SKIPPED_REASON}'
-  FROM dropped d WHERE r.run_id = d.run_id AND r.state = 'pending'
+), skipped AS (${skipRuns('dropped', '$2::timestamptz')}
 ), taken_gates AS (
   SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy
   FROM taken t CROSS JOIN LATERAL unnest(${gateSet('t')}) AS g(gate)

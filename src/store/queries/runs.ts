@@ -87,7 +87,15 @@ const LIVE_MEMBERS = `
   )`;
 
 /** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
-export const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
+const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
+
+/**
+ * Marks `skipped` (final, parked, `finished_at` = `now`) the still pending runs a CTE named `src`
+ * (run_id) took off the queue: the slots of a `skip` job that arrived while its run ran.
+ */
+export const skipRuns = (src: string, now: string) => `
+  UPDATE runs r SET state = 'skipped', finished_at = ${now}, parked = 'skipped', last_error = '${SKIPPED_REASON}'
+  FROM ${src} d WHERE r.run_id = d.run_id AND r.state = 'pending'`;
 
 /**
  * Gives back the concurrency slots the runs a CTE named `ended` (run_id) held (`run_holds`), for
@@ -120,9 +128,7 @@ export const giveBack = (now: string) => `
     FOR UPDATE OF q SKIP LOCKED
   ), overlaps_dequeued AS (
     DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
-  ), overlaps_skipped AS (
-    UPDATE runs r SET state = 'skipped', finished_at = ${now}, parked = 'skipped', last_error = '${SKIPPED_REASON}'
-    FROM overlaps_dequeued d WHERE r.run_id = d.run_id AND r.state = 'pending'
+  ), overlaps_skipped AS (${skipRuns('overlaps_dequeued', now)}
   )`;
 
 /**
