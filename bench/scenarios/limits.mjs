@@ -54,7 +54,7 @@ async function defineJob(admin, jobId, { limits = [], maxConcurrency = null } = 
  * bucket full again.
  */
 async function seed(admin, { n, jobId, gates }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims, run_holds');
+  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
   await admin.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
        backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)
@@ -70,7 +70,7 @@ async function seed(admin, { n, jobId, gates }) {
     'UPDATE limits SET in_use = 0, tokens = COALESCE(burst, 0), refilled_at = $1, busy_from = NULL, freed_at = NULL',
     [new Date(clock.nowMs())],
   );
-  await admin.query('VACUUM ANALYZE runs, run_queue, run_claims, run_holds, limits');
+  await admin.query('VACUUM ANALYZE runs, run_queue, run_claims, limits');
   await admin.query('CHECKPOINT');
 }
 
@@ -202,7 +202,7 @@ export default {
           const figures = { runsPerSecond: n / ((end - first) / 1000), seconds: (end - first) / 1000 };
           const leftover = (
             await admin.query(
-              'SELECT (SELECT COALESCE(sum(in_use), 0)::int FROM limits) AS in_use, (SELECT count(*)::int FROM run_holds) AS holds',
+              'SELECT (SELECT COALESCE(sum(in_use), 0)::int FROM limits) AS in_use, (SELECT count(*)::int FROM run_claims WHERE gates IS NOT NULL) AS holds',
             )
           ).rows[0];
           if (leftover.in_use !== 0 || leftover.holds !== 0)
@@ -323,7 +323,7 @@ export default {
       table,
       notes: [
         `In play ÷ without: ${ofMedians.toFixed(2)} of the medians, ${perRound.median.toFixed(2)} per round (${perRound.min.toFixed(2)}–${perRound.max.toFixed(2)}); target ≥ 0.8.`,
-        'Throughput: runs/s from the first handler call until the database shows every run succeeded; both variants in every round, back to back, on the same database, the same seeded backlog (distinct past slots, one job) and the same Workers. Without: no row in `limits` at all (claims skip the gates). In play: every claim locks the three limit rows, takes tokens and slots and records each slot in `run_holds`; every completion gives them back.',
+        'Throughput: runs/s from the first handler call until the database shows every run succeeded; both variants in every round, back to back, on the same database, the same seeded backlog (distinct past slots, one job) and the same Workers. Without: no row in `limits` at all (claims skip the gates). In play: every claim locks the three limit rows, takes tokens and slots and records on its claim row the gates it took slots of; every completion gives them back.',
         `Pacing, from the database after each drain: claimed_at (the claim's now, when the tokens were taken) and started_at (the handler's start as its worker reported it) of every run. The ideal is the burst at once, then the rest at the rate: ${idealS} s from the first claim to the last (the issue's ${paced / PACE.rate} s counts the burst's second too). The windows are [t, t + 1 s) from each claim (start) after the first ${PACE.burst}.`,
       ],
     };

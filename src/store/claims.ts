@@ -94,11 +94,26 @@ async function claimAgain(db: Queryable, p: ClaimParams & { claimId: string }): 
 }
 
 /**
+ * Which claim statement a store makes first: the gated one (`gated`) once a claim found that
+ * limits exist, the plain one once a gated claim found none. Either statement is right whatever
+ * the limits; this only saves the round trip of a plain claim that would answer "limits exist".
+ */
+export interface ClaimMode {
+  gated: boolean;
+}
+
+/** The row a claim statement adds to say "use the other statement" (its run_id is null). */
+const isMarker = (r: Row) => r.run_id === null;
+
+/**
  * Leases up to `max` claimable runs; with a claim id that names a live claim of this worker and
  * tenant, answers that claim instead. The lookup runs only when a claim id is given. `leaseMs`: the
- * lease of runs whose job sets none.
+ * lease of runs whose job sets none; `mode`: the store's, which statement to try first.
  */
-export async function claimRuns(db: Queryable, p: ClaimParams & { leaseMs: number }): Promise<ClaimedRun[]> {
+export async function claimRuns(
+  db: Queryable,
+  p: ClaimParams & { leaseMs: number; mode: ClaimMode },
+): Promise<ClaimedRun[]> {
   const aheadMs = checkClaim(p);
   const claimId = p.claimId;
   if (claimId !== undefined) {
@@ -117,15 +132,22 @@ export async function claimRuns(db: Queryable, p: ClaimParams & { leaseMs: numbe
     claimId ?? null,
     tenantFilter(p.tenants),
   ];
+  // Named, so each connection plans them once (prepared statements): planning these long
+  // statements costs more than running them for a small batch.
+  const plain = () => db.query({ name: 'tock_claim', text: C.runClaim, values: params });
+  const gated = () => db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
   try {
-    // The plain claim; where a limit exists it takes nothing and says so (a row without a run),
-    // and the gated claim takes the runs.
-    // Named, so each connection plans them once (prepared statements): planning these long
-    // statements costs more than running them for a small batch.
-    const plain = await db.query({ name: 'tock_claim', text: C.runClaim, values: params });
-    if (plain.rows[0]?.run_id !== null || plain.rows.length !== 1) return plain.rows.map(toClaimed);
-    const { rows } = await db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
-    return rows.map(toClaimed);
+    if (p.mode.gated) {
+      // Takes the runs whether or not limits exist; says when none does (a row without a run).
+      const { rows } = await gated();
+      if (rows.some(isMarker)) p.mode.gated = false;
+      return rows.filter((r) => !isMarker(r)).map(toClaimed);
+    }
+    // Where a limit exists this takes nothing and says so (one row without a run).
+    const { rows } = await plain();
+    if (rows.length !== 1 || !isMarker(rows[0] as Row)) return rows.map(toClaimed);
+    p.mode.gated = true;
+    return (await gated()).rows.filter((r) => !isMarker(r)).map(toClaimed);
   } catch (err) {
     // Another server made this claim (same id, tenant and worker: the index's key is the lookup's
     // scope) since the lookup, the same claim sent twice at once: answer it. It may have expired

@@ -5,7 +5,7 @@
  * listeners also poll, so it only ever shortens a wait.
  */
 import type pg from 'pg';
-import { RUNS_CHANNEL, runNotify } from './queries/runs.js';
+import { RUNS_CHANNEL, runNotify } from './queries/channel.js';
 import type { Queryable } from './rows.js';
 
 export { RUNS_CHANNEL };

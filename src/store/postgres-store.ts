@@ -76,6 +76,8 @@ export class PostgresStore implements Store {
   readonly misfireThresholdMs: number;
   private readonly random: Random;
   private readonly schedules = new Map<string, Schedule>();
+  /** Which claim statement to make first (see `claims.ClaimMode`). */
+  private readonly claimMode: claims.ClaimMode = { gated: false };
   /** Rows of `shards`, read once. */
   private shardTotal: number | undefined;
 
@@ -184,7 +186,7 @@ export class PostgresStore implements Store {
   // -- leased execution -------------------------------------------------------------------------
 
   claimRuns(p: claims.ClaimParams) {
-    return claims.claimRuns(this.pool, { ...p, leaseMs: this.leaseMs });
+    return claims.claimRuns(this.pool, { ...p, leaseMs: this.leaseMs, mode: this.claimMode });
   }
 
   releaseClaim(p: Parameters<Store['releaseClaim']>[0]) {

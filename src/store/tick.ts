@@ -7,6 +7,7 @@
  */
 import { planTick, type Schedule, ValidationError } from '../core/index.js';
 import { checkInstant } from './checks.js';
+import { runNotify } from './queries/channel.js';
 import * as J from './queries/jobs.js';
 import * as R from './queries/runs.js';
 import * as S from './queries/shards.js';
@@ -120,7 +121,7 @@ export async function tick(
     created = inserted.rows.map(toRef);
   }
   if (next.jobs.length > 0) await db.query(J.jobAdvanceMany, [next.tenants, next.jobs, next.at]);
-  if (created.length > 0) await db.query(R.runNotify);
+  if (created.length > 0) await db.query(runNotify);
   return {
     jobs: due.rows.length,
     created,

@@ -95,7 +95,6 @@ export const TABLES = [
   'api_keys',
   'idempotency_keys',
   'limits',
-  'run_holds',
 ] as const;
 
 /** One digest per table of every row's text: equal digests mean nothing was written. */

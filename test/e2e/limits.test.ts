@@ -12,7 +12,7 @@
  * held its slots (the handler starts after the claim and ends before the completion gives them
  * back; the reported start is never earlier than the real one), and all processes share one clock,
  * so no instant may see more intervals of a gate than its cap. At the end every slot is given
- * back: `limits.in_use` is 0 everywhere and `run_holds` is empty.
+ * back: `limits.in_use` is 0 everywhere and no claim records a slot.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { TockClient } from '../../src/client/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { slotsHeld } from '../setup/factories.js';
 import { TockProcess } from '../setup/proc.js';
 
 const TENANT = 'acme';
@@ -320,6 +321,6 @@ describe('backlog control across processes', () => {
       [TENANT],
     );
     expect(limits).toEqual([...GATES.map((g) => g.gate)].sort().map((key) => ({ key, in_use: 0 })));
-    expect((await db.pool.query('SELECT count(*)::int AS n FROM run_holds')).rows[0].n).toBe(0);
+    expect(await slotsHeld(db.pool)).toBe(0);
   }, 60_000);
 });

@@ -5,6 +5,7 @@ import type pg from 'pg';
 import { expect } from 'vitest';
 import { type ErrorCode, type JobInput, TockError, validateJob } from '../../src/core/index.js';
 import type { Job, Store, UpsertChange } from '../../src/store/index.js';
+import { slotHolders } from '../../src/store/queries/gates.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
 
 let counter = 0;
@@ -61,6 +62,19 @@ export async function countRows(
   params: unknown[] = [],
 ): Promise<number> {
   const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table} WHERE ${where}`, params);
+  return rows[0].n as number;
+}
+
+/**
+ * The concurrency slots of limits that running runs hold, as their claims record them: of `gate`,
+ * or of every gate (null; `c.gates` as the gates of interest takes each claim's own).
+ */
+export async function slotsHeld(pool: pg.Pool, gate: string | null = null): Promise<number> {
+  const gates = gate === null ? 'c.gates' : '$1::text[]';
+  const { rows } = await pool.query(
+    `SELECT count(*)::int AS n FROM (${slotHolders(gates)}) h`,
+    gate === null ? [] : [[gate]],
+  );
   return rows[0].n as number;
 }
 

@@ -16,13 +16,14 @@
  * Two views of "running" are checked:
  * - by rounds: an attempt runs from its claim's round to its end's round, [claimed, ended); at a
  *   round's end, the runs the record has running are the claims' runs, and each gate's `in_use` and
- *   `run_holds` count exactly those of them that pass the gate;
+ *   the slots their claims record (`run_claims.gates`) count exactly those of them that pass the gate;
  * - in real order: from the moment the claim returned to the moment its end was sent (a subset of
  *   when the database held it, so more than a cap of such intervals at once is a real violation).
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { type Random, seededRandom } from '../../src/core/index.js';
 import { PostgresStore } from '../../src/store/index.js';
+import { slotHolders } from '../../src/store/queries/gates.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { job, uniqueId, upsertJob } from '../setup/factories.js';
 
@@ -304,7 +305,7 @@ async function play(sc: Scenario, store: PostgresStore, rnd: Random): Promise<Hi
     const { rows } = await db.pool.query(
       `SELECT
          (SELECT COALESCE(json_agg(json_build_object('gate', l.gate, 'inUse', l.in_use,
-            'holds', (SELECT count(*) FROM run_holds h WHERE h.gate = l.gate))), '[]')
+            'holds', (SELECT count(*) FROM (${slotHolders('ARRAY[l.gate]')}) h))), '[]')
           FROM limits l WHERE l.tenant_id = $1) AS gates,
          ARRAY(SELECT unnest(run_ids)::text FROM run_claims ORDER BY 1) AS claimed,
          (SELECT count(*)::int FROM run_queue q
@@ -407,7 +408,7 @@ test('eight concurrent claimers over two pools: caps, queue and skip overlap, an
   expect(last.pending, 'every run ended (or rounds ran out)').toBe(0);
 
   // Between rounds, the database holds exactly what the record says is running: the claims' runs,
-  // `in_use` and `run_holds` of each gate; never a run both queued and claimed, never a pending run
+  // `in_use` and the slots claims record of each gate; never a run both queued and claimed, never a pending run
   // in neither.
   const bad: string[] = [];
   for (const s of snapshots) {
@@ -501,7 +502,7 @@ test('eight concurrent claimers over two pools: caps, queue and skip overlap, an
   expect(final.rows.filter((r) => !['succeeded', 'dead', 'skipped'].includes(r.state))).toEqual([]);
   const leftovers = await db.pool.query(
     `SELECT (SELECT count(*)::int FROM run_queue) AS queued, (SELECT count(*)::int FROM run_claims) AS claims,
-         (SELECT count(*)::int FROM run_holds) AS holds,
+         (SELECT count(*)::int FROM (${slotHolders('c.gates')}) h) AS holds,
          (SELECT COALESCE(sum(in_use), 0)::int FROM limits WHERE tenant_id = $1) AS in_use`,
     [sc.tenant],
   );

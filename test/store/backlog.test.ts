@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { JobInput } from '../../src/core/index.js';
+import { slotHolders } from '../../src/store/queries/gates.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
 
@@ -47,7 +48,7 @@ const claim = (tenantId: string | undefined, max: number, now = db.clock.nowMs()
 
 async function limitRow(tenantId: string, key: string) {
   const { rows } = await db.pool.query(
-    `SELECT in_use, tokens, (SELECT count(*)::int FROM run_holds h WHERE h.gate = l.gate) AS holds
+    `SELECT in_use, tokens, (SELECT count(*)::int FROM (${slotHolders('ARRAY[l.gate]')}) h) AS holds
      FROM limits l WHERE tenant_id = $1 AND key = $2`,
     [tenantId, key],
   );

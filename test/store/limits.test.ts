@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { countRows, expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
+import { countRows, expectTockError, job, slotsHeld, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -33,6 +33,16 @@ async function queueRun(tenantId: string, jobId: string, gates: string[], availa
      VALUES ($1, $2, 'default', 'noop', 0, $3, $3, $4, $5)`,
     [rows[0].run_id, tenantId, at, jobId, gates],
   );
+}
+
+/**
+ * `n` runs of `jobId` passing `gate` (whose limit must exist), queued and then claimed: running,
+ * each holding a slot of the gate (its claim row lists the gate).
+ */
+async function holdSlots(tenantId: string, jobId: string, gate: string, n: number, now: number) {
+  for (let i = 0; i < n; i++) await queueRun(tenantId, jobId, [gate], now - 1000, 100 + i);
+  const claimed = await db.store.claimRuns({ workerId: 'w-holds', pool: 'default', max: n, now, tenantId });
+  expect(claimed).toHaveLength(n);
 }
 
 describe('put', () => {
@@ -102,10 +112,10 @@ describe('put', () => {
     const now = db.clock.nowMs();
     // Two runs still hold slots of a limit that was deleted: the new limit starts with them.
     const gate = `${tenantId}/db`;
-    await db.pool.query(
-      `INSERT INTO run_holds (run_id, gate) VALUES (gen_random_uuid(), $1), (gen_random_uuid(), $1)`,
-      [gate],
-    );
+    await db.store.putLimit({ tenantId, key: 'db', limit: { maxConcurrency: 5 }, now });
+    await holdSlots(tenantId, 'j-db', gate, 2, now);
+    await db.store.deleteLimit({ tenantId, key: 'db' });
+    expect(await slotsHeld(db.pool, gate)).toBe(2);
     const created = await db.store.putLimit({ tenantId, key: 'db', limit: { maxConcurrency: 5 }, now });
     expect(created.limit).toMatchObject({
       inUse: 2,
@@ -248,7 +258,7 @@ describe('delete', () => {
     const def = job({ limits: ['payments-api'] });
     await upsertJob(db.store, { tenantId, job: def, now });
     const held = `${tenantId}/payments-api`;
-    await db.pool.query(`INSERT INTO run_holds (run_id, gate) VALUES (gen_random_uuid(), $1)`, [held]);
+    await holdSlots(tenantId, def.jobId, held, 1, now);
 
     const err = await expectTockError(db.store.deleteLimit({ tenantId, key: 'payments-api' }), 'conflict');
     expect(err.details.job_id).toBe(def.jobId);
@@ -262,7 +272,7 @@ describe('delete', () => {
     await upsertJob(db.store, { tenantId: other, job: job({ limits: ['payments-api'] }), now });
     await db.store.deleteLimit({ tenantId, key: 'payments-api' });
     expect(await countRows(db.pool, 'limits', 'tenant_id = $1', [tenantId])).toBe(0);
-    expect(await countRows(db.pool, 'run_holds', 'gate = $1', [held])).toBe(1);
+    expect(await slotsHeld(db.pool, held)).toBe(1);
     await expectTockError(db.store.deleteLimit({ tenantId, key: 'payments-api' }), 'not_found');
   });
 

@@ -2,7 +2,8 @@
  * The statement of a range backfill (`POST /v1/jobs/{job_id}/backfill`): the runs of many slots of
  * one job, in one statement. Parameters are positional; the comment lists them.
  */
-import { enqueue, gatesOf } from './runs.js';
+import { gatesOf } from './gates.js';
+import { enqueue } from './runs.js';
 
 /**
  * $1 tenant, $2 job, $3 slots (timestamptz[]), $4 their sort keys (timestamptz[]), $5 now.

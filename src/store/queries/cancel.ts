@@ -2,7 +2,8 @@
  * Cancelling a run: the one statement that ends a pending run by an operator's word, whether it
  * waits in the queue or runs under a claim. Parameters are positional; the comment lists them.
  */
-import { giveBack, recordEnded, startOf, unclaim } from './runs.js';
+import { giveBack } from './gates.js';
+import { recordEnded, startOf, unclaim } from './runs.js';
 
 /**
  * $1 tenant, $2 run, $3 now. The tenant's pending run becomes `cancelled` (`finished_at` now,
@@ -21,7 +22,8 @@ import { giveBack, recordEnded, startOf, unclaim } from './runs.js';
  * or after: whichever runs second re-reads the locked claim, finds the run gone from it (and the run
  * row no longer pending), and writes nothing. So exactly one of them ends the attempt.
  *
- * A running run's slots of limits are given back (`giveBack`), as every end of an attempt does.
+ * A running run's slots of limits are given back (`giveBack`, from its claim's `gates`), as every end
+ * of an attempt does.
  *
  * `ended` has one row per run cancelled (at most one): run_id, lease_token (the claim's, or null
  * for a run taken from the queue: no attempt ended and it held nothing), tenant_id, ended_attempt,
@@ -36,7 +38,7 @@ WITH target AS (
   DELETE FROM run_queue q WHERE q.run_id = (SELECT run_id FROM target)
   RETURNING q.run_id
 ), live AS (
-  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates FROM run_claims c
   WHERE (SELECT run_id FROM target) = ANY(c.run_ids)
   FOR NO KEY UPDATE
 ), held AS (
@@ -51,9 +53,9 @@ WITH target AS (
       ELSE ${startOf('h.claimed_at', 'NULL::timestamptz', 'r.available_at', '$3')} END
   FROM held h
   WHERE r.run_id = h.run_id AND r.tenant_id = $1 AND r.state = 'pending'
-  RETURNING r.run_id, h.lease_token, r.tenant_id, r.attempt AS ended_attempt, h.worker_id AS lease_owner,
+  RETURNING r.run_id, h.lease_token, r.tenant_id, r.job_id, r.gates, r.attempt AS ended_attempt, h.worker_id AS lease_owner,
     r.started_at, h.claimed_at, 'cancelled'::text AS outcome, NULL::text AS error, NULL::text AS error_stack,
     NULL::text AS output
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz', 'lease_token IS NOT NULL')}
-), ${giveBack('$3::timestamptz')}
+), ${giveBack('$3::timestamptz', 'live')}
 SELECT run_id, lease_token FROM ended`;

@@ -3,7 +3,8 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { enqueue, giveBack, MEMBERS, recordEnded, skipRuns, startOf, unclaim } from './runs.js';
+import { gateSet, giveBack, skipRuns } from './gates.js';
+import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
 /**
  * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
@@ -35,7 +36,7 @@ ORDER BY r.sort_key`;
  */
 export const claimRelease = `
 WITH live AS (
-  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates FROM run_claims c
   WHERE c.claim_id = $1::uuid AND c.worker_id = $2 AND c.tenant_id IS NOT DISTINCT FROM $5::text
     AND c.lease_expires_at > $3 AND NOT c.retried
   FOR NO KEY UPDATE
@@ -49,16 +50,8 @@ WITH live AS (
   WHERE r.state = 'pending'
 ), queued AS (${enqueue('ended')}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz')}
+), ${giveBack('$3::timestamptz', 'live')}
 SELECT run_id FROM ended`;
-
-/**
- * The gates a run of the queue row `q` passes: its tenant's (`<t>/tenant:<t>`), its job's own
- * (`<t>/job:<j>`) and the named limits it took from its job (`q.gates`). A gate without a row in
- * `limits` lets everything through.
- */
-export const gateSet = (q: string) =>
-  `(ARRAY[${q}.tenant_id || '/tenant:' || ${q}.tenant_id, ${q}.tenant_id || '/job:' || ${q}.job_id] || COALESCE(${q}.gates, '{}'))`;
 
 /** Tokens in a limit's bucket (`l`) at `now` ($2), refilled by arithmetic: min(burst, tokens + rate × Δt). */
 export const tokensNow = (l: string, now = '$2') =>
@@ -206,22 +199,31 @@ const GATES = `saturated AS MATERIALIZED (
     busy_from = u.busy
   FROM (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) u
   WHERE l.gate = u.gate
-), holds AS (
-  INSERT INTO run_holds (run_id, gate)
-  SELECT tg.run_id, tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
-  ON CONFLICT DO NOTHING
 )`;
 
-/** The CTEs of both claims after `taken`: the runs' rows, and one claim row per lease length. */
-const LEASE = `held AS (
+/**
+ * The gated claim's slots: the gates with a concurrency cap that it took a slot of (for every run
+ * it took that passes them), recorded on its claim rows (`run_claims.gates`, null: none), which
+ * the end of each run's attempt reads to give its slots back (`giveBack`).
+ */
+const SLOTS_TAKEN = `NULLIF(ARRAY(
+    SELECT DISTINCT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
+  ), '{}')`;
+
+/**
+ * The CTEs of both claims after `taken`: the runs' rows, and one claim row per lease length, with
+ * the gates whose slots it took (`slots`: a text[] expression).
+ */
+const LEASE = (slots: string) => `held AS (
   SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
     COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
   FROM taken t JOIN runs r ON r.run_id = t.run_id
 ), claims AS (
-  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id)
+  INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id,
+    gates)
   SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
-    $9::uuid, $7::text
+    $9::uuid, $7::text, ${slots}
   FROM held GROUP BY lease_ms
   RETURNING lease_token, lease_ms, lease_expires_at
 )`;
@@ -239,7 +241,8 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
  * fair order — a tenant's first before anyone's second, then `sort_key`, so a batch holds one run
  * of each of up to $3 tenants before a second of any — up to $3, leave the queue onto one claim row
  * per lease length, with the claim id and tenant. When a limit exists it takes nothing and answers
- * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead. A
+ * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead, and
+ * goes on with it until that says no limit is left. A
  * claim id that another claim row of the same lease length has fails the statement on
  * run_claims_claim_id (nothing is taken): the caller answers that claim.
  */
@@ -249,7 +252,7 @@ WITH RECURSIVE limited AS MATERIALIZED (
 ), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, chosen AS (
   SELECT run_id FROM ordered ORDER BY pos LIMIT $3
 ), taken AS (${TAKE}
-), ${LEASE}
+), ${LEASE('NULL::text[]')}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM limited WHERE yes`;
@@ -270,8 +273,12 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
  *    slots. A candidate of a `skip` job whose slot arrived while the job's run was running (after
  *    that run's start, and before its end or still running) is dropped: state `skipped`.
  * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
- *    and slots (recorded in `run_holds`, given back when the attempt ends), one update per gate.
- * 6. One claim row per lease length, as `runClaim`'s.
+ *    and slots (the gates recorded on the claim row, given back when the attempt ends), one update
+ *    per gate.
+ * 6. One claim row per lease length, as `runClaim`'s, with the gates it took slots of.
+ * It is right without limits too (a gate without a row lets everything through), only slower:
+ * when `limits` is empty it adds one row whose run_id is null, and the caller goes back to
+ * `runClaim`.
  */
 export const runClaimGated = `
 WITH RECURSIVE exhausted AS MATERIALIZED (
@@ -280,6 +287,8 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
     UNION
     SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
   ) x
-), ${candidates(true)}, ${GATES}, ${LEASE}
-${CLAIMED}
-ORDER BY h.sort_key`;
+), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
+SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+WHERE NOT EXISTS (SELECT 1 FROM limits)`;

@@ -1,5 +1,6 @@
 /** Every statement on `jobs`. Parameters are positional; each constant's comment lists them. */
 import { JOB_COLUMNS as DEFINITION_COLUMNS } from '../../core/index.js';
+import { slotHolders } from './gates.js';
 
 const JOB_COLUMNS = `tenant_id, job_id, handler, payload, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds,
@@ -46,10 +47,11 @@ ON CONFLICT (tenant_id, job_id) DO UPDATE SET
 WHERE jobs.definition_hash IS DISTINCT FROM EXCLUDED.definition_hash
 RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overlap AS g_overlap,
   CASE WHEN overlap = 'allow' THEN max_concurrency ELSE 1 END AS g_cap
+), held AS MATERIALIZED (${slotHolders("ARRAY(SELECT g_tenant || '/' || g_key FROM written WHERE g_cap IS NOT NULL)")}
 ), gated AS (
   INSERT INTO limits (tenant_id, key, max_concurrency, overlap, in_use, refilled_at, created_at, updated_at)
   SELECT w.g_tenant, w.g_key, w.g_cap, NULLIF(w.g_overlap, 'allow'),
-    (SELECT count(*) FROM run_holds h WHERE h.gate = w.g_tenant || '/' || w.g_key), $3, $3, $3
+    (SELECT count(*) FROM held h WHERE h.gate = w.g_tenant || '/' || w.g_key), $3, $3, $3
   FROM written w WHERE w.g_cap IS NOT NULL
   ORDER BY w.g_tenant || '/' || w.g_key
   ON CONFLICT (tenant_id, key) DO UPDATE SET max_concurrency = EXCLUDED.max_concurrency,

@@ -9,21 +9,22 @@
  */
 
 import { tokensNow } from './claims.js';
+import { slotHolders } from './gates.js';
 
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at`;
 
 /**
  * $1 tenant, $2 key, $3 rate, $4 burst, $5 max_concurrency, $6 now.
  * Creates or replaces a named limit (or the tenant's own). A new limit starts full (`burst`
- * tokens) with the slots its gate's holds already take (holds outlive a deleted limit: their runs
- * give the slots back when they end). A replaced one keeps `in_use`; its tokens are refilled to
+ * tokens) with the slots running runs already hold of its gate (`slotHolders`: slots outlive a
+ * deleted limit; their runs give them back when they end). A replaced one keeps `in_use`; its tokens are refilled to
  * now at the old rate, then capped by the new burst (a limit that had no rate starts full; one
  * that has none keeps 0). `created`: the row is new. No row: the key is a job's own gate.
  */
 export const limitPut = `
 INSERT INTO limits AS l (tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at)
 VALUES ($1::text, $2::text, $3::double precision, $4::integer, coalesce($4::integer, 0), $6, $5::integer,
-  (SELECT count(*) FROM run_holds h WHERE h.gate = $1::text || '/' || $2::text), $6, $6)
+  (SELECT count(*) FROM (${slotHolders("ARRAY[$1::text || '/' || $2::text]")}) h), $6, $6)
 ON CONFLICT (tenant_id, key) DO UPDATE SET
   rate = EXCLUDED.rate,
   burst = EXCLUDED.burst,
@@ -55,8 +56,8 @@ ORDER BY key LIMIT $3`;
 /**
  * $1 tenant, $2 key. Deletes a limit unless a job of the tenant lists it (`job_id`: the first such
  * job, and nothing is deleted). `existed` false: the tenant has no such limit. A tenant key is
- * never listed by a job (`validateJob` refuses it). The runs holding its slots keep their
- * `run_holds` rows and give them back when they end.
+ * never listed by a job (`validateJob` refuses it). The runs holding its slots keep holding them
+ * (their claims list the gate) and give them back when they end.
  */
 export const limitDelete = `
 WITH target AS (

@@ -6,7 +6,8 @@
  */
 
 /** $1 tenant, $2 run */
-import { gateSet, tokensNow } from './claims.js';
+import { tokensNow } from './claims.js';
+import { gateSet, slotHolders } from './gates.js';
 import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
@@ -161,7 +162,7 @@ LIMIT $3`;
 export const runGates = `
 SELECT l.key, l.rate, l.max_concurrency, l.in_use, l.overlap, l.refilled_at,
   CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l', '$3')} END AS tokens,
-  (SELECT h.run_id FROM run_holds h WHERE h.gate = l.gate LIMIT 1) AS holder
+  (SELECT h.run_id FROM (${slotHolders('ARRAY[l.gate]')}) h LIMIT 1) AS holder
 FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
 JOIN limits l ON l.gate = g.gate
 WHERE q.tenant_id = $1 AND q.run_id = $2

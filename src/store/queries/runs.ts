@@ -9,13 +9,7 @@
  * through the `run_states` view, which shows a pending run that a claim lists as running.
  */
 
-import { JOB_KEY_PREFIX, MAX_JITTER_SECONDS } from '../../core/index.js';
-
-/**
- * The wake-up hint for idle workers, delivered when the transaction commits: at most one per
- * tick or write. Polling stays the source of truth; a lost notification only costs a poll.
- */
-export const RUNS_CHANNEL = 'tock_runs';
+import { gatesOf, giveBack } from './gates.js';
 
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
   payload, pool, priority, available_at, lease_owner, lease_expires_at, last_error, created_at,
@@ -34,13 +28,6 @@ export const WRITTEN_COLUMNS = RUN_COLUMNS.replace(
 export const enqueue = (src: string, where = 'true') => `
   INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates)
   SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM ${src} WHERE ${where}`;
-
-/**
- * The gates of the named limits a job (the row `j`) lists, as a new run of it takes them
- * (`<tenant>/<key>`), or null when it lists none.
- */
-export const gatesOf = (j: string) =>
-  `NULLIF(ARRAY(SELECT ${j}.tenant_id || '/' || k FROM unnest(${j}.limits) AS k), '{}')`;
 
 /**
  * Takes the runs a CTE named `ended` returned (run_id, lease_token) off their claims, which an
@@ -80,55 +67,10 @@ export const MEMBERS = (claims: string, ...columns: string[]) => `
  */
 const LIVE_MEMBERS = `
   live AS (
-    SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids FROM run_claims c
+    SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates FROM run_claims c
     WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
     FOR NO KEY UPDATE
   ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
-  )`;
-
-/** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
-const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
-
-/**
- * Marks `skipped` (final, parked, `finished_at` = `now`) the still pending runs a CTE named `src`
- * (run_id) took off the queue: the slots of a `skip` job that arrived while its run ran.
- */
-export const skipRuns = (src: string, now: string) => `
-  UPDATE runs r SET state = 'skipped', finished_at = ${now}, parked = 'skipped', last_error = '${SKIPPED_REASON}'
-  FROM ${src} d WHERE r.run_id = d.run_id AND r.state = 'pending'`;
-
-/**
- * Gives back the concurrency slots the runs a CTE named `ended` (run_id) held (`run_holds`), for
- * `now`: `freed` deletes the holds, `freeing` locks their limits in gate order (the order a claim
- * locks them in, so the two never deadlock), `given_back` lowers `in_use` and stamps `freed_at`,
- * and wakes idle claimers (`pg_notify`, once per transaction) when it gave anything back.
- * The end of a run of a job with overlap `skip` also drops its job's queued runs whose slot arrived
- * while it ran (after its start, `busy_from`, and before now): they become `skipped` here, whether
- * or not a claim saw them in time. Runs a claimer holds locked are left to that claim, which drops
- * them by the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a
- * gate). The ended runs themselves (a retry due at once) are not overlaps.
- */
-export const giveBack = (now: string) => `
-  freed AS (
-    DELETE FROM run_holds h WHERE h.run_id IN (SELECT run_id FROM ended) RETURNING h.gate
-  ), freeing AS (
-    SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
-    WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
-  ), given_back AS (
-    UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
-    FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
-    WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
-    RETURNING pg_notify('${RUNS_CHANNEL}', '')
-  ), overlapped_slots AS (
-    SELECT q.run_id FROM freeing f
-    JOIN runs r ON r.tenant_id = f.tenant_id AND r.job_id = substr(f.key, ${JOB_KEY_PREFIX.length + 1})
-      AND r.scheduled_for <= ${now} AND r.scheduled_for > f.busy_from - interval '${MAX_JITTER_SECONDS} seconds'
-    JOIN run_queue q ON q.run_id = r.run_id AND q.available_at > f.busy_from AND q.available_at < ${now}
-    WHERE f.overlap = 'skip' AND f.key LIKE '${JOB_KEY_PREFIX}%' AND r.run_id NOT IN (SELECT run_id FROM ended)
-    FOR UPDATE OF q SKIP LOCKED
-  ), overlaps_dequeued AS (
-    DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
-  ), overlaps_skipped AS (${skipRuns('overlaps_dequeued', now)}
   )`;
 
 /**
@@ -235,8 +177,8 @@ WITH given AS (
     last_error = NULL, output = g.output
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id
-), ${unclaim}, ${giveBack('$3::timestamptz')}
+  RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id, r.gates
+), ${unclaim}, ${giveBack('$3::timestamptz', 'live')}
 SELECT run_id, tenant_id, job_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
@@ -252,7 +194,7 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
  */
 export const runFail = `
 WITH live AS (
-  SELECT lease_token, worker_id, claimed_at, run_ids FROM run_claims
+  SELECT lease_token, worker_id, claimed_at, run_ids, gates FROM run_claims
   WHERE lease_token = $2 AND $1 = ANY(run_ids) AND lease_expires_at > $3
   FOR NO KEY UPDATE
 ), ended AS (
@@ -271,7 +213,7 @@ WITH live AS (
     r.claimed_at, 'failed'::text AS outcome, $7::text AS error, $10::text AS error_stack, $8::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz')}
+), ${giveBack('$3::timestamptz', 'live')}
 SELECT attempt, available_at FROM ended`;
 
 /**
@@ -294,7 +236,7 @@ WITH given AS (
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
 ), queued AS (${enqueue('ended')}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz')}
+), ${giveBack('$3::timestamptz', 'live')}
 SELECT run_id FROM ended`;
 
 /**
@@ -321,7 +263,7 @@ WITH given AS (
     AS v(run_id, lease_token, state, available_at, sort_key)
 ), expired AS (
   DELETE FROM run_claims c WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at < $6
-  RETURNING c.lease_token, c.worker_id, c.claimed_at, c.run_ids
+  RETURNING c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates
 ), members AS MATERIALIZED (${MEMBERS('expired', 'worker_id', 'claimed_at')}
 ), held AS (
   SELECT m.run_id, m.lease_token, m.worker_id, m.claimed_at, g.state, g.available_at, g.sort_key
@@ -344,7 +286,7 @@ WITH given AS (
     NULL::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), recorded AS (${recordEnded('$6::timestamptz', 'reaped')}
-), ${giveBack('$6::timestamptz')}
+), ${giveBack('$6::timestamptz', 'expired')}
 SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
 /**
@@ -390,8 +332,6 @@ WITH inserted AS (
 ), queued AS (${enqueue('inserted')}
 )
 SELECT ${RUN_COLUMNS} FROM inserted`;
-
-export const runNotify = `SELECT pg_notify('${RUNS_CHANNEL}', '')`;
 
 /** Reads the database's own clock (epoch ms) for the offset clock. */
 export const clockRead = `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;

@@ -1,0 +1,91 @@
+/**
+ * The fragments of SQL that concern the gates a run passes (issue 18): which gates, who holds
+ * their concurrency slots, and how the end of an attempt gives its slots back. The claim, which
+ * takes tokens and slots, is in `claims.ts`.
+ *
+ * A run passes its tenant's gate (`<t>/tenant:<t>`), its job's own (`<t>/job:<j>`) and the named
+ * limits its job listed when the run was made (`runs.gates`); a gate without a row in `limits`
+ * lets everything through. Since migration 0015 the slots a claim took are recorded on its claim
+ * row: `run_claims.gates`, the gates with a concurrency cap that the claim took a slot of for each
+ * of its runs that passes them. A run of that claim holds a slot of gate G exactly when G is both
+ * in its claim's `gates` and in its own gate set: no row per run and gate is written or deleted.
+ */
+
+import { JOB_KEY_PREFIX, MAX_JITTER_SECONDS } from '../../core/index.js';
+import { RUNS_CHANNEL } from './channel.js';
+
+/**
+ * The gates a run of the row `q` (tenant_id, job_id, gates: a queued run or a run) passes: its
+ * tenant's, its job's own and the named limits it took from its job.
+ */
+export const gateSet = (q: string) =>
+  `(ARRAY[${q}.tenant_id || '/tenant:' || ${q}.tenant_id, ${q}.tenant_id || '/job:' || ${q}.job_id] || COALESCE(${q}.gates, '{}'))`;
+
+/**
+ * The gates of the named limits a job (the row `j`) lists, as a new run of it takes them
+ * (`<tenant>/<key>`), or null when it lists none.
+ */
+export const gatesOf = (j: string) =>
+  `NULLIF(ARRAY(SELECT ${j}.tenant_id || '/' || k FROM unnest(${j}.limits) AS k), '{}')`;
+
+/**
+ * Rows (gate, run_id): the running runs that hold a slot of one of `gates` (a text[] expression),
+ * from the claims that took them (expired claims the reaper has not ended yet included: their
+ * runs give their slots back when they are reaped). The claims whose `gates` share none of
+ * `gates` are passed over without unnesting their runs.
+ */
+export const slotHolders = (gates: string) => `
+  SELECT g.gate, x.run_id FROM run_claims c
+  CROSS JOIN unnest(c.gates) AS g(gate)
+  CROSS JOIN unnest(c.run_ids) AS x(run_id)
+  JOIN runs r ON r.run_id = x.run_id
+  WHERE c.gates && ${gates} AND g.gate = ANY(${gates}) AND g.gate = ANY(${gateSet('r')})`;
+
+/** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
+const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
+
+/**
+ * Marks `skipped` (final, parked, `finished_at` = `now`) the still pending runs a CTE named `src`
+ * (run_id) took off the queue: the slots of a `skip` job that arrived while its run ran.
+ */
+export const skipRuns = (src: string, now: string) => `
+  UPDATE runs r SET state = 'skipped', finished_at = ${now}, parked = 'skipped', last_error = '${SKIPPED_REASON}'
+  FROM ${src} d WHERE r.run_id = d.run_id AND r.state = 'pending'`;
+
+/**
+ * Gives back, for `now`, the concurrency slots of the runs a CTE named `ended` (run_id,
+ * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
+ * gates) read: `freed` lists one gate per slot (a gate of the run's that its claim took a slot
+ * of), `freeing` locks their limits in gate order (the order a claim locks them in, so the two
+ * never deadlock), `given_back` lowers `in_use` and stamps `freed_at`, and wakes idle claimers
+ * (`pg_notify`, once per transaction) when it gave anything back.
+ * The end of a run of a job with overlap `skip` also drops its job's queued runs whose slot arrived
+ * while it ran (after its start, `busy_from`, and before now): they become `skipped` here, whether
+ * or not a claim saw them in time. Runs a claimer holds locked are left to that claim, which drops
+ * them by the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a
+ * gate). The ended runs themselves (a retry due at once) are not overlaps.
+ */
+export const giveBack = (now: string, claims: string) => `
+  freed AS (
+    SELECT g.gate FROM ended e JOIN ${claims} c ON c.lease_token = e.lease_token
+    CROSS JOIN LATERAL unnest(${gateSet('e')}) AS g(gate)
+    WHERE c.gates IS NOT NULL AND g.gate = ANY(c.gates)
+  ), freeing AS (
+    SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
+    WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
+  ), given_back AS (
+    UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
+    FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
+    RETURNING pg_notify('${RUNS_CHANNEL}', '')
+  ), overlapped_slots AS (
+    SELECT q.run_id FROM freeing f
+    JOIN runs r ON r.tenant_id = f.tenant_id AND r.job_id = substr(f.key, ${JOB_KEY_PREFIX.length + 1})
+      AND r.scheduled_for <= ${now} AND r.scheduled_for > f.busy_from - interval '${MAX_JITTER_SECONDS} seconds'
+    JOIN run_queue q ON q.run_id = r.run_id AND q.available_at > f.busy_from AND q.available_at < ${now}
+    WHERE f.overlap = 'skip' AND f.key LIKE '${JOB_KEY_PREFIX}%' AND r.run_id NOT IN (SELECT run_id FROM ended)
+    FOR UPDATE OF q SKIP LOCKED
+  ), overlaps_dequeued AS (
+    DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
+  ), overlaps_skipped AS (${skipRuns('overlaps_dequeued', now)}
+  )`;
