@@ -202,7 +202,7 @@ export default {
           const figures = { runsPerSecond: n / ((end - first) / 1000), seconds: (end - first) / 1000 };
           const leftover = (
             await admin.query(
-              'SELECT (SELECT COALESCE(sum(in_use), 0)::int FROM limits) AS in_use, (SELECT count(*)::int FROM run_claims WHERE gates IS NOT NULL) AS holds',
+              'SELECT (SELECT COALESCE(sum(in_use), 0)::int FROM limit_states) AS in_use, (SELECT count(*)::int FROM run_claims WHERE gates IS NOT NULL) AS holds',
             )
           ).rows[0];
           if (leftover.in_use !== 0 || leftover.holds !== 0)

@@ -317,7 +317,7 @@ describe('backlog control across processes', () => {
 
     // Every slot given back, by completions and failures through three servers.
     const { rows: limits } = await db.pool.query(
-      'SELECT key, in_use FROM limits WHERE tenant_id = $1 ORDER BY key',
+      'SELECT key, in_use FROM limit_states WHERE tenant_id = $1 ORDER BY key',
       [TENANT],
     );
     expect(limits).toEqual([...GATES.map((g) => g.gate)].sort().map((key) => ({ key, in_use: 0 })));

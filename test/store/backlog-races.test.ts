@@ -306,7 +306,7 @@ async function play(sc: Scenario, store: PostgresStore, rnd: Random): Promise<Hi
       `SELECT
          (SELECT COALESCE(json_agg(json_build_object('gate', l.gate, 'inUse', l.in_use,
             'holds', (SELECT count(*) FROM (${slotHolders('ARRAY[l.gate]')}) h))), '[]')
-          FROM limits l WHERE l.tenant_id = $1) AS gates,
+          FROM limit_states l WHERE l.tenant_id = $1) AS gates,
          ARRAY(SELECT unnest(run_ids)::text FROM run_claims ORDER BY 1) AS claimed,
          (SELECT count(*)::int FROM run_queue q
           WHERE EXISTS (SELECT 1 FROM run_claims c WHERE q.run_id = ANY(c.run_ids))) AS both,
@@ -503,7 +503,7 @@ test('eight concurrent claimers over two pools: caps, queue and skip overlap, an
   const leftovers = await db.pool.query(
     `SELECT (SELECT count(*)::int FROM run_queue) AS queued, (SELECT count(*)::int FROM run_claims) AS claims,
          (SELECT count(*)::int FROM (${slotHolders('c.gates')}) h) AS holds,
-         (SELECT COALESCE(sum(in_use), 0)::int FROM limits WHERE tenant_id = $1) AS in_use`,
+         (SELECT COALESCE(sum(in_use), 0)::int FROM limit_states WHERE tenant_id = $1) AS in_use`,
     [sc.tenant],
   );
   expect(leftovers.rows[0]).toEqual({ queued: 0, claims: 0, holds: 0, in_use: 0 });

@@ -49,7 +49,7 @@ const claim = (tenantId: string | undefined, max: number, now = db.clock.nowMs()
 async function limitRow(tenantId: string, key: string) {
   const { rows } = await db.pool.query(
     `SELECT in_use, tokens, (SELECT count(*)::int FROM (${slotHolders('ARRAY[l.gate]')}) h) AS holds
-     FROM limits l WHERE tenant_id = $1 AND key = $2`,
+     FROM limit_states l WHERE tenant_id = $1 AND key = $2`,
     [tenantId, key],
   );
   return rows[0] as { in_use: number; tokens: number; holds: number } | undefined;

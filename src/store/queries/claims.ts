@@ -3,7 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
-import { gateSet, giveBack, skipRuns } from './gates.js';
+import { gateSet, giveBack, pendingReleases, skipRuns } from './gates.js';
 import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
 /**
@@ -143,11 +143,20 @@ const TAKE = `
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
   RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at`;
 
-/** The gated claim's CTEs from the candidates to `chosen` (the runs that fit) and `overlapped`. */
+/**
+ * The gated claim's CTEs from the candidates to `chosen` (the runs that fit), `overlapped` and
+ * `spent`. `saturated` reads slots in use as `limit_states` shows them (releases not folded yet
+ * subtracted); `lim` locks the limits, `folded` takes their pending releases (after the locks: it
+ * reads `lim`, so two claims never wait for each other's releases), and `gates_now` is each gate
+ * as it stands with them: slots in use, the last slot given back, its room (whole tokens and free
+ * slots) and how many candidates pass it (`wanted`). Only the gates where the order of the
+ * candidates decides (less room than candidates, or a `skip` job's) are expanded per candidate
+ * (`gate_rows`).
+ */
 const GATES = `saturated AS MATERIALIZED (
   SELECT COALESCE(array_agg(s.gate), '{}') AS gates FROM (
     SELECT l.gate FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate)
-    JOIN limits l ON l.gate = g.gate
+    JOIN limit_states l ON l.gate = g.gate
     GROUP BY l.gate, l.max_concurrency, l.in_use, l.rate, l.burst, l.tokens, l.refilled_at
     HAVING count(*) > LEAST(COALESCE(floor(${tokensNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
   ) s
@@ -157,25 +166,38 @@ const GATES = `saturated AS MATERIALIZED (
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
-), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, candidate_gates AS (
+), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, candidate_gates AS MATERIALIZED (
   SELECT o.run_id, o.pos, o.available_at, g.gate
   FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
 ), lim AS MATERIALIZED (
-  SELECT l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
+  SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
     CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
+), folded AS (
+  DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM lim)
+  RETURNING r.limit_id, r.n, r.at
+), gates_now AS MATERIALIZED (
+  SELECT n.*,
+    LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
+  FROM (
+    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - COALESCE(f.n, 0)) AS in_use, COALESCE(f.n, 0) AS folded,
+      l.overlap, l.busy_from, GREATEST(l.freed_at, f.at) AS freed_at, l.tokens, w.wanted
+    FROM lim l
+    JOIN (SELECT gate, count(*) AS wanted FROM candidate_gates GROUP BY gate) w ON w.gate = l.gate
+    LEFT JOIN (SELECT limit_id, sum(n)::int AS n, max(at) AS at FROM folded GROUP BY limit_id) f ON f.limit_id = l.id
+  ) n
 ), gate_rows AS MATERIALIZED (
-  SELECT cg.run_id, cg.pos, cg.available_at, l.*
-  FROM candidate_gates cg JOIN lim l ON l.gate = cg.gate
+  SELECT cg.run_id, cg.pos, cg.available_at, g.*
+  FROM candidate_gates cg JOIN gates_now g ON g.gate = cg.gate
+  WHERE g.overlap = 'skip' OR g.room < g.wanted
 ), overlapped AS (
   SELECT DISTINCT run_id FROM gate_rows
   WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at < freed_at)
 ), unfit AS (
   SELECT DISTINCT t.run_id FROM (
-    SELECT g.run_id, row_number() OVER (PARTITION BY g.gate ORDER BY g.pos) AS rank,
-      LEAST(COALESCE(floor(g.tokens), 2147483647), COALESCE(g.max_concurrency - g.in_use, 2147483647)) AS room
+    SELECT g.run_id, g.room, row_number() OVER (PARTITION BY g.gate ORDER BY g.pos) AS rank
     FROM gate_rows g WHERE g.run_id NOT IN (SELECT run_id FROM overlapped)
   ) t WHERE t.rank > t.room
 ), chosen AS (
@@ -195,9 +217,15 @@ const GATES = `saturated AS MATERIALIZED (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
     refilled_at = GREATEST(l.refilled_at, $2),
-    in_use = l.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
-    busy_from = u.busy
-  FROM (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) u
+    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
+    busy_from = COALESCE(u.busy, l.busy_from),
+    freed_at = u.freed_at
+  FROM (
+    SELECT g.gate, g.in_use, g.folded, g.freed_at, COALESCE(t.n, 0) AS n, t.busy
+    FROM gates_now g LEFT JOIN (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) t
+      ON t.gate = g.gate
+    WHERE g.folded > 0 OR t.n > 0
+  ) u
   WHERE l.gate = u.gate
 )`;
 
@@ -286,6 +314,7 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
     SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1
     UNION
     SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
+      AND l.in_use - ${pendingReleases('l')} >= l.max_concurrency
   ) x
 ), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed

@@ -41,6 +41,13 @@ export const slotHolders = (gates: string) => `
   JOIN runs r ON r.run_id = x.run_id
   WHERE c.gates && ${gates} AND g.gate = ANY(${gates}) AND g.gate = ANY(${gateSet('r')})`;
 
+/**
+ * The slots the ends of attempts gave back to the limit row `l` that no claim has folded into its
+ * `in_use` yet (`limit_releases`, migration 0015); `limit_states` shows `in_use` less these.
+ */
+export const pendingReleases = (l: string) =>
+  `COALESCE((SELECT sum(r.n) FROM limit_releases r WHERE r.limit_id = ${l}.id), 0)::integer`;
+
 /** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
 const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
 
@@ -55,24 +62,34 @@ export const skipRuns = (src: string, now: string) => `
 /**
  * Gives back, for `now`, the concurrency slots of the runs a CTE named `ended` (run_id,
  * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
- * gates) read: `freed` lists one gate per slot (a gate of the run's that its claim took a slot
- * of), `freeing` locks their limits in gate order (the order a claim locks them in, so the two
- * never deadlock), `given_back` lowers `in_use` and stamps `freed_at`, and wakes idle claimers
- * (`pg_notify`, once per transaction) when it gave anything back.
- * The end of a run of a job with overlap `skip` also drops its job's queued runs whose slot arrived
- * while it ran (after its start, `busy_from`, and before now): they become `skipped` here, whether
- * or not a claim saw them in time. Runs a claimer holds locked are left to that claim, which drops
- * them by the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a
- * gate). The ended runs themselves (a retry due at once) are not overlaps.
+ * gates) read. `freed` lists one gate per slot (a gate of the run's that its claim took a slot
+ * of). Without a lock on any limit row (migration 0015): `released` appends one release per limit
+ * to `limit_releases`, which the next claim through the limit folds into `in_use`, and wakes idle
+ * claimers (`pg_notify`, once per transaction).
+ * A job's gate with overlap `skip` is written at once instead: `freeing` locks it (in gate order,
+ * the order a claim locks gates in, so the two never deadlock), `given_back` lowers `in_use` and
+ * stamps `freed_at`, and its job's queued runs whose slot arrived while the run ran (after its
+ * start, `busy_from`, and before now) are dropped: they become `skipped` here, whether or not a
+ * claim saw them in time. Runs a claimer holds locked are left to that claim, which drops them by
+ * the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a gate).
+ * The ended runs themselves (a retry due at once) are not overlaps. (Which gates are `skip` is read
+ * from this statement's snapshot: a job switched to `skip` while its run ran has that run's
+ * release folded by the next claim, which applies the rule with it.)
  */
 export const giveBack = (now: string, claims: string) => `
   freed AS (
     SELECT g.gate FROM ended e JOIN ${claims} c ON c.lease_token = e.lease_token
     CROSS JOIN LATERAL unnest(${gateSet('e')}) AS g(gate)
     WHERE c.gates IS NOT NULL AND g.gate = ANY(c.gates)
+  ), released AS (
+    INSERT INTO limit_releases (limit_id, n, at)
+    SELECT l.id, f.n, ${now} FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    JOIN limits l ON l.gate = f.gate
+    WHERE l.overlap IS DISTINCT FROM 'skip'
+    RETURNING pg_notify('${RUNS_CHANNEL}', '')
   ), freeing AS (
     SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
-    WHERE l.gate IN (SELECT gate FROM freed) ORDER BY l.gate FOR NO KEY UPDATE
+    WHERE l.gate IN (SELECT gate FROM freed) AND l.overlap = 'skip' ORDER BY l.gate FOR NO KEY UPDATE
   ), given_back AS (
     UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
     FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f

@@ -59,6 +59,9 @@ RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overla
 ), ungated AS (
   DELETE FROM limits l USING written w
   WHERE w.g_cap IS NULL AND l.tenant_id = w.g_tenant AND l.key = w.g_key
+  RETURNING l.id
+), releases_dropped AS (
+  DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM ungated)
 )
 SELECT * FROM written`;
 
@@ -93,10 +96,13 @@ UPDATE jobs SET enabled = true, next_run_at = $4, updated_at = $3
 WHERE tenant_id = $1 AND job_id = $2 AND NOT enabled
 RETURNING ${JOB_COLUMNS}`;
 
-/** $1 tenant, $2 job. The job goes with its own gate (`job:<id>`), if it had one. */
+/** $1 tenant, $2 job. The job goes with its own gate (`job:<id>`), if it had one, and its pending releases. */
 export const jobDelete = `
 WITH deleted AS (DELETE FROM jobs WHERE tenant_id = $1 AND job_id = $2 RETURNING job_id),
-ungated AS (DELETE FROM limits WHERE tenant_id = $1 AND key = 'job:' || $2 AND EXISTS (SELECT 1 FROM deleted))
+ungated AS (
+  DELETE FROM limits WHERE tenant_id = $1 AND key = 'job:' || $2 AND EXISTS (SELECT 1 FROM deleted) RETURNING id
+),
+releases_dropped AS (DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM ungated))
 SELECT job_id FROM deleted`;
 
 /**

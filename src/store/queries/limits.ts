@@ -1,15 +1,16 @@
 /**
  * Statements on `limits` as an operator sees them (`PUT/GET/DELETE /v1/limits/{key}`) and the
  * limit gauges of `/metrics`. The claim and the end of an attempt keep `tokens`, `refilled_at` and
- * `in_use` (src/store/queries/runs.ts); these statements never write a job's own gate (`job:…`,
- * written with its job) nor the overlap columns (`overlap`, `busy_from`, `freed_at`).
+ * `in_use` (claims.ts, gates.ts); these statements never write a job's own gate (`job:…`, written
+ * with its job) nor the overlap columns (`overlap`, `busy_from`, `freed_at`). They read slots in
+ * use as they stand, the releases no claim has folded yet subtracted (`limit_states`).
  *
  * Token arithmetic is the claim's: a bucket holding `tokens` at `refilled_at` holds
  * `least(burst, tokens + rate × seconds since)` later (core's `tokensAfter`).
  */
 
 import { tokensNow } from './claims.js';
-import { slotHolders } from './gates.js';
+import { pendingReleases, slotHolders } from './gates.js';
 
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at`;
 
@@ -17,8 +18,8 @@ const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_con
  * $1 tenant, $2 key, $3 rate, $4 burst, $5 max_concurrency, $6 now.
  * Creates or replaces a named limit (or the tenant's own). A new limit starts full (`burst`
  * tokens) with the slots running runs already hold of its gate (`slotHolders`: slots outlive a
- * deleted limit; their runs give them back when they end). A replaced one keeps `in_use`; its tokens are refilled to
- * now at the old rate, then capped by the new burst (a limit that had no rate starts full; one
+ * deleted limit; their runs give them back when they end). A replaced one keeps `in_use` (and its
+ * pending releases); its tokens are refilled to now at the old rate, then capped by the new burst (a limit that had no rate starts full; one
  * that has none keeps 0). `created`: the row is new. No row: the key is a job's own gate.
  */
 export const limitPut = `
@@ -38,18 +39,18 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
   refilled_at = greatest(l.refilled_at, EXCLUDED.refilled_at),
   updated_at = EXCLUDED.updated_at
 WHERE l.key NOT LIKE 'job:%'
-RETURNING ${LIMIT_COLUMNS}, (xmax = 0) AS created`;
+RETURNING ${LIMIT_COLUMNS.replace('in_use', `l.in_use - ${pendingReleases('l')} AS in_use`)}, (xmax = 0) AS created`;
 
 /** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */
 export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
 
 /** $1 tenant, $2 key. Any key, a job's own gate too (the gauges and tests read those). */
 export const limitGet = `
-SELECT ${LIMIT_COLUMNS} FROM limits WHERE tenant_id = $1 AND key = $2`;
+SELECT ${LIMIT_COLUMNS} FROM limit_states WHERE tenant_id = $1 AND key = $2`;
 
 /** $1 tenant, $2 after this key (null: from the first), $3 rows. Jobs' own gates are shown on the job. */
 export const limitList = `
-SELECT ${LIMIT_COLUMNS} FROM limits
+SELECT ${LIMIT_COLUMNS} FROM limit_states
 WHERE tenant_id = $1 AND key NOT LIKE 'job:%' AND ($2::text IS NULL OR key > $2)
 ORDER BY key LIMIT $3`;
 
@@ -69,7 +70,9 @@ WITH target AS (
 ), deleted AS (
   DELETE FROM limits l
   WHERE l.tenant_id = $1 AND l.key = $2 AND l.key NOT LIKE 'job:%' AND NOT EXISTS (SELECT 1 FROM user_job)
-  RETURNING l.key
+  RETURNING l.key, l.id
+), releases_dropped AS (
+  DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM deleted)
 )
 SELECT EXISTS (SELECT 1 FROM target) AS existed,
   (SELECT job_id FROM user_job) AS job_id,
@@ -88,7 +91,7 @@ WITH sampled AS (
   SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
     (l.rate IS NOT NULL AND ${tokensNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
     count(*) OVER ()::int AS total
-  FROM limits l
+  FROM limit_states l
   ORDER BY l.gate LIMIT $2
 ), held AS (
   SELECT s.gate, count(*)::int AS n

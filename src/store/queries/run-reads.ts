@@ -164,7 +164,7 @@ SELECT l.key, l.rate, l.max_concurrency, l.in_use, l.overlap, l.refilled_at,
   CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l', '$3')} END AS tokens,
   (SELECT h.run_id FROM (${slotHolders('ARRAY[l.gate]')}) h LIMIT 1) AS holder
 FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
-JOIN limits l ON l.gate = g.gate
+JOIN limit_states l ON l.gate = g.gate
 WHERE q.tenant_id = $1 AND q.run_id = $2
 ORDER BY l.key`;
 
