@@ -64,8 +64,11 @@ export const skipRuns = (src: string, now: string) => `
  * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
  * gates) read. `freed` lists one gate per slot (a gate of the run's that its claim took a slot
  * of). Without a lock on any limit row (migration 0015): `released` appends one release per limit
- * to `limit_releases`, which the next claim through the limit folds into `in_use`, and wakes idle
- * claimers (`pg_notify`, once per transaction).
+ * to `limit_releases`, which the next claim through the limit folds into `in_use`, and wakes
+ * idle claimers (`pg_notify`, once per transaction) when a limit may have been full (its `in_use`,
+ * releases not folded counted, at its cap), so runs it held back may go now. Only then: a
+ * transaction that notifies takes a lock that serialises its commit with every other notifying
+ * one.
  * A job's gate with overlap `skip` is written at once instead: `freeing` locks it (in gate order,
  * the order a claim locks gates in, so the two never deadlock), `given_back` lowers `in_use` and
  * stamps `freed_at`, and its job's queued runs whose slot arrived while the run ran (after its
@@ -86,7 +89,10 @@ export const giveBack = (now: string, claims: string) => `
     SELECT l.id, f.n, ${now} FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
     JOIN limits l ON l.gate = f.gate
     WHERE l.overlap IS DISTINCT FROM 'skip'
-    RETURNING pg_notify('${RUNS_CHANNEL}', '')
+    RETURNING (
+      SELECT pg_notify('${RUNS_CHANNEL}', '') FROM limits l
+      WHERE l.id = limit_id AND l.in_use >= l.max_concurrency
+    )
   ), freeing AS (
     SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
     WHERE l.gate IN (SELECT gate FROM freed) AND l.overlap = 'skip' ORDER BY l.gate FOR NO KEY UPDATE
