@@ -1,7 +1,7 @@
 /**
  * Connection pools. Every pool has a connection timeout (node-postgres waits forever by default),
- * kills sessions left idle inside a transaction, and may pin a schema (tests isolate each file in
- * its own schema).
+ * kills sessions left idle inside a transaction, plans prepared statements once, and may pin a
+ * schema (tests isolate each file in its own schema).
  */
 import pg from 'pg';
 
@@ -28,7 +28,11 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   const idle = options.idleInTransactionMs ?? 10_000;
   if (!Number.isInteger(idle) || idle < 100)
     throw new Error('idleInTransactionMs must be an integer of at least 100');
-  const settings = [`-c idle_in_transaction_session_timeout=${idle}`];
+  // The hot path's statements are prepared per connection (claim, completion, heartbeat: named
+  // queries) and planned once: left to choose, the server plans the claims anew on every call,
+  // which costs more than running them (the gated claim of 50 runs: 4.8 ms against 3.2 ms).
+  // Unnamed statements, every other one, are planned with their parameters as before.
+  const settings = [`-c idle_in_transaction_session_timeout=${idle}`, '-c plan_cache_mode=force_generic_plan'];
   if (options.schema !== undefined) {
     if (!PLAIN_SCHEMA.test(options.schema))
       throw new Error(`schema "${options.schema}" is not a plain lower-case name`);
