@@ -18,27 +18,32 @@ DROP TABLE run_holds;
 
 -- The end of an attempt no longer writes the limit rows it gives slots back to (every claim and
 -- every completion locked the same few rows through its commit, so the workers' statements queued
--- behind each other): it appends to `limit_releases`, and the next claim that locks the limit
--- folds the pending releases into `in_use` (and `freed_at`) and deletes them. A release a claim
--- does not see yet waits for the next one: it can only hold runs back, never let one too many
--- through. A job's gate with overlap `skip`, whose end of a run decides which slots overlapped,
--- is still written at once. Releases name the limit row by `id`, so that a limit deleted and
--- made again does not inherit the releases of the runs it never counted.
-ALTER TABLE limits ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY UNIQUE;
+-- behind each other). It adds its slots to a running total of the limit's releases, one row per
+-- limit and shard (`pg_backend_pid() % 16`: two connections seldom share one, so completions
+-- seldom wait for each other, and claims never write these rows). A claim, which holds the limit
+-- row locked, folds what was released since the last fold into `in_use`: the sum of the totals
+-- as it sees them, less `limits.released` (the sum folded so far), which it then raises to that
+-- sum. A release a claim does not see yet waits for the next one: it can only hold runs back,
+-- never let one too many through. A job's gate with overlap `skip`, whose end of a run decides
+-- which slots overlapped, is still written at once. Totals name the limit row by `id`, so that a
+-- limit deleted and made again does not inherit the releases of runs it never counted. Rows are
+-- updated in place (no index covers `released`): no dead rows pile up as a queue's would.
+ALTER TABLE limits
+  ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+  ADD COLUMN released bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE limit_releases (
-  limit_id bigint      NOT NULL,
-  n        integer     NOT NULL CHECK (n > 0),
-  at       timestamptz NOT NULL
+  limit_id bigint   NOT NULL,
+  shard    smallint NOT NULL,
+  released bigint   NOT NULL,
+  PRIMARY KEY (limit_id, shard)
 );
-CREATE INDEX limit_releases_limit ON limit_releases (limit_id);
 
 -- Limits as they stand: `in_use` less the releases not folded yet. Every read of slots in use
 -- outside the claim (which folds them) goes through this view.
 CREATE VIEW limit_states AS
 SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency,
-  l.in_use - COALESCE((SELECT sum(r.n) FROM limit_releases r WHERE r.limit_id = l.id), 0)::integer AS in_use,
-  l.overlap, l.busy_from,
-  GREATEST(l.freed_at, (SELECT max(r.at) FROM limit_releases r WHERE r.limit_id = l.id)) AS freed_at,
-  l.created_at, l.updated_at, l.id
+  l.in_use - GREATEST(0, COALESCE((SELECT sum(r.released) FROM limit_releases r WHERE r.limit_id = l.id), 0)
+    - l.released)::integer AS in_use,
+  l.overlap, l.busy_from, l.freed_at, l.created_at, l.updated_at, l.id
 FROM limits l;

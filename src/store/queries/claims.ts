@@ -146,12 +146,13 @@ const TAKE = `
 /**
  * The gated claim's CTEs from the candidates to `chosen` (the runs that fit), `overlapped` and
  * `spent`. `saturated` reads slots in use as `limit_states` shows them (releases not folded yet
- * subtracted); `lim` locks the limits, `folded` takes their pending releases (after the locks: it
- * reads `lim`, so two claims never wait for each other's releases), and `gates_now` is each gate
- * as it stands with them: slots in use, the last slot given back, its room (whole tokens and free
- * slots) and how many candidates pass it (`wanted`). Only the gates where the order of the
- * candidates decides (less room than candidates, or a `skip` job's) are expanded per candidate
- * (`gate_rows`).
+ * subtracted); `lim` locks the limits, `totals` reads their release totals, and `gates_now` is
+ * each gate as it stands: slots in use less what was released since the last fold (`folded`), its
+ * room (whole tokens and free slots) and how many candidates pass it (`wanted`). A claim whose
+ * snapshot is older than the last fold's sees totals no larger than `limits.released`: it folds
+ * nothing. Only the gates where the order of the candidates decides (less room than candidates,
+ * or a `skip` job's) are expanded per candidate (`gate_rows`). `spent` writes the gates it took
+ * from or folded into.
  */
 const GATES = `saturated AS MATERIALIZED (
   SELECT COALESCE(array_agg(s.gate), '{}') AS gates FROM (
@@ -170,23 +171,24 @@ const GATES = `saturated AS MATERIALIZED (
   SELECT o.run_id, o.pos, o.available_at, g.gate
   FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
 ), lim AS MATERIALIZED (
-  SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.overlap, l.busy_from, l.freed_at,
+  SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
-), folded AS (
-  DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM lim)
-  RETURNING r.limit_id, r.n, r.at
+), totals AS MATERIALIZED (
+  SELECT r.limit_id, sum(r.released)::bigint AS released FROM limit_releases r
+  WHERE r.limit_id IN (SELECT id FROM lim) GROUP BY r.limit_id
 ), gates_now AS MATERIALIZED (
   SELECT n.*,
     LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
   FROM (
-    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - COALESCE(f.n, 0)) AS in_use, COALESCE(f.n, 0) AS folded,
-      l.overlap, l.busy_from, GREATEST(l.freed_at, f.at) AS freed_at, l.tokens, w.wanted
+    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - f.folded) AS in_use, f.folded,
+      GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
     FROM lim l
     JOIN (SELECT gate, count(*) AS wanted FROM candidate_gates GROUP BY gate) w ON w.gate = l.gate
-    LEFT JOIN (SELECT limit_id, sum(n)::int AS n, max(at) AS at FROM folded GROUP BY limit_id) f ON f.limit_id = l.id
+    LEFT JOIN totals t ON t.limit_id = l.id
+    CROSS JOIN LATERAL (SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded) f
   ) n
 ), gate_rows AS MATERIALIZED (
   SELECT cg.run_id, cg.pos, cg.available_at, g.*
@@ -218,10 +220,10 @@ const GATES = `saturated AS MATERIALIZED (
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
     refilled_at = GREATEST(l.refilled_at, $2),
     in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
-    busy_from = COALESCE(u.busy, l.busy_from),
-    freed_at = u.freed_at
+    released = u.released,
+    busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
-    SELECT g.gate, g.in_use, g.folded, g.freed_at, COALESCE(t.n, 0) AS n, t.busy
+    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy
     FROM gates_now g LEFT JOIN (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) t
       ON t.gate = g.gate
     WHERE g.folded > 0 OR t.n > 0

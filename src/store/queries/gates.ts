@@ -43,10 +43,14 @@ export const slotHolders = (gates: string) => `
 
 /**
  * The slots the ends of attempts gave back to the limit row `l` that no claim has folded into its
- * `in_use` yet (`limit_releases`, migration 0015); `limit_states` shows `in_use` less these.
+ * `in_use` yet: its releases' totals (`limit_releases`, migration 0015) less those folded
+ * (`l.released`). `limit_states` shows `in_use` less these.
  */
 export const pendingReleases = (l: string) =>
-  `COALESCE((SELECT sum(r.n) FROM limit_releases r WHERE r.limit_id = ${l}.id), 0)::integer`;
+  `GREATEST(0, COALESCE((SELECT sum(r.released) FROM limit_releases r WHERE r.limit_id = ${l}.id), 0) - ${l}.released)::integer`;
+
+/** How many shards a limit's release totals have: the end of an attempt adds to its connection's. */
+export const RELEASE_SHARDS = 16;
 
 /** Why a run of a job with overlap `skip` is `skipped` (its `last_error`). */
 const SKIPPED_REASON = 'overlap skip: the slot arrived while an earlier run of the job was running';
@@ -63,8 +67,9 @@ export const skipRuns = (src: string, now: string) => `
  * Gives back, for `now`, the concurrency slots of the runs a CTE named `ended` (run_id,
  * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
  * gates) read. `freed` lists one gate per slot (a gate of the run's that its claim took a slot
- * of). Without a lock on any limit row (migration 0015): `released` appends one release per limit
- * to `limit_releases`, which the next claim through the limit folds into `in_use`, and wakes
+ * of). Without a lock on any limit row (migration 0015): `released` adds them to the limits'
+ * release totals (the shard of this connection, rows taken in id order, so two completions that
+ * share a shard never deadlock), which the next claim through a limit folds into `in_use`, and wakes
  * idle claimers (`pg_notify`, once per transaction) when a limit may have been full (its `in_use`,
  * releases not folded counted, at its cap), so runs it held back may go now. Only then: a
  * transaction that notifies takes a lock that serialises its commit with every other notifying
@@ -76,8 +81,8 @@ export const skipRuns = (src: string, now: string) => `
  * claim saw them in time. Runs a claimer holds locked are left to that claim, which drops them by
  * the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a gate).
  * The ended runs themselves (a retry due at once) are not overlaps. (Which gates are `skip` is read
- * from this statement's snapshot: a job switched to `skip` while its run ran has that run's
- * release folded by the next claim, which applies the rule with it.)
+ * from this statement's snapshot: a job switched to `skip` while its run ran gives that run's slot
+ * back through the totals, and the slots that arrived during that one run are not dropped.)
  */
 export const giveBack = (now: string, claims: string) => `
   freed AS (
@@ -85,13 +90,15 @@ export const giveBack = (now: string, claims: string) => `
     CROSS JOIN LATERAL unnest(${gateSet('e')}) AS g(gate)
     WHERE c.gates IS NOT NULL AND g.gate = ANY(c.gates)
   ), released AS (
-    INSERT INTO limit_releases (limit_id, n, at)
-    SELECT l.id, f.n, ${now} FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    INSERT INTO limit_releases AS r (limit_id, shard, released)
+    SELECT l.id, pg_backend_pid() % ${RELEASE_SHARDS}, f.n FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
     JOIN limits l ON l.gate = f.gate
     WHERE l.overlap IS DISTINCT FROM 'skip'
+    ORDER BY l.id
+    ON CONFLICT (limit_id, shard) DO UPDATE SET released = r.released + EXCLUDED.released
     RETURNING (
       SELECT pg_notify('${RUNS_CHANNEL}', '') FROM limits l
-      WHERE l.id = limit_id AND l.in_use >= l.max_concurrency
+      WHERE l.id = r.limit_id AND l.in_use >= l.max_concurrency
     )
   ), freeing AS (
     SELECT l.gate, l.tenant_id, l.key, l.overlap, l.busy_from FROM limits l
