@@ -155,12 +155,10 @@ const TAKE = `
  * from or folded into.
  */
 const GATES = `saturated AS MATERIALIZED (
-  SELECT COALESCE(array_agg(s.gate), '{}') AS gates FROM (
-    SELECT l.gate FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate)
-    JOIN limit_states l ON l.gate = g.gate
-    GROUP BY l.gate, l.max_concurrency, l.in_use, l.rate, l.burst, l.tokens, l.refilled_at
-    HAVING count(*) > LEAST(COALESCE(floor(${tokensNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
-  ) s
+  SELECT COALESCE(array_agg(l.gate), '{}') AS gates FROM (
+    SELECT g.gate, count(*) AS n FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate) GROUP BY g.gate
+  ) c JOIN limit_states l ON l.gate = c.gate
+  WHERE c.n > LEAST(COALESCE(floor(${tokensNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
 ), more AS (
   SELECT ${CANDIDATE} FROM run_queue q, exhausted e, saturated s
   WHERE (SELECT cardinality(gates) FROM saturated) > 0 AND ${claimable(true)} AND NOT (${gateSet('q')} && s.gates)
