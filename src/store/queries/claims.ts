@@ -213,8 +213,6 @@ const GATES = `saturated AS MATERIALIZED (
   SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy
   FROM taken t CROSS JOIN LATERAL unnest(${gateSet('t')}) AS g(gate)
   WHERE g.gate IN (SELECT gate FROM lim)
-), took AS MATERIALIZED (
-  SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate
 ), spent AS (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
@@ -224,7 +222,8 @@ const GATES = `saturated AS MATERIALIZED (
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
     SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy
-    FROM gates_now g LEFT JOIN took t ON t.gate = g.gate
+    FROM gates_now g LEFT JOIN (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) t
+      ON t.gate = g.gate
     WHERE g.folded > 0 OR t.n > 0
   ) u
   WHERE l.gate = u.gate
@@ -236,7 +235,7 @@ const GATES = `saturated AS MATERIALIZED (
  * the end of each run's attempt reads to give its slots back (`giveBack`).
  */
 const SLOTS_TAKEN = `NULLIF(ARRAY(
-    SELECT t.gate FROM took t JOIN lim l ON l.gate = t.gate WHERE l.max_concurrency IS NOT NULL
+    SELECT DISTINCT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
   ), '{}')`;
 
 /**
