@@ -15,6 +15,7 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit, UUID } from './checks.js';
 import { tenantFilter } from './claims.js';
+import { pacingOf } from './limits.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
 import * as Q from './queries/run-reads.js';
 import { attemptsOfRun } from './queries/runs.js';
@@ -150,19 +151,18 @@ export async function waitingFor(
   p: { tenantId: string; runId: string; now: number },
 ): Promise<string | null> {
   if (!UUID.test(p.runId)) return null;
-  const now = checkInstant(p.now, 'now');
+  checkInstant(p.now, 'now');
   const queued = await db.query(Q.runQueued, [p.tenantId, p.runId]);
   const run = queued.rows[0];
   if (!run || (run.available_at as Date).getTime() > p.now) return null;
-  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId, now]);
+  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId]);
   const waits = describeWaits(
     rows.map((r) => ({
       key: r.key,
-      rate: r.rate,
       maxConcurrency: r.max_concurrency,
       inUse: r.in_use,
       overlap: r.overlap,
-      tokens: r.tokens,
+      pacing: pacingOf(r),
       holder: r.holder,
     })),
     p.now,
