@@ -123,7 +123,11 @@ export async function unservedRuns(
   };
 }
 
-/** The earliest `available_at` after `now` among a pool's pending runs, or null. */
+/**
+ * The earliest instant after `now` (the instant of a claim that found too little) that a pool's
+ * pending run may become claimable: its `available_at`, or a limit's room (`runNextAvailable`); null
+ * when none is known.
+ */
 export async function nextAvailableAt(
   db: Queryable,
   p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[]; aheadMs?: number },

@@ -2,9 +2,11 @@
  * A backfill paced by a named limit (issue 18): 1,000 ready runs of a job naming a limit of 50 per
  * second with a burst of 50, drained by real in-process workers on the system clock, their handlers
  * returning at once. Recorded: when each run's claim took its token (the claim's instant, as the run
- * row keeps it) and when its handler was called; checked afterwards: the burst, then no one-second
- * window with more than 50 starts, the whole backfill within 10 % of the ideal 20 s (and not much
- * faster: the pacing is real), and workers that wait for tokens instead of polling for them.
+ * row keeps it) and when its handler was called; checked afterwards: the bucket (no span takes more
+ * than burst + rate × its length), the burst, then no one-second window with more than 50 claims
+ * (exactly: the limit's window) nor, within the dispatch lag, handler calls, the whole backfill
+ * within 10 % of the ideal 20 s (and not much faster: the pacing is real), and workers that wait
+ * for room instead of polling for it.
  */
 import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -22,12 +24,13 @@ const BURST = 50;
 const IDEAL_MS = 20_000;
 const WORKERS = 2;
 /**
- * Over the rate, what a one-second window after the burst may hold: 400 ms of tokens that a
- * claimer stalled by the (shared, loaded) machine left in the bucket, taken together later (seen:
- * up to 17 on two cores at load 6). A worker that sleeps a poll interval while runs wait for tokens
- * lets the bucket fill: 80 to 100 starts in a second.
+ * Over the rate, what a one-second window of handler calls (not of claims) may hold after the
+ * burst. The limit decides at the claim: its window caps the claims' instants, exactly, whatever
+ * the machine's load, and those are checked with no allowance. A handler is called a little after
+ * its claim (the worker's event loop hands the claimed runs out); a batch dispatched 50 ms late
+ * can share a second of calls with the next batch. Seen: none on an idle machine.
  */
-const TOLERANCE = 20;
+const DISPATCH_ALLOWANCE = 10;
 const CONCURRENCY = 50;
 
 let db: TestDatabase;
@@ -169,26 +172,30 @@ test('a backfill of 1,000 runs on a key limited to 50/s, burst 50: after the bur
   // The burst: the first 50 at once (well within the first second).
   expect(claimed[BURST - 1]! - claimed[0]!).toBeLessThan(1000);
   // Paced after the burst (windows opening a second or more after the first start): no window of
-  // one second holds more than 50 claims of a token or starts of a handler, within TOLERANCE.
+  // one second holds more than 50 claims, exactly (the limit's window counts the claims' instants:
+  // a claim is when a run takes its place in the limit). Before the window existed, a bucket alone
+  // let a second take up to the burst on top of the rate: 55 to 60 here.
   const paced = afterBurst(claimed, first);
   expect(
     paced.most,
     `claims in [+${paced.from - first}, +${paced.from - first + 1000}) ms`,
-  ).toBeLessThanOrEqual(RATE + TOLERANCE);
+  ).toBeLessThanOrEqual(RATE);
+  // The handlers' calls follow the claims, within the event loop's dispatch lag.
   const startsPaced = afterBurst(starts, first);
   expect(
     startsPaced.most,
     `starts in [+${startsPaced.from - first}, +${startsPaced.from - first + 1000}) ms`,
-  ).toBeLessThanOrEqual(RATE + TOLERANCE);
+  ).toBeLessThanOrEqual(RATE + DISPATCH_ALLOWANCE);
 
-  // The whole backfill within 10 % of the ideal 20 s, and paced (19 s in theory): at least 18 s.
+  // The whole backfill within 10 % of the ideal 20 s, and paced: at least 18 s. In theory 19 s to
+  // 19.95 s: a batch of 50 each time the window frees, 1 s to 1 s + one 50 ms grain after the last.
   const last = Math.max(...rows.map((r) => Number(r.finished)), starts[starts.length - 1]!);
   expect(last - first).toBeLessThanOrEqual(IDEAL_MS * 1.1);
   expect(last - first).toBeGreaterThanOrEqual(18_000);
 
-  // No busy polling. A worker claims when a token is due (about 25 claims a second each here, most
-  // taking one run); a claim that takes nothing is one another worker beat to the token. Polling
-  // would show as many empty claims.
+  // No busy polling. A worker claims when the limit has room (here when its window frees, about
+  // once a second, the batch going to one worker); a claim that takes nothing is one another worker
+  // beat to it, or a worker's next claim as its runs end. Polling would show many empty claims.
   const seconds = (ended - began) / 1000;
   const claims = stats.reduce((n, s) => n + s.claims, 0);
   const empty = stats.reduce((n, s) => n + s.empty, 0);

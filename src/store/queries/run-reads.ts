@@ -92,15 +92,20 @@ SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROU
 export const MIN_TOKEN_WAIT_MS = 100;
 
 /**
- * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
- * The earliest future instant a run may become claimable: the pool's next queued available_at, or,
- * for a limit of these tenants without room (that ran out of tokens at its last claim and is not
- * full again, or whose one-second window is at its cap now), the instant it has room for one more:
- * the later of its next whole token and the instant its window's oldest live sub-window leaves it
- * (when the window is at its cap; if that frees too little, the claimer wakes again for the next
- * one). At least MIN_TOKEN_WAIT_MS from now, and $5 later: a caller wakes that much before an
- * answer, which is right for a run's slot but too early for a token. Runs held by a limit then wait
- * for its room, not a poll interval; a slot given back wakes claimers by NOTIFY instead. A limit
+ * $1 pool, $2 now (the instant of the caller's claim that found too little: what it saw then is
+ * what it waits on), $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
+ * The earliest instant after $2 a run may become claimable (it may be past already: the caller
+ * claims again at once): the pool's next queued available_at, or, for a limit of these tenants
+ * without room at $2, the instant it has room for one more:
+ * - a limit that ran out of tokens at its last claim and is not full again: its next whole token,
+ *   at least MIN_TOKEN_WAIT_MS on (several claimers share a bucket: the first to wake takes what
+ *   refilled, and the others must not chase each fraction of a token);
+ * - a limit whose one-second window is at its cap: the instant its oldest live sub-window leaves
+ *   it (an exact instant, without that floor; if it frees too little, the claimer wakes again for
+ *   the next one);
+ * the later of the two when both hold; and $5 later: a caller wakes that much before an answer,
+ * which is right for a run's slot but too early for a token. Runs held by a limit then wait for
+ * its room, not a poll interval; a slot given back wakes claimers by NOTIFY instead. A limit
  * nothing waits for stops waking anyone once its bucket is full and its window has room.
  */
 export const runNextAvailable = `
@@ -108,8 +113,8 @@ SELECT LEAST(
   (SELECT min(available_at) FROM run_queue
    WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
      AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))),
-  (SELECT min($2::timestamptz + ($5::int + GREATEST(${MIN_TOKEN_WAIT_MS},
-        CASE WHEN b.dry THEN ceil((floor(b.tokens) + 1 - b.tokens) / b.rate * 1000) ELSE 0 END,
+  (SELECT min($2::timestamptz + ($5::int + GREATEST(
+        CASE WHEN b.dry THEN GREATEST(${MIN_TOKEN_WAIT_MS}, ceil((floor(b.tokens) + 1 - b.tokens) / b.rate * 1000)) ELSE 0 END,
         CASE WHEN b.full THEN b.frees_at - extract(epoch FROM $2::timestamptz) * 1000 ELSE 0 END))
       * interval '1 millisecond')
    FROM (
