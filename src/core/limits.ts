@@ -178,7 +178,9 @@ export function recordStarts(recent: RecentStarts, n: number, nowMs: number): Re
   const add = (j: number, k: number) => {
     if (live(j, nowMs)) by.set(j, (by.get(j) ?? 0) + k);
   };
-  recent.at.forEach((j, i) => add(j, recent.n[i] ?? 0));
+  recent.at.forEach((j, i) => {
+    add(j, recent.n[i] ?? 0);
+  });
   add(grainOf(nowMs), n);
   const at = [...by.keys()].sort((a, b) => a - b);
   return { at, n: at.map((j) => by.get(j) as number) };

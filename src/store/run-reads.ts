@@ -15,8 +15,8 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit, UUID } from './checks.js';
 import { tenantFilter } from './claims.js';
-import { pacingOf } from './limits.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
+import { pacingOf } from './limits.js';
 import * as Q from './queries/run-reads.js';
 import { attemptsOfRun } from './queries/runs.js';
 import { type Queryable, toAttempt, toRun } from './rows.js';

@@ -120,9 +120,7 @@ test('a burst counts until its 50 ms sub-window has left the last second; the AP
 
 test('a replaced limit keeps its window; a new one starts with none', async () => {
   const { tenantId, pool } = await backlog(100);
-  expect(
-    await stores[0]!.claimRuns({ workerId: 'w-put', pool, max: 100, now: T0 + 10 }),
-  ).toHaveLength(BURST);
+  expect(await stores[0]!.claimRuns({ workerId: 'w-put', pool, max: 100, now: T0 + 10 })).toHaveLength(BURST);
   // Raised to 80/s, burst 80, at +100: 50 started this second count against the new cap of 80.
   const { limit } = await db.store.putLimit({
     tenantId,

@@ -95,7 +95,11 @@ export const roomNow = (l: string, now = '$2') =>
  * to the entry of now's sub-window, dead entries dropped, by index (core's `recordStarts`). For
  * `SET (recent_at, recent_n) = (…)` in the update that spends the tokens; null when none is left.
  */
-export const windowAfter = (l: string, n: string, now = '$2') => `SELECT array_agg(w.j ORDER BY w.j), array_agg(w.n ORDER BY w.j)
+export const windowAfter = (
+  l: string,
+  n: string,
+  now = '$2',
+) => `SELECT array_agg(w.j ORDER BY w.j), array_agg(w.n ORDER BY w.j)
     FROM (
       SELECT e.j, sum(e.n)::int AS n FROM (
         SELECT x.j, x.n FROM unnest(${l}.recent_at, ${l}.recent_n) AS x(j, n)
