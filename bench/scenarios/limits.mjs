@@ -27,14 +27,15 @@ const POLL_MS = 100;
 const WIDE = { rate: 1_000_000, burst: 1_000_000, cap: 100_000 };
 const PACE = { rate: 50, burst: 50 };
 
-/** Defines (or redefines) limit `key` of the tenant with SQL, its bucket full and no slot in use. */
+/** Defines (or redefines) limit `key` of the tenant with SQL, its bucket full, its window empty and no slot in use. */
 async function defineLimit(admin, key, { rate = null, burst = null, cap = null }) {
   const now = new Date(clock.nowMs());
   await admin.query(
     `INSERT INTO limits (tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, created_at, updated_at)
      VALUES ($1, $2, $3, $4, COALESCE($4, 0), $5, $6, $5, $5)
      ON CONFLICT (tenant_id, key) DO UPDATE SET rate = $3, burst = $4, tokens = COALESCE($4, 0),
-       refilled_at = $5, max_concurrency = $6, in_use = 0, busy_from = NULL, freed_at = NULL`,
+       refilled_at = $5, max_concurrency = $6, in_use = 0, busy_from = NULL, freed_at = NULL,
+       recent_at = NULL, recent_n = NULL`,
     [TENANT, key, rate, burst, now, cap],
   );
 }
@@ -51,7 +52,7 @@ async function defineJob(admin, jobId, { limits = [], maxConcurrency = null } = 
 /**
  * Empties runs, the queue, claims and slots; then `n` ready runs of `jobId` at distinct past slots,
  * queued, taking the named limits `gates` (as a run of a job listing them does); every limit's
- * bucket full again.
+ * bucket full again and its window empty.
  */
 async function seed(admin, { n, jobId, gates }) {
   await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
@@ -67,7 +68,8 @@ async function seed(admin, { n, jobId, gates }) {
      SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM runs`,
   );
   await admin.query(
-    'UPDATE limits SET in_use = 0, tokens = COALESCE(burst, 0), refilled_at = $1, busy_from = NULL, freed_at = NULL',
+    `UPDATE limits SET in_use = 0, tokens = COALESCE(burst, 0), refilled_at = $1, busy_from = NULL, freed_at = NULL,
+       recent_at = NULL, recent_n = NULL`,
     [new Date(clock.nowMs())],
   );
   await admin.query('VACUUM ANALYZE runs, run_queue, run_claims, limits');

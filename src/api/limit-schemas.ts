@@ -23,7 +23,7 @@ export const LimitBody = Type.Object(
         Type.Number({
           minimum: 0,
           maximum: MAX_RATE,
-          description: `tokens added per second, above 0, at most ${MAX_RATE}; a run takes one when it is claimed. With burst, or neither`,
+          description: `tokens added per second, above 0, at most ${MAX_RATE}; a run takes one when it is claimed, and at most max(burst, ceil(rate)) runs start in any one second. With burst, or neither`,
         }),
       ),
     ),
@@ -33,7 +33,7 @@ export const LimitBody = Type.Object(
           minimum: 1,
           maximum: MAX_BURST,
           description:
-            'most tokens the bucket holds (a new limit starts full), 1 to 1000000. With rate, or neither',
+            'most tokens the bucket holds (a new limit starts full): how many runs may start at once after a quiet spell, 1 to 1000000. With rate, or neither',
         }),
       ),
     ),
@@ -60,7 +60,8 @@ export const Limit = Type.Object({
   max_concurrency: Nullable(Type.Integer({ description: 'most runs holding a slot at once; null: no cap' })),
   tokens: Nullable(
     Type.Number({
-      description: 'tokens in the bucket now (refilled to now; may be fractional); null: no rate',
+      description:
+        "what a claim could take now: the bucket's tokens refilled to now (may be fractional), but no more than the room left in the limit's one-second window of max(burst, ceil(rate)) starts; null: no rate",
     }),
   ),
   in_use: Type.Integer({ description: 'slots held now by running runs' }),

@@ -80,7 +80,7 @@ export class Metrics {
   });
   readonly limitTokens = new Gauge({
     name: 'tock_limit_tokens',
-    help: `Tokens in a limit's bucket, refilled to the sample's instant; only limits with a rate (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    help: `Tokens a claim could take from a limit at the sample's instant: its bucket refilled, but no more than its one-second window has left (max(burst, ceil(rate)) starts a second); only limits with a rate (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['tenant', 'key'],
     registers: [this.registry],
   });

@@ -111,7 +111,10 @@ export interface StateAnswer {
  * `max_concurrency`, or both. A field left out is unset (PUT replaces).
  */
 export interface LimitBody {
-  /** Tokens added per second, above 0; a run takes one when it is claimed. With `burst`. */
+  /**
+   * Tokens added per second, above 0; a run takes one when it is claimed, and at most
+   * max(burst, ceil(rate)) runs start in any one second. With `burst`.
+   */
   rate?: number | null;
   /** Most tokens the bucket holds (a new limit starts full), at least 1. With `rate`. */
   burst?: number | null;
@@ -129,7 +132,10 @@ export interface Limit {
   burst: number | null;
   /** Most runs holding a slot at once; `null`: no cap. */
   max_concurrency: number | null;
-  /** Tokens in the bucket when the server answered (may be fractional); `null`: no rate. */
+  /**
+   * What a claim could take when the server answered: the bucket's tokens (may be fractional), but
+   * no more than the room left in the one-second window; `null`: no rate.
+   */
   tokens: number | null;
   /** Slots held by running runs. */
   in_use: number;

@@ -139,6 +139,11 @@ export interface ReleaseRunsParams {
 
 export interface NextAvailableParams {
   pool: string;
+  /**
+   * The instant of the claim that found too little: the answer is the first instant after it that
+   * something may become claimable, and may be past by now (a limit's window that freed while the
+   * answer was asked for): claim again at once.
+   */
   now: number;
   tenantId?: string;
   tenants?: readonly string[];

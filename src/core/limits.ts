@@ -1,7 +1,12 @@
 /**
  * Backlog control, the pure part: what a limit is, the names of the gates a run passes, the
- * token arithmetic the claim statement does in SQL (written here once more, for the waiting
- * time a worker sleeps and for tests), and the overlap policies.
+ * token and window arithmetic the claim statement does in SQL (written here once more, for what
+ * the API and `waitingFor` answer and for tests), and the overlap policies.
+ *
+ * A limit with a rate paces starts two ways at once: a token bucket (`rate` per second, at most
+ * `burst` saved up) and a sliding window (at most max(burst, ⌈rate⌉) starts in any second, counted
+ * in sub-windows of WINDOW_GRAIN_MS). The bucket alone would let a second that follows a slow one
+ * start the burst on top of the rate.
  *
  * A gate is a limit as the claim sees it: `<tenant>/<key>`. A run passes three kinds:
  * - `<tenant>/tenant:<tenant>`, its tenant's limit, when an operator set one;
@@ -39,7 +44,10 @@ export interface LimitSpec {
 export interface Limit extends LimitSpec {
   tenantId: string;
   key: string;
-  /** Tokens now (after refill), for a limit with a rate; null otherwise. */
+  /**
+   * For a limit with a rate (null otherwise), its room now (`roomAt`): the tokens refilled to now,
+   * but no more than its one-second window has left; a claim may take the whole part.
+   */
   tokens: number | null;
   /** Slots held by running runs. */
   inUse: number;
@@ -119,23 +127,123 @@ export function msUntilToken(l: { rate: number; tokens: number }): number {
   return l.tokens >= 1 ? 0 : Math.ceil(((1 - l.tokens) / l.rate) * 1000);
 }
 
+/** The window a limit with a rate paces starts over, ms: at most `windowCap` starts in any such span. */
+export const WINDOW_MS = 1000;
+/**
+ * The grain of the window, ms: starts are counted per sub-window of this length, and a sub-window
+ * counts whole while any of it is within the last `WINDOW_MS`. Counting whole never lets too many
+ * start; it delays a start by at most one grain.
+ */
+export const WINDOW_GRAIN_MS = 50;
+/** Sub-windows before the current one that can still meet the window (20). */
+const GRAINS = WINDOW_MS / WINDOW_GRAIN_MS;
+
+/** The most runs a limit with a rate lets start in any window of `WINDOW_MS`: max(burst, ⌈rate⌉). */
+export function windowCap(l: { rate: number; burst: number }): number {
+  return Math.max(l.burst, Math.ceil(l.rate));
+}
+
+/** The sub-window index of an instant: floor(epoch ms / WINDOW_GRAIN_MS). */
+export function grainOf(ms: number): number {
+  return Math.floor(ms / WINDOW_GRAIN_MS);
+}
+
+/**
+ * A limit's recent starts as its row keeps them (`recent_at`, `recent_n`): in parallel, sub-window
+ * indexes (`grainOf`) and the runs started in each.
+ */
+export interface RecentStarts {
+  at: readonly number[];
+  n: readonly number[];
+}
+
+/** Whether sub-window `j` still meets the window ending at `nowMs`, (now − 1 s, now]: (j + 1) × grain > now − 1 s. */
+const live = (j: number, nowMs: number) => j >= grainOf(nowMs) - GRAINS;
+
+/** Runs started in the window ending at `nowMs`, every live sub-window counted whole. */
+export function windowUsed(recent: RecentStarts, nowMs: number): number {
+  let used = 0;
+  recent.at.forEach((j, i) => {
+    if (live(j, nowMs)) used += recent.n[i] ?? 0;
+  });
+  return used;
+}
+
+/**
+ * The recent starts after `n` runs started at `nowMs`: added to the current sub-window's entry,
+ * dead entries dropped, by index. What the claim's update does in SQL (`windowAfter`).
+ */
+export function recordStarts(recent: RecentStarts, n: number, nowMs: number): RecentStarts {
+  const by = new Map<number, number>();
+  const add = (j: number, k: number) => {
+    if (live(j, nowMs)) by.set(j, (by.get(j) ?? 0) + k);
+  };
+  recent.at.forEach((j, i) => {
+    add(j, recent.n[i] ?? 0);
+  });
+  add(grainOf(nowMs), n);
+  const at = [...by.keys()].sort((a, b) => a - b);
+  return { at, n: at.map((j) => by.get(j) as number) };
+}
+
+/** A limit's pacing as its row keeps it: the bucket as of `refilledAtMs`, and its recent starts. */
+export interface Pacing extends RecentStarts {
+  rate: number;
+  burst: number;
+  /** Tokens in the bucket at `refilledAtMs`. */
+  tokens: number;
+  refilledAtMs: number;
+}
+
+/**
+ * The room of a limit with a rate at `nowMs`: what a claim may take from it now (its whole part),
+ * the bucket's tokens refilled to now but no more than the window has left. May be fractional (a
+ * bucket refilling) or below 0 (a window over a lowered cap). What the claim computes in SQL
+ * (`roomNow`), for what the API, the gauges and `waitingFor` answer.
+ */
+export function roomAt(p: Pacing, nowMs: number): number {
+  return Math.min(tokensAfter(p, nowMs - p.refilledAtMs), windowCap(p) - windowUsed(p, nowMs));
+}
+
+/**
+ * How long from `nowMs` until a claim may take one run of the limit, ms (0 when it may now): the
+ * later of the bucket's next whole token and the instant enough of the window's oldest starts
+ * leave it for one more.
+ */
+export function msUntilRoom(p: Pacing, nowMs: number): number {
+  const bucket = msUntilToken({ rate: p.rate, tokens: tokensAfter(p, nowMs - p.refilledAtMs) });
+  let over = windowUsed(p, nowMs) - (windowCap(p) - 1);
+  let window = 0;
+  const entries = p.at
+    .map((j, i) => ({ j, n: p.n[i] ?? 0 }))
+    .filter((e) => live(e.j, nowMs))
+    .sort((a, b) => a.j - b.j);
+  for (const e of entries) {
+    if (over <= 0) break;
+    over -= e.n;
+    // Sub-window j leaves the window when now − 1 s reaches its end: at (j + 1) × grain + 1 s.
+    window = (e.j + 1) * WINDOW_GRAIN_MS + WINDOW_MS - nowMs;
+  }
+  return Math.max(bucket, window);
+}
+
 /** A gate a queued run passes, as it stands (`Store.waitingFor` reads them). */
 export interface GateState {
   /** The limit's key: a name, `tenant:<id>` or `job:<id>`. */
   key: string;
-  rate: number | null;
   maxConcurrency: number | null;
   inUse: number;
   /** A job gate's overlap policy. */
   overlap: 'skip' | 'queue' | null;
-  /** Tokens now (refilled), for a gate with a rate. */
-  tokens: number | null;
+  /** A gate with a rate: its bucket and recent starts (null: no rate). */
+  pacing: Pacing | null;
   /** One run holding a slot of the gate, if any. */
   holder: string | null;
 }
 
 /**
- * What holds a run at its gates, one phrase per gate that has no token or no free slot now, e.g.
+ * What holds a run at its gates, one phrase per gate that has no room (`roomAt` below 1: no whole
+ * token, or its window's starts at the cap) or no free slot now, e.g.
  * `limit payments-api: no token before 2026-…`, `overlap: run … still running`,
  * `max_concurrency 2`. Empty when every gate has room.
  */
@@ -143,7 +251,7 @@ export function describeWaits(gates: readonly GateState[], nowMs: number): strin
   const out: string[] = [];
   for (const g of gates) {
     const full = g.maxConcurrency !== null && g.inUse >= g.maxConcurrency;
-    const dry = g.rate !== null && g.tokens !== null && g.tokens < 1;
+    const dry = g.pacing !== null && roomAt(g.pacing, nowMs) < 1;
     if (!full && !dry) continue;
     if (g.key.startsWith(JOB_KEY_PREFIX)) {
       if (g.overlap !== null) out.push(`overlap: run ${g.holder ?? '(another)'} still running`);
@@ -152,7 +260,7 @@ export function describeWaits(gates: readonly GateState[], nowMs: number): strin
     }
     const why: string[] = [];
     if (dry) {
-      const at = new Date(nowMs + msUntilToken({ rate: g.rate as number, tokens: g.tokens as number }));
+      const at = new Date(nowMs + msUntilRoom(g.pacing as Pacing, nowMs));
       why.push(`no token before ${at.toISOString()}`);
     }
     if (full) why.push(`max_concurrency ${g.maxConcurrency} in use`);

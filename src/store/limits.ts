@@ -3,14 +3,16 @@
  * limit or the tenant's own (`tenant:<id>`), and the sample of every limit the gauges show. Keys
  * are checked by core's `validateLimitKey` (never `job:…`: a job's own gate is written with its
  * job), definitions by `validateLimit`, before anything is written. Every statement is the
- * tenant's; tokens are answered refilled to `now` (`tokensAfter`), as the next claim would see them.
+ * tenant's; tokens are answered as the room at `now` (`roomAt`: refilled, within the window), as the
+ * next claim would see them.
  */
 import {
   ConflictError,
   type Limit,
   type LimitInput,
   NotFoundError,
-  tokensAfter,
+  type Pacing,
+  roomAt,
   ValidationError,
   validateId,
   validateLimit,
@@ -23,21 +25,33 @@ import * as L from './queries/limits.js';
 import type { Queryable, Row } from './rows.js';
 import type { LimitGauge, Page } from './types.js';
 
-/** A `limits` row as answered at `now`: tokens refilled for a limit with a rate, null otherwise. */
+/** A `limits` row's pacing (bucket and recent starts, as stored), for core's `roomAt`; null without a rate. */
+export function pacingOf(r: Row): Pacing | null {
+  if (r.rate === null || r.burst === null) return null;
+  const at: (string | number)[] = r.recent_at ?? [];
+  return {
+    rate: r.rate,
+    burst: r.burst,
+    tokens: r.tokens,
+    refilledAtMs: (r.refilled_at as Date).getTime(),
+    at: at.map(Number),
+    n: r.recent_n ?? [],
+  };
+}
+
+/**
+ * A `limits` row as answered at `now`: for a limit with a rate, `tokens` is its room (`roomAt`):
+ * the bucket refilled to now, no more than its one-second window has left, as the next claim sees it.
+ */
 function limitOf(r: Row, now: number): Limit {
-  const rate: number | null = r.rate;
-  const burst: number | null = r.burst;
-  const refilledAt: Date = r.refilled_at;
+  const pacing = pacingOf(r);
   return {
     tenantId: r.tenant_id,
     key: r.key,
-    rate,
-    burst,
+    rate: r.rate,
+    burst: r.burst,
     maxConcurrency: r.max_concurrency,
-    tokens:
-      rate === null || burst === null
-        ? null
-        : tokensAfter({ rate, burst, tokens: r.tokens }, now - refilledAt.getTime()),
+    tokens: pacing === null ? null : roomAt(pacing, now),
     inUse: r.in_use,
     createdAt: r.created_at,
     updatedAt: r.updated_at,

@@ -16,6 +16,7 @@ import {
 import { checkInstant, checkLimit, UUID } from './checks.js';
 import { tenantFilter } from './claims.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
+import { pacingOf } from './limits.js';
 import * as Q from './queries/run-reads.js';
 import { attemptsOfRun } from './queries/runs.js';
 import { type Queryable, toAttempt, toRun } from './rows.js';
@@ -122,7 +123,11 @@ export async function unservedRuns(
   };
 }
 
-/** The earliest `available_at` after `now` among a pool's pending runs, or null. */
+/**
+ * The earliest instant after `now` (the instant of a claim that found too little) that a pool's
+ * pending run may become claimable: its `available_at`, or a limit's room (`runNextAvailable`); null
+ * when none is known.
+ */
 export async function nextAvailableAt(
   db: Queryable,
   p: { pool: string; now: number; tenantId?: string; tenants?: readonly string[]; aheadMs?: number },
@@ -150,19 +155,18 @@ export async function waitingFor(
   p: { tenantId: string; runId: string; now: number },
 ): Promise<string | null> {
   if (!UUID.test(p.runId)) return null;
-  const now = checkInstant(p.now, 'now');
+  checkInstant(p.now, 'now');
   const queued = await db.query(Q.runQueued, [p.tenantId, p.runId]);
   const run = queued.rows[0];
   if (!run || (run.available_at as Date).getTime() > p.now) return null;
-  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId, now]);
+  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId]);
   const waits = describeWaits(
     rows.map((r) => ({
       key: r.key,
-      rate: r.rate,
       maxConcurrency: r.max_concurrency,
       inUse: r.in_use,
       overlap: r.overlap,
-      tokens: r.tokens,
+      pacing: pacingOf(r),
       holder: r.holder,
     })),
     p.now,

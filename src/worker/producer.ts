@@ -176,13 +176,14 @@ export class Producer {
     // Retry-safe: a claim that failed (its answer may have been lost after it claimed) is sent
     // again with its claim id, which answers what it claimed; a new claim gets a new id.
     this.claimId ??= randomUUID();
+    const claimedAt = clock.nowMs();
     const claimed = await source.claimRuns({
       claimId: this.claimId,
       signal: this.stopping.signal,
       workerId: scope.workerId,
       pool: scope.pool,
       max: free,
-      now: clock.nowMs(),
+      now: claimedAt,
       handlers: scope.handlers,
       tenantId: scope.tenantId,
       tenants: scope.tenants,
@@ -194,9 +195,10 @@ export class Producer {
     this.starved = claimed.length < free;
     if (claimed.length === free) return runs.size - runs.finishing < capacity;
     if (this.claiming && source.nextAvailableAt) {
+      // As of the claim: what frees between it and this answer (a limit's window) is then in it.
       const next = await source.nextAvailableAt({
         pool: scope.pool,
-        now: clock.nowMs(),
+        now: claimedAt,
         tenantId: scope.tenantId,
         tenants: scope.tenants,
         aheadMs: scope.claimAheadMs,

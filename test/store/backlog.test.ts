@@ -143,15 +143,27 @@ describe('overlap policies', () => {
 describe('named limits', () => {
   test('rate and burst: a claim takes at most the whole tokens; they refill at the rate', async () => {
     const t = uniqueId('t-rate');
-    await defineLimit(t, 'api', { rate: 5, burst: 5 });
+    // 10/s, burst 2: the bucket binds (its one-second window of max(2, 10) = 10 starts never does here).
+    await defineLimit(t, 'api', { rate: 10, burst: 2 });
     const now = db.clock.nowMs();
     await jobWithRuns(t, past(30), { limits: ['api'] });
-    expect(await claim(t, 100, now)).toHaveLength(5);
+    expect(await claim(t, 100, now)).toHaveLength(2);
     expect(await claim(t, 100, now)).toHaveLength(0);
-    expect(await claim(t, 100, now + 1000)).toHaveLength(5);
-    expect(await claim(t, 100, now + 1500)).toHaveLength(2); // 2.5 tokens
-    expect(await claim(t, 100, now + 1700)).toHaveLength(1); // 0.5 + 1.0
-    expect(await claim(t, 100, now + 60_000)).toHaveLength(5); // never more than the burst
+    expect(await claim(t, 100, now + 150)).toHaveLength(1); // 1.5 tokens
+    expect(await claim(t, 100, now + 250)).toHaveLength(1); // 0.5 + 1.0
+    expect(await claim(t, 100, now + 60_000)).toHaveLength(2); // never more than the burst
+  });
+
+  test('rate and burst: the burst, then no more than max(burst, ceil(rate)) in any second', async () => {
+    const t = uniqueId('t-window');
+    await defineLimit(t, 'api', { rate: 5, burst: 5 });
+    // On a 50 ms sub-window's start: the burst's sub-window is [now, now + 50).
+    const now = Math.ceil(db.clock.nowMs() / 50) * 50;
+    await jobWithRuns(t, past(30), { limits: ['api'] });
+    expect(await claim(t, 100, now)).toHaveLength(5);
+    // A second later the bucket is full again, but the burst is still within the last second.
+    expect(await claim(t, 100, now + 1049)).toHaveLength(0);
+    expect(await claim(t, 100, now + 1050)).toHaveLength(5);
   });
 
   test("a limit's concurrency spans every job that names it", async () => {
@@ -267,6 +279,9 @@ describe('a backfill', () => {
     });
     expect(made.created).toBe(100);
     expect(await claim(t, 1000, now)).toHaveLength(50);
-    expect(await claim(t, 1000, now + 500)).toHaveLength(25);
+    // Half a second on, the bucket holds 25 again, but 50 started within the last second.
+    expect(await claim(t, 1000, now + 500)).toHaveLength(0);
+    // Once the burst's 50 ms sub-window has left the last second: the bucket, full again.
+    expect(await claim(t, 1000, now + 1050)).toHaveLength(50);
   });
 });

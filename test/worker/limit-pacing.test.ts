@@ -2,9 +2,11 @@
  * A backfill paced by a named limit (issue 18): 1,000 ready runs of a job naming a limit of 50 per
  * second with a burst of 50, drained by real in-process workers on the system clock, their handlers
  * returning at once. Recorded: when each run's claim took its token (the claim's instant, as the run
- * row keeps it) and when its handler was called; checked afterwards: the burst, then no one-second
- * window with more than 50 starts, the whole backfill within 10 % of the ideal 20 s (and not much
- * faster: the pacing is real), and workers that wait for tokens instead of polling for them.
+ * row keeps it) and when its handler was called; checked afterwards: the bucket (no span takes more
+ * than burst + rate × its length), the burst, then no one-second window with more than 50 claims
+ * (exactly: the limit's window; handler calls lag their claims by the machine's load, see below),
+ * the whole backfill within 10 % of the ideal 20 s (and not much faster: the pacing is real), and
+ * workers that wait for room instead of polling for it.
  */
 import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -21,13 +23,6 @@ const BURST = 50;
 /** The ideal: the burst at once, the other 950 at 50 per second: 19 s; the issue rounds it to 20 s. */
 const IDEAL_MS = 20_000;
 const WORKERS = 2;
-/**
- * Over the rate, what a one-second window after the burst may hold: 400 ms of tokens that a
- * claimer stalled by the (shared, loaded) machine left in the bucket, taken together later (seen:
- * up to 17 on two cores at load 6). A worker that sleeps a poll interval while runs wait for tokens
- * lets the bucket fill: 80 to 100 starts in a second.
- */
-const TOLERANCE = 20;
 const CONCURRENCY = 50;
 
 let db: TestDatabase;
@@ -169,26 +164,30 @@ test('a backfill of 1,000 runs on a key limited to 50/s, burst 50: after the bur
   // The burst: the first 50 at once (well within the first second).
   expect(claimed[BURST - 1]! - claimed[0]!).toBeLessThan(1000);
   // Paced after the burst (windows opening a second or more after the first start): no window of
-  // one second holds more than 50 claims of a token or starts of a handler, within TOLERANCE.
+  // one second holds more than 50 claims, exactly (the limit's window counts the claims' instants:
+  // a claim is when a run takes its place in the limit). Before the window existed, a bucket alone
+  // let a second take up to the burst on top of the rate: 55 to 60 here.
   const paced = afterBurst(claimed, first);
   expect(
     paced.most,
     `claims in [+${paced.from - first}, +${paced.from - first + 1000}) ms`,
-  ).toBeLessThanOrEqual(RATE + TOLERANCE);
-  const startsPaced = afterBurst(starts, first);
-  expect(
-    startsPaced.most,
-    `starts in [+${startsPaced.from - first}, +${startsPaced.from - first + 1000}) ms`,
-  ).toBeLessThanOrEqual(RATE + TOLERANCE);
+  ).toBeLessThanOrEqual(RATE);
+  // Not checked: windows of handler calls. The limit admits a run at its claim's instant (the `now`
+  // the claim was sent with, which the run row keeps); the handler is called after the claim
+  // statement has run and the worker's event loop has handed the run out, delays that the
+  // machine's load decides. On an idle machine they hold 50 too; with a dozen test files running
+  // beside this one, a batch whose handlers ran late shared a second of calls with the next batch
+  // (100 calls), while every window of claims still held 50.
 
-  // The whole backfill within 10 % of the ideal 20 s, and paced (19 s in theory): at least 18 s.
+  // The whole backfill within 10 % of the ideal 20 s, and paced: at least 18 s. In theory 19 s to
+  // 19.95 s: a batch of 50 each time the window frees, 1 s to 1 s + one 50 ms grain after the last.
   const last = Math.max(...rows.map((r) => Number(r.finished)), starts[starts.length - 1]!);
   expect(last - first).toBeLessThanOrEqual(IDEAL_MS * 1.1);
   expect(last - first).toBeGreaterThanOrEqual(18_000);
 
-  // No busy polling. A worker claims when a token is due (about 25 claims a second each here, most
-  // taking one run); a claim that takes nothing is one another worker beat to the token. Polling
-  // would show as many empty claims.
+  // No busy polling. A worker claims when the limit has room (here when its window frees, about
+  // once a second, the batch going to one worker); a claim that takes nothing is one another worker
+  // beat to it, or a worker's next claim as its runs end. Polling would show many empty claims.
   const seconds = (ended - began) / 1000;
   const claims = stats.reduce((n, s) => n + s.claims, 0);
   const empty = stats.reduce((n, s) => n + s.empty, 0);

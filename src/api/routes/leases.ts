@@ -100,25 +100,29 @@ function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): voi
       const { tenantId, keyId } = request.principal;
       const pool = b.pool ?? 'default';
       // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
+      // The next instant is asked as of the last claim (see `NextAvailableParams.now`).
+      let claimedAt = clock.nowMs();
       const runs = await o.longPolls.run({
         tenantId,
         keyId,
         waitMs: b.wait_ms ?? 0,
         aheadMs: b.ahead_ms ?? 0,
         signal: closed.signal,
-        claim: () =>
-          store.claimRuns({
+        claim: () => {
+          claimedAt = clock.nowMs();
+          return store.claimRuns({
             workerId: b.worker_id,
             pool,
             max: b.max ?? 1,
-            now: clock.nowMs(),
+            now: claimedAt,
             handlers: b.handlers,
             tenantId,
             aheadMs: b.ahead_ms,
             claimId: b.claim_id,
-          }),
+          });
+        },
         nextAvailableAt: () =>
-          store.nextAvailableAt({ pool, now: clock.nowMs(), tenantId, aheadMs: b.ahead_ms ?? 0 }),
+          store.nextAvailableAt({ pool, now: claimedAt, tenantId, aheadMs: b.ahead_ms ?? 0 }),
       });
       // The client went away while the claim ran: give its runs back at once (no attempt spent)
       // rather than strand them under a lease nobody renews.

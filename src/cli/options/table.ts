@@ -307,7 +307,8 @@ const jobDefinition = {
 const limitDefinition = {
   rate: {
     flags: '--rate <n>',
-    description: 'tokens per second, above 0 (e.g. 50 or 0.5); a run takes one when claimed. Needs --burst',
+    description:
+      'tokens per second, above 0 (e.g. 50 or 0.5); a run takes one when claimed, and at most max(burst, ceil(rate)) start in any second. Needs --burst',
     parse: decimal,
   },
   burst: {

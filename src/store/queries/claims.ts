@@ -3,6 +3,7 @@
  * claim it made before, and a server whose client went away releases what it claimed. The claim
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
+import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
 import { gateSet, giveBack, pendingReleases, skipRuns } from './gates.js';
 import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
@@ -56,6 +57,50 @@ SELECT run_id FROM ended`;
 /** Tokens in a limit's bucket (`l`) at `now` ($2), refilled by arithmetic: min(burst, tokens + rate × Δt). */
 export const tokensNow = (l: string, now = '$2') =>
   `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
+
+/** The sub-window index of `now` (core's `grainOf`): floor(epoch ms / WINDOW_GRAIN_MS). */
+const grainNow = (now: string) =>
+  `floor(extract(epoch FROM ${now}::timestamptz) * 1000 / ${WINDOW_GRAIN_MS})::bigint`;
+
+/** The oldest sub-window index that still meets the one-second window ending at `now`. */
+export const oldestLiveGrain = (now: string) => `(${grainNow(now)} - ${WINDOW_MS / WINDOW_GRAIN_MS})`;
+
+/**
+ * Runs started in the one-second window of a limit (`l`) ending at `now` ($2): the entries of
+ * `recent_at`/`recent_n` whose sub-window meets it, each counted whole (core's `windowUsed`).
+ */
+export const windowUsed = (l: string, now = '$2') =>
+  `COALESCE((SELECT sum(w.n) FROM unnest(${l}.recent_at, ${l}.recent_n) AS w(j, n) WHERE w.j >= ${oldestLiveGrain(now)}), 0)`;
+
+/** The most runs a limit (`l`) with a rate lets start in any second: max(burst, ⌈rate⌉) (core's `windowCap`). */
+export const windowCap = (l: string) => `GREATEST(${l}.burst, ceil(${l}.rate))`;
+
+/**
+ * A limit's (`l`) room at `now` ($2), what a claim may take from it (the whole part): the bucket's
+ * tokens, but no more than its window has left; null without a rate (core's `roomAt`). Every
+ * admission decision reads this; `tokensNow` alone is the bucket, which the claim spends.
+ */
+export const roomNow = (l: string, now = '$2') =>
+  `CASE WHEN ${l}.rate IS NULL THEN NULL ELSE LEAST(${tokensNow(l, now)}, ${windowCap(l)} - ${windowUsed(l, now)}) END`;
+
+/**
+ * A sub-SELECT of a limit's (`l`) `recent_at, recent_n` after `n` runs started at `now` ($2): added
+ * to the entry of now's sub-window, dead entries dropped, by index (core's `recordStarts`). For
+ * `SET (recent_at, recent_n) = (…)` in the update that spends the tokens; null when none is left.
+ */
+export const windowAfter = (
+  l: string,
+  n: string,
+  now = '$2',
+) => `SELECT array_agg(w.j ORDER BY w.j), array_agg(w.n ORDER BY w.j)
+    FROM (
+      SELECT e.j, sum(e.n)::int AS n FROM (
+        SELECT x.j, x.n FROM unnest(${l}.recent_at, ${l}.recent_n) AS x(j, n)
+        UNION ALL SELECT ${grainNow(now)}, ${n} WHERE ${n} > 0
+      ) e
+      WHERE e.j >= ${oldestLiveGrain(now)}
+      GROUP BY e.j
+    ) w`;
 
 /**
  * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and
@@ -158,7 +203,7 @@ const GATES = `saturated AS MATERIALIZED (
   SELECT COALESCE(array_agg(l.gate), '{}') AS gates FROM (
     SELECT g.gate, count(*) AS n FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate) GROUP BY g.gate
   ) c JOIN limit_states l ON l.gate = c.gate
-  WHERE c.n > LEAST(COALESCE(floor(${tokensNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
+  WHERE c.n > LEAST(COALESCE(floor(${roomNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
 ), more AS (
   SELECT ${CANDIDATE} FROM run_queue q, exhausted e, saturated s
   WHERE (SELECT cardinality(gates) FROM saturated) > 0 AND ${claimable(true)} AND NOT (${gateSet('q')} && s.gates)
@@ -170,7 +215,7 @@ const GATES = `saturated AS MATERIALIZED (
   FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
 ), lim AS MATERIALIZED (
   SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
-    CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l')} END AS tokens
+    ${roomNow('l')} AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
@@ -217,6 +262,7 @@ const GATES = `saturated AS MATERIALIZED (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
     refilled_at = GREATEST(l.refilled_at, $2),
+    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n END')}),
     in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
     released = u.released,
     busy_from = COALESCE(u.busy, l.busy_from)
@@ -288,7 +334,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 /**
  * The claim where limits exist ($1–$10 as `runClaim`), in one statement, so that limits, caps and
  * leases agree under any number of claimers:
- * 1. `exhausted`: the gates out of tokens or slots now (unlocked; `skip` gates stay in view, so
+ * 1. `exhausted`: the gates without room (`roomNow`) or slots now (unlocked; `skip` gates stay in view, so
  *    the runs they would overlap can be dropped).
  * 2. The candidates, as `runClaim`'s, of gates not exhausted. When these hold more runs of a gate
  *    than it has room for (`saturated`, read unlocked), $3 more, of other gates only (`more`,
@@ -297,7 +343,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
  * 3. Fair order, as `runClaim`'s.
  * 4. The gates of the candidates with a row in `limits`, locked in gate order (every statement
  *    that writes several gates takes them in this order, so none deadlock). On each gate,
- *    candidates in fair order fit while their rank is within its room: whole tokens and free
+ *    candidates in fair order fit while their rank is within its room: whole `roomNow` and free
  *    slots. A candidate of a `skip` job whose slot arrived while the job's run was running (after
  *    that run's start, and before its end or still running) is dropped: state `skipped`.
  * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
@@ -311,7 +357,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 export const runClaimGated = `
 WITH RECURSIVE exhausted AS MATERIALIZED (
   SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
-    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${tokensNow('l')} < 1
+    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${roomNow('l')} < 1
     UNION
     SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
       AND l.in_use - ${pendingReleases('l')} >= l.max_concurrency

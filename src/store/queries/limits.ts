@@ -1,26 +1,30 @@
 /**
  * Statements on `limits` as an operator sees them (`PUT/GET/DELETE /v1/limits/{key}`) and the
- * limit gauges of `/metrics`. The claim and the end of an attempt keep `tokens`, `refilled_at` and
- * `in_use` (claims.ts, gates.ts); these statements never write a job's own gate (`job:…`, written
- * with its job) nor the overlap columns (`overlap`, `busy_from`, `freed_at`). They read slots in
- * use as they stand, the releases no claim has folded yet subtracted (`limit_states`).
+ * limit gauges of `/metrics`. The claim and the end of an attempt keep `tokens`, `refilled_at`,
+ * the window (`recent_at`, `recent_n`) and `in_use` (claims.ts, gates.ts); these statements never
+ * write a job's own gate (`job:…`, written with its job) nor the overlap columns (`overlap`,
+ * `busy_from`, `freed_at`). They read slots in use as they stand, the releases no claim has folded
+ * yet subtracted (`limit_states`).
  *
  * Token arithmetic is the claim's: a bucket holding `tokens` at `refilled_at` holds
- * `least(burst, tokens + rate × seconds since)` later (core's `tokensAfter`).
+ * `least(burst, tokens + rate × seconds since)` later (core's `tokensAfter`); what a claim may take
+ * is that, within the one-second window's room (core's `roomAt`, the claim's `roomNow`).
  */
 
-import { tokensNow } from './claims.js';
+import { roomNow } from './claims.js';
 import { pendingReleases, slotHolders } from './gates.js';
 
-const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at`;
+const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at, updated_at`;
 
 /**
  * $1 tenant, $2 key, $3 rate, $4 burst, $5 max_concurrency, $6 now.
  * Creates or replaces a named limit (or the tenant's own). A new limit starts full (`burst`
  * tokens) with the slots running runs already hold of its gate (`slotHolders`: slots outlive a
  * deleted limit; their runs give them back when they end). A replaced one keeps `in_use` (and its
- * pending releases); its tokens are refilled to now at the old rate, then capped by the new burst (a limit that had no rate starts full; one
- * that has none keeps 0). `created`: the row is new. No row: the key is a job's own gate.
+ * pending releases); its tokens are refilled to now at the old rate, then capped by the new burst
+ * (a limit that had no rate starts full; one that has none keeps 0). A new limit starts with an
+ * empty window (no recent starts); a replaced one keeps its window, so the starts of the last
+ * second count against the new cap. `created`: the row is new. No row: the key is a job's own gate.
  */
 export const limitPut = `
 INSERT INTO limits AS l (tenant_id, key, rate, burst, tokens, refilled_at, max_concurrency, in_use, created_at, updated_at)
@@ -81,15 +85,17 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 /**
  * $1 now, $2 rows. Every limit (all tenants, jobs' own gates included), by gate, at most $2, for
  * the gauges, each row with `total`, the count of all limits, and `held_runs`: the queued runs
- * available by now that pass its gate, counted only while it is exhausted (less than a whole token
- * after refill, or every slot in use), else 0. A tenant key's gate is passed by every run of the
+ * available by now that pass its gate, counted only while it is exhausted (less than a whole unit
+ * of room, `roomNow`: no whole token after refill or its one-second window at its cap; or every
+ * slot in use), else 0. A tenant key's gate is passed by every run of the
  * tenant; a job key's by that job's runs; a named limit's by the runs whose `gates` name it. The
  * queue is read once, joined on tenant to the exhausted limits only.
  */
 export const limitGauges = `
 WITH sampled AS (
-  SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency, l.in_use,
-    (l.rate IS NOT NULL AND ${tokensNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
+  SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n,
+    l.max_concurrency, l.in_use,
+    (l.rate IS NOT NULL AND ${roomNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
     count(*) OVER ()::int AS total
   FROM limit_states l
   ORDER BY l.gate LIMIT $2
@@ -102,7 +108,8 @@ WITH sampled AS (
              ELSE s.gate = ANY(q.gates) END
   GROUP BY s.gate
 )
-SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.max_concurrency, s.in_use, s.total,
+SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.recent_at, s.recent_n, s.max_concurrency,
+  s.in_use, s.total,
   coalesce(h.n, 0) AS held_runs
 FROM sampled s LEFT JOIN held h ON h.gate = s.gate
 ORDER BY s.gate`;

@@ -5,11 +5,12 @@
  * them.
  */
 
-/** $1 tenant, $2 run */
-import { tokensNow } from './claims.js';
+import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
+import { oldestLiveGrain, tokensNow, windowCap, windowUsed } from './claims.js';
 import { gateSet, slotHolders } from './gates.js';
 import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 
+/** $1 tenant, $2 run */
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
 
 /**
@@ -92,27 +93,43 @@ SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROU
 export const MIN_TOKEN_WAIT_MS = 100;
 
 /**
- * $1 pool, $2 now, $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
- * The earliest future instant a run may become claimable: the pool's next queued available_at, or,
- * for a limit of these tenants that ran out of tokens at its last claim and is not full again, the
- * instant of its next whole token (at least MIN_TOKEN_WAIT_MS from now, and $5 later: a caller wakes
- * that much before an answer, which is right for a run's slot but too early for a token). Runs held
- * by a limit then wait for its tokens, not a poll interval; a slot given back wakes claimers by
- * NOTIFY instead. A limit nothing waits for stops waking anyone once its bucket is full.
+ * $1 pool, $2 now (the instant of the caller's claim that found too little: what it saw then is
+ * what it waits on), $3 tenant (or null), $4 tenants (or null), $5 the caller's claim-ahead, ms.
+ * The earliest instant after $2 a run may become claimable (it may be past already: the caller
+ * claims again at once): the pool's next queued available_at, or, for a limit of these tenants
+ * without room at $2, the instant it has room for one more:
+ * - a limit that ran out of tokens at its last claim and is not full again: its next whole token,
+ *   at least MIN_TOKEN_WAIT_MS on (several claimers share a bucket: the first to wake takes what
+ *   refilled, and the others must not chase each fraction of a token);
+ * - a limit whose one-second window is at its cap: the instant its oldest live sub-window leaves
+ *   it (an exact instant, without that floor; if it frees too little, the claimer wakes again for
+ *   the next one);
+ * the later of the two when both hold; and $5 later: a caller wakes that much before an answer,
+ * which is right for a run's slot but too early for a token. Runs held by a limit then wait for
+ * its room, not a poll interval; a slot given back wakes claimers by NOTIFY instead. A limit
+ * nothing waits for stops waking anyone once its bucket is full and its window has room.
  */
 export const runNextAvailable = `
 SELECT LEAST(
   (SELECT min(available_at) FROM run_queue
    WHERE pool = $1 AND available_at > $2 AND ($3::text IS NULL OR tenant_id = $3)
      AND ($4::text[] IS NULL OR tenant_id = ANY($4::text[]))),
-  (SELECT min($2::timestamptz + ($5::int + GREATEST(${MIN_TOKEN_WAIT_MS}, ceil((floor(b.tokens) + 1 - b.tokens) / b.rate * 1000)))
+  (SELECT min($2::timestamptz + ($5::int + GREATEST(
+        CASE WHEN b.dry THEN GREATEST(${MIN_TOKEN_WAIT_MS}, ceil((floor(b.tokens) + 1 - b.tokens) / b.rate * 1000)) ELSE 0 END,
+        CASE WHEN b.full THEN b.frees_at - extract(epoch FROM $2::timestamptz) * 1000 ELSE 0 END))
       * interval '1 millisecond')
    FROM (
-     SELECT l.rate, l.burst, ${tokensNow('l')} AS tokens FROM limits l
-     WHERE l.rate IS NOT NULL AND l.tokens < 1 AND ($3::text IS NULL OR l.tenant_id = $3)
-       AND ($4::text[] IS NULL OR l.tenant_id = ANY($4::text[]))
+     SELECT w.*, w.spent AND w.tokens < w.burst AS dry, w.used >= w.cap AS full FROM (
+       SELECT l.rate, l.burst, l.tokens < 1 AS spent, ${tokensNow('l')} AS tokens, ${windowUsed('l')} AS used,
+         ${windowCap('l')} AS cap,
+         (SELECT (min(j) + 1) * ${WINDOW_GRAIN_MS} + ${WINDOW_MS} FROM unnest(l.recent_at) AS j
+          WHERE j >= ${oldestLiveGrain('$2')}) AS frees_at
+       FROM limits l
+       WHERE l.rate IS NOT NULL AND (l.tokens < 1 OR l.recent_at IS NOT NULL) AND ($3::text IS NULL OR l.tenant_id = $3)
+         AND ($4::text[] IS NULL OR l.tenant_id = ANY($4::text[]))
+     ) w
    ) b
-   WHERE b.tokens < b.burst)
+   WHERE b.dry OR b.full)
 ) AS at`;
 
 /**
@@ -155,13 +172,12 @@ ORDER BY r.since, r.tenant_id, r.pool, r.handler
 LIMIT $3`;
 
 /**
- * $1 tenant, $2 run, $3 now. The gates with a limit that a queued run passes (none for a run not
- * queued), each with its tokens now, its slots, and one run holding a slot: what `waitingFor`
- * reads to say what holds the run.
+ * $1 tenant, $2 run. The gates with a limit that a queued run passes (none for a run not
+ * queued), each with its bucket and recent starts as stored (core's `roomAt` refills them), its
+ * slots, and one run holding a slot: what `waitingFor` reads to say what holds the run.
  */
 export const runGates = `
-SELECT l.key, l.rate, l.max_concurrency, l.in_use, l.overlap, l.refilled_at,
-  CASE WHEN l.rate IS NULL THEN NULL ELSE ${tokensNow('l', '$3')} END AS tokens,
+SELECT l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n, l.max_concurrency, l.in_use, l.overlap,
   (SELECT h.run_id FROM (${slotHolders('ARRAY[l.gate]')}) h LIMIT 1) AS holder
 FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
 JOIN limit_states l ON l.gate = g.gate
