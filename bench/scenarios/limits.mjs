@@ -55,7 +55,7 @@ async function defineJob(admin, jobId, { limits = [], maxConcurrency = null } = 
  * bucket full again and its window empty.
  */
 async function seed(admin, { n, jobId, gates }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims, limit_releases');
   await admin.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
        backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)
@@ -68,11 +68,11 @@ async function seed(admin, { n, jobId, gates }) {
      SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM runs`,
   );
   await admin.query(
-    `UPDATE limits SET in_use = 0, tokens = COALESCE(burst, 0), refilled_at = $1, busy_from = NULL, freed_at = NULL,
+    `UPDATE limits SET in_use = 0, released = 0, tokens = COALESCE(burst, 0), refilled_at = $1, busy_from = NULL, freed_at = NULL,
        recent_at = NULL, recent_n = NULL`,
     [new Date(clock.nowMs())],
   );
-  await admin.query('VACUUM ANALYZE runs, run_queue, run_claims, limits');
+  await admin.query('VACUUM ANALYZE runs, run_queue, run_claims, limits, limit_releases');
   await admin.query('CHECKPOINT');
 }
 

@@ -1,6 +1,8 @@
 /**
  * Per-file database isolation: a fresh schema on the run's server, migrated, with a store on a
- * FakeClock. `setup()` returns the bundle; `teardown()` drops the schema.
+ * FakeClock. `setup()` returns the bundle; `teardown()` drops the schema. A file whose workers
+ * must not hear other files' wake-ups (LISTEN/NOTIFY channels are per database, not per schema)
+ * asks for a database of its own (`{ ownDatabase: true }`), dropped at teardown.
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
@@ -23,9 +25,22 @@ export interface TestDatabase {
 /** 2026-01-01T00:00:00Z: tests start their FakeClock here unless they choose otherwise. */
 export const T0 = Date.UTC(2026, 0, 1);
 
-export async function setupDatabase(options: PostgresStoreOptions = {}): Promise<TestDatabase> {
-  const url = inject('databaseUrl');
-  const schema = `t_${randomBytes(6).toString('hex')}`;
+export async function setupDatabase(
+  options: PostgresStoreOptions = {},
+  { ownDatabase = false }: { ownDatabase?: boolean } = {},
+): Promise<TestDatabase> {
+  const shared = inject('databaseUrl');
+  const suffix = randomBytes(6).toString('hex');
+  const schema = `t_${suffix}`;
+  let url = shared;
+  if (ownDatabase) {
+    const server = createPool(shared, { max: 1 });
+    await server.query(`CREATE DATABASE tock_t_${suffix}`);
+    await server.end();
+    const u = new URL(shared);
+    u.pathname = `/tock_t_${suffix}`;
+    url = u.toString();
+  }
   const admin = createPool(url, { max: 1 });
   await admin.query(`CREATE SCHEMA ${schema}`);
   await admin.end();
@@ -51,8 +66,10 @@ export async function setupDatabase(options: PostgresStoreOptions = {}): Promise
     newStore,
     async teardown() {
       await Promise.all(pools.map((p) => p.end().catch(() => {})));
-      const cleanup = createPool(url, { max: 1 });
-      await cleanup.query(`DROP SCHEMA ${schema} CASCADE`);
+      const cleanup = createPool(ownDatabase ? shared : url, { max: 1 });
+      await cleanup.query(
+        ownDatabase ? `DROP DATABASE tock_t_${suffix} WITH (FORCE)` : `DROP SCHEMA ${schema} CASCADE`,
+      );
       await cleanup.end();
     },
   };
