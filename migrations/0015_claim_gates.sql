@@ -55,3 +55,13 @@ CREATE FUNCTION tock_claim_conflict() RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION 'a limit filled while the claim ran' USING ERRCODE = 'TK001';
 END $$;
+
+-- Every claim writes the rows of the limits it takes from. An index whose predicate reads `in_use`
+-- (limits_full) made every such write a non-HOT update: a new entry in every index of the table
+-- and a dead row version that only VACUUM removes, so a busy limit's few rows grew to thousands of
+-- versions that each claim's scans walked. The claim's scan of full limits reads the capped ones
+-- instead (a cap changes only when an operator changes it), and the table keeps room in its pages
+-- for the new versions of its rows: the claims' writes are HOT updates, pruned in place.
+DROP INDEX limits_full;
+CREATE INDEX limits_capped ON limits (gate) WHERE max_concurrency IS NOT NULL;
+ALTER TABLE limits SET (fillfactor = 50);

@@ -405,7 +405,8 @@ WITH RECURSIVE exhausted AS MATERIALIZED (
   SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
     SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${roomNow('l')} < 1
     UNION
-    SELECT l.gate FROM limits l WHERE l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
+    SELECT l.gate FROM limits l
+    WHERE l.max_concurrency IS NOT NULL AND l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
       AND l.in_use - ${pendingReleases('l')} >= l.max_concurrency
   ) x
 ), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
