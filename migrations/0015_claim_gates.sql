@@ -48,14 +48,6 @@ SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.m
   l.overlap, l.busy_from, l.freed_at, l.created_at, l.updated_at, l.id
 FROM limits l;
 
--- A claim whose limits all had room to spare (as its snapshot showed them) locks them only when it
--- writes them, at its end, and checks them again then; when one filled meanwhile, it fails with
--- this error and is made again, locking its limits before it decides (src/store/claims.ts).
-CREATE FUNCTION tock_claim_conflict() RETURNS integer LANGUAGE plpgsql AS $$
-BEGIN
-  RAISE EXCEPTION 'a limit filled while the claim ran' USING ERRCODE = 'TK001';
-END $$;
-
 -- Every claim writes the rows of the limits it takes from. An index whose predicate reads `in_use`
 -- (limits_full) made every such write a non-HOT update: a new entry in every index of the table
 -- and a dead row version that only VACUUM removes, so a busy limit's few rows grew to thousands of

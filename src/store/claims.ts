@@ -135,18 +135,7 @@ export async function claimRuns(
   // Named, so each connection plans them once (prepared statements): planning these long
   // statements costs more than running them for a small batch.
   const plain = () => db.query({ name: 'tock_claim', text: C.runClaim, values: params });
-  // Locking its limits only at its end when they have room to spare; made again locking them first
-  // when one filled meanwhile (it then took nothing).
-  const gatedOnce = (lockFirst: boolean) =>
-    db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: [...params, lockFirst] });
-  const gated = async () => {
-    try {
-      return await gatedOnce(false);
-    } catch (err) {
-      if ((err as { code?: string }).code !== C.CLAIM_CONFLICT) throw err;
-      return gatedOnce(true);
-    }
-  };
+  const gated = () => db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
   try {
     if (p.mode.gated) {
       // Takes the runs whether or not limits exist; says when none does (a row without a run).

@@ -103,25 +103,6 @@ export const windowAfter = (
     ) w`;
 
 /**
- * What a claim folds into the `in_use` of the limit row `l` (its latest version): the release
- * totals it read (`total`, or null: none) less what was folded already (`l.released`), never
- * below 0 (a claim whose snapshot is older than the last fold's folds nothing).
- */
-const foldedInto = (l: string, total: string) => `GREATEST(0, COALESCE(${total}, 0) - ${l}.released)`;
-
-/**
- * How much room (whole tokens and free slots, as this claim's snapshot shows them) every gate of
- * a claim's candidates must have, as a multiple of the candidates passing it, for the claim to
- * lock its gates only when it writes them, at its end (`roomy`): other claims then wait for it only
- * for that end and its commit. With less room, or a `skip` job's gate, it locks them before it
- * decides which runs fit.
- */
-export const ROOMY_MARGIN = 2;
-
-/** The SQLSTATE of a claim that found a limit filled at its end (`tock_claim_conflict()`, migration 0015). */
-export const CLAIM_CONFLICT = 'TK001';
-
-/**
  * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and
  * tenants. The gated claim adds: none of whose gates is known to be exhausted (`exhausted e`, read
  * unlocked: a gate that filled since is caught by the locked check, one that freed since waits for
@@ -232,39 +213,23 @@ const GATES = `saturated AS MATERIALIZED (
 ), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, candidate_gates AS MATERIALIZED (
   SELECT o.run_id, o.pos, o.available_at, g.gate
   FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
-), wanted AS MATERIALIZED (
-  SELECT gate, count(*) AS wanted FROM candidate_gates GROUP BY gate
-), seen AS MATERIALIZED (
-  SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
-    ${roomNow('l')} AS tokens
-  FROM limits l WHERE l.gate IN (SELECT gate FROM wanted)
-), totals AS MATERIALIZED (
-  SELECT r.limit_id, sum(r.released)::bigint AS released FROM limit_releases r
-  WHERE r.limit_id IN (SELECT id FROM seen) GROUP BY r.limit_id
-), roomy AS MATERIALIZED (
-  SELECT NOT $11::boolean AND COALESCE(bool_and(
-    s.overlap IS DISTINCT FROM 'skip'
-    AND LEAST(COALESCE(floor(s.tokens), 2147483647),
-      COALESCE(s.max_concurrency - s.in_use + GREATEST(0, COALESCE(t.released, 0) - s.released), 2147483647))
-      >= ${ROOMY_MARGIN} * w.wanted
-  ), true) AS yes
-  FROM seen s JOIN wanted w ON w.gate = s.gate LEFT JOIN totals t ON t.limit_id = s.id
 ), lim AS MATERIALIZED (
   SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     ${roomNow('l')} AS tokens
-  FROM limits l WHERE l.gate IN (SELECT gate FROM wanted) AND NOT (SELECT yes FROM roomy)
+  FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
   ORDER BY l.gate
   FOR NO KEY UPDATE
-), cur AS MATERIALIZED (
-  SELECT * FROM lim UNION ALL SELECT * FROM seen WHERE (SELECT yes FROM roomy)
+), totals AS MATERIALIZED (
+  SELECT r.limit_id, sum(r.released)::bigint AS released FROM limit_releases r
+  WHERE r.limit_id IN (SELECT id FROM lim) GROUP BY r.limit_id
 ), gates_now AS MATERIALIZED (
   SELECT n.*,
     LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
   FROM (
-    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - f.folded) AS in_use, f.folded, t.released AS total,
-      l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
-    FROM cur l
-    JOIN wanted w ON w.gate = l.gate
+    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - f.folded) AS in_use, f.folded,
+      GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
+    FROM lim l
+    JOIN (SELECT gate, count(*) AS wanted FROM candidate_gates GROUP BY gate) w ON w.gate = l.gate
     LEFT JOIN totals t ON t.limit_id = l.id
     CROSS JOIN LATERAL (SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded) f
   ) n
@@ -292,33 +257,22 @@ const GATES = `saturated AS MATERIALIZED (
 ), taken_gates AS (
   SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy
   FROM taken t CROSS JOIN LATERAL unnest(${gateSet('t')}) AS g(gate)
-  WHERE g.gate IN (SELECT gate FROM cur)
-), late AS MATERIALIZED (
-  SELECT l.gate FROM limits l
-  WHERE (SELECT yes FROM roomy) AND l.gate IN (SELECT gate FROM taken_gates UNION SELECT gate FROM gates_now WHERE folded > 0)
-  ORDER BY l.gate
-  FOR NO KEY UPDATE
+  WHERE g.gate IN (SELECT gate FROM lim)
 ), spent AS (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
     refilled_at = GREATEST(l.refilled_at, $2),
     (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n END')}),
-    in_use = CASE
-      WHEN u.n > LEAST(COALESCE(floor(${roomNow('l')}), 2147483647),
-        COALESCE(l.max_concurrency - GREATEST(0, l.in_use - ${foldedInto('l', 'u.total')}), 2147483647))
-      THEN tock_claim_conflict()
-      ELSE GREATEST(0, l.in_use - ${foldedInto('l', 'u.total')}) + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END
-    END,
-    released = GREATEST(l.released, u.total),
+    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
+    released = u.released,
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
-    SELECT g.gate, g.total, COALESCE(t.n, 0) AS n, t.busy
+    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy
     FROM gates_now g LEFT JOIN (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) t
       ON t.gate = g.gate
     WHERE g.folded > 0 OR t.n > 0
   ) u
-  WHERE (NOT (SELECT yes FROM roomy) OR l.gate IN (SELECT gate FROM late))
-    AND l.gate = u.gate
+  WHERE l.gate = u.gate
 )`;
 
 /**
@@ -327,7 +281,7 @@ const GATES = `saturated AS MATERIALIZED (
  * the end of each run's attempt reads to give its slots back (`giveBack`).
  */
 const SLOTS_TAKEN = `NULLIF(ARRAY(
-    SELECT DISTINCT tg.gate FROM taken_gates tg JOIN cur l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
+    SELECT DISTINCT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
   ), '{}')`;
 
 /**
