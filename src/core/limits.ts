@@ -90,7 +90,7 @@ export function validateLimit(input: LimitInput): LimitSpec {
       throw new ValidationError(`unknown limit field "${k}"`, { field: k });
     }
   }
-  // Checked first: optionalNumber's bounds would say "from 5e-324" of a rate of 0.
+  // A rate of 0 passes checkNumber's bounds (from 0): it is refused here, by its own message.
   if (typeof input.rate === 'number' && input.rate <= 0) {
     throw new ValidationError('rate must be above 0', { field: 'rate' });
   }
