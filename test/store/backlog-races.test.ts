@@ -201,13 +201,13 @@ async function play(sc: Scenario, store: PostgresStore, rnd: Random): Promise<Hi
     const due = held[claimer]!.filter((a) => a.endRound !== null && a.endRound <= round);
     held[claimer] = held[claimer]!.filter((a) => !due.includes(a));
     // No longer open once its end is sent: another claimer of this round may take a released run
-    // back before this continuation runs (an end refused is an anomaly of its own).
+    // back before this continuation runs (an end refused is an anomaly of its own). So `ended`,
+    // which runs after the answer, must not touch `open`: the run's entry may be that new attempt.
     for (const a of due) open.delete(a.runId);
     const ended = (a: Attempt, outcome: string, s: number) => {
       a.endedAt = t;
       a.endSeq = s;
       a.outcome = outcome;
-      open.delete(a.runId);
     };
     const completes = due.filter((a) => a.fate === 'complete');
     const releases = due.filter((a) => a.fate === 'release');
