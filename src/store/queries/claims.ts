@@ -196,12 +196,14 @@ const TAKE = `
  * room (whole tokens and free slots) and how many candidates pass it (`wanted`). A claim whose
  * snapshot is older than the last fold's sees totals no larger than `limits.released`: it folds
  * nothing. Only the gates where the order of the candidates decides (less room than candidates,
- * or a `skip` job's) are expanded per candidate (`gate_rows`). `spent` writes the gates it took
- * from or folded into.
+ * or a `skip` job's) are expanded per candidate (`gate_rows`); every other count (`saturated`,
+ * `wanted`, `taken_gates`) is taken per distinct gate set first (a batch of one job's runs is one
+ * set), not per run and gate. `spent` writes the gates it took from or folded into.
  */
 const GATES = `saturated AS MATERIALIZED (
   SELECT COALESCE(array_agg(l.gate), '{}') AS gates FROM (
-    SELECT g.gate, count(*) AS n FROM first_pass f CROSS JOIN LATERAL unnest(${gateSet('f')}) AS g(gate) GROUP BY g.gate
+    SELECT g.gate, sum(s.n) AS n FROM (SELECT ${gateSet('f')} AS gs, count(*) AS n FROM first_pass f GROUP BY 1) s
+    CROSS JOIN LATERAL unnest(s.gs) AS g(gate) GROUP BY g.gate
   ) c JOIN limit_states l ON l.gate = c.gate
   WHERE c.n > LEAST(COALESCE(floor(${roomNow('l')}), 2147483647), COALESCE(l.max_concurrency - l.in_use, 2147483647))
 ), more AS (
@@ -210,13 +212,14 @@ const GATES = `saturated AS MATERIALIZED (
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
-), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, candidate_gates AS MATERIALIZED (
-  SELECT o.run_id, o.pos, o.available_at, g.gate
-  FROM ordered o CROSS JOIN LATERAL unnest(${gateSet('o')}) AS g(gate)
+), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (
+  SELECT g.gate, sum(s.n)::bigint AS wanted
+  FROM (SELECT ${gateSet('o')} AS gs, count(*) AS n FROM ordered o GROUP BY 1) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
+  GROUP BY g.gate
 ), lim AS MATERIALIZED (
   SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     ${roomNow('l')} AS tokens
-  FROM limits l WHERE l.gate IN (SELECT gate FROM candidate_gates)
+  FROM limits l WHERE l.gate IN (SELECT gate FROM wanted)
   ORDER BY l.gate
   FOR NO KEY UPDATE
 ), totals AS MATERIALIZED (
@@ -229,14 +232,14 @@ const GATES = `saturated AS MATERIALIZED (
     SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - f.folded) AS in_use, f.folded,
       GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
     FROM lim l
-    JOIN (SELECT gate, count(*) AS wanted FROM candidate_gates GROUP BY gate) w ON w.gate = l.gate
+    JOIN wanted w ON w.gate = l.gate
     LEFT JOIN totals t ON t.limit_id = l.id
     CROSS JOIN LATERAL (SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded) f
   ) n
 ), gate_rows AS MATERIALIZED (
-  SELECT cg.run_id, cg.pos, cg.available_at, g.*
-  FROM candidate_gates cg JOIN gates_now g ON g.gate = cg.gate
-  WHERE g.overlap = 'skip' OR g.room < g.wanted
+  SELECT o.run_id, o.pos, o.available_at, g.*
+  FROM (SELECT * FROM gates_now WHERE overlap = 'skip' OR room < wanted) g
+  JOIN ordered o ON g.gate = ANY(${gateSet('o')})
 ), overlapped AS (
   SELECT DISTINCT run_id FROM gate_rows
   WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at < freed_at)
@@ -254,10 +257,13 @@ const GATES = `saturated AS MATERIALIZED (
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
 ), skipped AS (${skipRuns('dropped', '$2::timestamptz')}
-), taken_gates AS (
-  SELECT t.run_id, g.gate, GREATEST($2::timestamptz, t.available_at) AS busy
-  FROM taken t CROSS JOIN LATERAL unnest(${gateSet('t')}) AS g(gate)
+), taken_gates AS MATERIALIZED (
+  SELECT g.gate, sum(s.n)::integer AS n, max(s.busy) AS busy
+  FROM (
+    SELECT ${gateSet('t')} AS gs, count(*) AS n, max(GREATEST($2::timestamptz, t.available_at)) AS busy FROM taken t GROUP BY 1
+  ) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
   WHERE g.gate IN (SELECT gate FROM lim)
+  GROUP BY g.gate
 ), spent AS (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
@@ -268,8 +274,7 @@ const GATES = `saturated AS MATERIALIZED (
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
     SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy
-    FROM gates_now g LEFT JOIN (SELECT gate, count(*) AS n, max(busy) AS busy FROM taken_gates GROUP BY gate) t
-      ON t.gate = g.gate
+    FROM gates_now g LEFT JOIN taken_gates t ON t.gate = g.gate
     WHERE g.folded > 0 OR t.n > 0
   ) u
   WHERE l.gate = u.gate
@@ -281,7 +286,7 @@ const GATES = `saturated AS MATERIALIZED (
  * the end of each run's attempt reads to give its slots back (`giveBack`).
  */
 const SLOTS_TAKEN = `NULLIF(ARRAY(
-    SELECT DISTINCT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL
+    SELECT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL ORDER BY 1
   ), '{}')`;
 
 /**
