@@ -100,6 +100,8 @@ async function claimAgain(db: Queryable, p: ClaimParams & { claimId: string }): 
  */
 export interface ClaimMode {
   gated: boolean;
+  /** The last gated claim set credits aside (migration 0017): try the claim paid by credits first. */
+  credits: boolean;
 }
 
 /** The row a claim statement adds to say "use the other statement" (its run_id is null). */
@@ -135,19 +137,30 @@ export async function claimRuns(
   // Named, so each connection plans them once (prepared statements): planning these long
   // statements costs more than running them for a small batch.
   const plain = () => db.query({ name: 'tock_claim', text: C.runClaim, values: params });
-  const gated = () => db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
+  const credited = () => db.query({ name: 'tock_claim_credited', text: C.runClaimCredited, values: params });
+  // Takes the runs whether or not limits exist; says when none does (a row without a run), and
+  // whether it set credits aside (`credited`, on every row).
+  const gated = async () => {
+    const { rows } = await db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
+    if (rows.some(isMarker)) p.mode.gated = false;
+    else if (rows.length > 0) p.mode.credits = rows[0].credited === true;
+    return rows.filter((r) => !isMarker(r)).map(toClaimed);
+  };
   try {
     if (p.mode.gated) {
-      // Takes the runs whether or not limits exist; says when none does (a row without a run).
-      const { rows } = await gated();
-      if (rows.some(isMarker)) p.mode.gated = false;
-      return rows.filter((r) => !isMarker(r)).map(toClaimed);
+      if (p.mode.credits) {
+        // Where a limit its candidates pass has no credit left, this takes nothing and says so.
+        const { rows } = await credited();
+        if (!rows.some(isMarker)) return rows.map(toClaimed);
+        p.mode.credits = false;
+      }
+      return await gated();
     }
     // Where a limit exists this takes nothing and says so (one row without a run).
     const { rows } = await plain();
     if (rows.length !== 1 || !isMarker(rows[0] as Row)) return rows.map(toClaimed);
     p.mode.gated = true;
-    return (await gated()).rows.filter((r) => !isMarker(r)).map(toClaimed);
+    return await gated();
   } catch (err) {
     // Another server made this claim (same id, tenant and worker: the index's key is the lookup's
     // scope) since the lookup, the same claim sent twice at once: answer it. It may have expired

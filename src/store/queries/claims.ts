@@ -4,7 +4,15 @@
  * itself, the heartbeat and the attempt's end are in `runs.ts`.
  */
 import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
-import { gateSet, giveBack, pendingReleases, skipRuns } from './gates.js';
+import {
+  CREDIT_BATCHES,
+  CREDIT_LANES,
+  creditedSlots,
+  gateSet,
+  giveBack,
+  pendingReleases,
+  skipRuns,
+} from './gates.js';
 import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
 /**
@@ -59,7 +67,7 @@ export const tokensNow = (l: string, now = '$2') =>
   `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
 
 /** The sub-window index of `now` (core's `grainOf`): floor(epoch ms / WINDOW_GRAIN_MS). */
-const grainNow = (now: string) =>
+export const grainNow = (now: string) =>
   `floor(extract(epoch FROM ${now}::timestamptz) * 1000 / ${WINDOW_GRAIN_MS})::bigint`;
 
 /** The oldest sub-window index that still meets the one-second window ending at `now`. */
@@ -188,6 +196,24 @@ const TAKE = `
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
   RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at`;
 
+/** Per gate, how many of the candidates (`ordered`) pass it; counted per distinct gate set. */
+const WANTED = `
+  SELECT g.gate, sum(s.n)::bigint AS wanted
+  FROM (SELECT ${gateSet('o')} AS gs, count(*) AS n FROM ordered o GROUP BY 1) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
+  GROUP BY g.gate`;
+
+/**
+ * Per gate of the CTE `gates` (gate), how many of the runs taken (`taken`) pass it and the latest
+ * of their starts (`busy`: the claim's now, or the run's slot if later); per distinct gate set.
+ */
+const TAKEN_GATES = (gates: string) => `
+  SELECT g.gate, sum(s.n)::integer AS n, max(s.busy) AS busy
+  FROM (
+    SELECT ${gateSet('t')} AS gs, count(*) AS n, max(GREATEST($2::timestamptz, t.available_at)) AS busy FROM taken t GROUP BY 1
+  ) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
+  WHERE g.gate IN (SELECT gate FROM ${gates})
+  GROUP BY g.gate`;
+
 /**
  * The gated claim's CTEs from the candidates to `chosen` (the runs that fit), `overlapped` and
  * `spent`. `saturated` reads slots in use as `limit_states` shows them (releases not folded yet
@@ -212,12 +238,9 @@ const GATES = `saturated AS MATERIALIZED (
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
-), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (
-  SELECT g.gate, sum(s.n)::bigint AS wanted
-  FROM (SELECT ${gateSet('o')} AS gs, count(*) AS n FROM ordered o GROUP BY 1) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
-  GROUP BY g.gate
+), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (${WANTED}
 ), lim AS MATERIALIZED (
-  SELECT l.id, l.gate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
+  SELECT l.id, l.gate, l.rate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     ${roomNow('l')} AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM wanted)
   ORDER BY l.gate
@@ -225,16 +248,27 @@ const GATES = `saturated AS MATERIALIZED (
 ), totals AS MATERIALIZED (
   SELECT r.limit_id, sum(r.released)::bigint AS released FROM limit_releases r
   WHERE r.limit_id IN (SELECT id FROM lim) GROUP BY r.limit_id
+), swept AS (
+  DELETE FROM limit_credits c USING (
+    SELECT limit_id, lane, grain FROM limit_credits
+    WHERE limit_id IN (SELECT id FROM lim) AND grain < ${grainNow('$2')}
+    FOR UPDATE SKIP LOCKED
+  ) d
+  WHERE c.limit_id = d.limit_id AND c.lane = d.lane AND c.grain = d.grain
+  RETURNING c.limit_id, c.slots
 ), gates_now AS MATERIALIZED (
   SELECT n.*,
     LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
   FROM (
-    SELECT l.gate, l.max_concurrency, GREATEST(0, l.in_use - f.folded) AS in_use, f.folded,
-      GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
+    SELECT l.id, l.gate, l.rate, l.max_concurrency, GREATEST(0, l.in_use - f.folded - f.swept) AS in_use, f.folded,
+      f.swept, GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
     FROM lim l
     JOIN wanted w ON w.gate = l.gate
     LEFT JOIN totals t ON t.limit_id = l.id
-    CROSS JOIN LATERAL (SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded) f
+    CROSS JOIN LATERAL (
+      SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded,
+        COALESCE((SELECT sum(d.slots) FROM swept d WHERE d.limit_id = l.id), 0)::integer AS swept
+    ) f
   ) n
 ), gate_rows AS MATERIALIZED (
   SELECT o.run_id, o.pos, o.available_at, g.*
@@ -257,25 +291,36 @@ const GATES = `saturated AS MATERIALIZED (
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
 ), skipped AS (${skipRuns('dropped', '$2::timestamptz')}
-), taken_gates AS MATERIALIZED (
-  SELECT g.gate, sum(s.n)::integer AS n, max(s.busy) AS busy
-  FROM (
-    SELECT ${gateSet('t')} AS gs, count(*) AS n, max(GREATEST($2::timestamptz, t.available_at)) AS busy FROM taken t GROUP BY 1
-  ) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
-  WHERE g.gate IN (SELECT gate FROM lim)
-  GROUP BY g.gate
+), taken_gates AS MATERIALIZED (${TAKEN_GATES('lim')}
+), grants AS MATERIALIZED (
+  SELECT g.id, g.gate, x.k FROM gates_now g JOIN taken_gates t ON t.gate = g.gate
+  CROSS JOIN LATERAL (
+    SELECT LEAST(${CREDIT_BATCHES} * $3,
+      CASE WHEN g.max_concurrency IS NULL THEN 2147483647
+        ELSE floor((g.max_concurrency - g.in_use - t.n) / ${2 * CREDIT_LANES}.0) END,
+      CASE WHEN g.rate IS NULL THEN 2147483647 ELSE floor((g.tokens - t.n) / ${2 * CREDIT_LANES}.0) END)::integer AS k
+  ) x
+  WHERE g.overlap IS DISTINCT FROM 'skip' AND x.k >= $3
+), granted AS (
+  INSERT INTO limit_credits AS c (limit_id, lane, grain, slots, tokens)
+  SELECT g.id, pg_backend_pid() % ${CREDIT_LANES}, ${grainNow('$2')},
+    CASE WHEN n.max_concurrency IS NULL THEN 0 ELSE g.k END, CASE WHEN n.rate IS NULL THEN 0 ELSE g.k END
+  FROM grants g JOIN gates_now n ON n.gate = g.gate
+  ORDER BY g.id
+  ON CONFLICT (limit_id, lane, grain) DO UPDATE SET slots = c.slots + EXCLUDED.slots, tokens = c.tokens + EXCLUDED.tokens
+  RETURNING c.limit_id
 ), spent AS (
   UPDATE limits l SET
-    tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n END,
+    tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n - u.k END,
     refilled_at = GREATEST(l.refilled_at, $2),
-    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n END')}),
-    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n END,
+    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END')}),
+    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n + u.k END,
     released = u.released,
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
-    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy
-    FROM gates_now g LEFT JOIN taken_gates t ON t.gate = g.gate
-    WHERE g.folded > 0 OR t.n > 0
+    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy, COALESCE(c.k, 0) AS k
+    FROM gates_now g LEFT JOIN taken_gates t ON t.gate = g.gate LEFT JOIN grants c ON c.gate = g.gate
+    WHERE g.folded > 0 OR g.swept > 0 OR t.n > 0
   ) u
   WHERE l.gate = u.gate
 )`;
@@ -285,8 +330,8 @@ const GATES = `saturated AS MATERIALIZED (
  * it took that passes them), recorded on its claim rows (`run_claims.gates`, null: none), which
  * the end of each run's attempt reads to give its slots back (`giveBack`).
  */
-const SLOTS_TAKEN = `NULLIF(ARRAY(
-    SELECT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL ORDER BY 1
+const slotsTaken = (gates: string) => `NULLIF(ARRAY(
+    SELECT tg.gate FROM taken_gates tg JOIN ${gates} l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL ORDER BY 1
   ), '{}')`;
 
 /**
@@ -337,6 +382,21 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM limited WHERE yes`;
 
 /**
+ * The gates without room now (`roomNow`, no credit of this sub-window with tokens) or slots (credits'
+ * slots are free), read unlocked; `skip` gates stay in view, so the runs they would overlap can be
+ * dropped.
+ */
+const EXHAUSTED = `
+  SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
+    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${roomNow('l')} < 1
+      AND NOT EXISTS (SELECT 1 FROM limit_credits c WHERE c.limit_id = l.id AND c.grain = ${grainNow('$2')} AND c.tokens > 0)
+    UNION
+    SELECT l.gate FROM limits l
+    WHERE l.max_concurrency IS NOT NULL AND l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
+      AND l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')} >= l.max_concurrency
+  ) x`;
+
+/**
  * The claim where limits exist ($1–$10 as `runClaim`), in one statement, so that limits, caps and
  * leases agree under any number of claimers:
  * 1. `exhausted`: the gates without room (`roomNow`) or slots now (unlocked; `skip` gates stay in view, so
@@ -360,16 +420,52 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
  * `runClaim`.
  */
 export const runClaimGated = `
-WITH RECURSIVE exhausted AS MATERIALIZED (
-  SELECT COALESCE(array_agg(x.gate), '{}') AS gates FROM (
-    SELECT l.gate FROM limits l WHERE l.rate IS NOT NULL AND ${roomNow('l')} < 1
-    UNION
-    SELECT l.gate FROM limits l
-    WHERE l.max_concurrency IS NOT NULL AND l.in_use >= l.max_concurrency AND l.overlap IS DISTINCT FROM 'skip'
-      AND l.in_use - ${pendingReleases('l')} >= l.max_concurrency
-  ) x
-), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
+WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
+), ${candidates(true)}, ${GATES}, ${LEASE(slotsTaken('lim'))}
+SELECT *, (SELECT count(*) > 0 FROM granted) AS credited FROM (${CLAIMED} ORDER BY h.sort_key) claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+WHERE NOT EXISTS (SELECT 1 FROM limits)`;
+
+/**
+ * The claim paid by credits (migration 0017; $1–$10 as `runClaim`), which never locks a limit row:
+ * the candidates of `runClaimGated` (its `exhausted` and first pass), in fair order, and for every
+ * limit they pass one credit row of this sub-window with enough slots and tokens for all the
+ * candidates passing it (`lanes`: this connection's lane first, SKIP LOCKED, so claimers on other
+ * lanes never wait). With a credit for every such limit it takes the runs, up to $3, and takes
+ * their slots and tokens off those credits; the claim row records the capped gates, as the gated
+ * claim's does (candidates that pass no limit need no credit). Without (a limit with no credit
+ * left, a `skip` job's gate, no limit at all) it takes nothing and answers one row whose run_id is
+ * null: the caller makes the gated claim.
+ */
+export const runClaimCredited = `
+WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
+), ${candidates(true)}, ${fairOrder('SELECT * FROM first_pass')}, wanted AS MATERIALIZED (${WANTED}
+), gated AS MATERIALIZED (
+  SELECT l.id, l.gate, l.rate, l.max_concurrency, l.overlap, w.wanted FROM limits l JOIN wanted w ON w.gate = l.gate
+), lanes AS MATERIALIZED (
+  SELECT g.id, g.gate, g.rate, g.max_concurrency, c.lane, c.grain FROM gated g CROSS JOIN LATERAL (
+    SELECT c.lane, c.grain FROM limit_credits c
+    WHERE c.limit_id = g.id AND c.grain = ${grainNow('$2')} AND g.overlap IS DISTINCT FROM 'skip'
+      AND (g.max_concurrency IS NULL OR c.slots >= g.wanted) AND (g.rate IS NULL OR c.tokens >= g.wanted)
+    ORDER BY (c.lane - pg_backend_pid() % ${CREDIT_LANES} + ${CREDIT_LANES}) % ${CREDIT_LANES}
+    LIMIT 1
+    FOR NO KEY UPDATE SKIP LOCKED
+  ) c
+), paid AS MATERIALIZED (
+  SELECT (SELECT count(*) FROM lanes) = (SELECT count(*) FROM gated) AND EXISTS (SELECT 1 FROM limits) AS yes
+), chosen AS (
+  SELECT run_id FROM ordered WHERE (SELECT yes FROM paid) ORDER BY pos LIMIT $3
+), taken AS (${TAKE}
+), taken_gates AS MATERIALIZED (${TAKEN_GATES('gated')}
+), spent AS (
+  UPDATE limit_credits c SET
+    slots = c.slots - CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE t.n END,
+    tokens = c.tokens - CASE WHEN l.rate IS NULL THEN 0 ELSE t.n END
+  FROM lanes l JOIN taken_gates t ON t.gate = l.gate
+  WHERE c.limit_id = l.id AND c.lane = l.lane AND c.grain = l.grain
+), ${LEASE(slotsTaken('gated'))}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-WHERE NOT EXISTS (SELECT 1 FROM limits)`;
+WHERE NOT (SELECT yes FROM paid)`;

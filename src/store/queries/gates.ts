@@ -119,3 +119,17 @@ export const giveBack = (now: string, claims: string) => `
     DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
   ), overlaps_skipped AS (${skipRuns('overlaps_dequeued', now)}
   )`;
+
+/**
+ * Credits (migration 0017): how many lanes a limit's credits are spread over (a claim's lane is
+ * its connection's, `pg_backend_pid() % CREDIT_LANES`), and how many batches of the granting
+ * claim's size one credit holds at most. A limit grants only while it has room for at least
+ * 2 × CREDIT_LANES credits of that size, so all its lanes together never hold more than half of
+ * what it had.
+ */
+export const CREDIT_LANES = 8;
+export const CREDIT_BATCHES = 8;
+
+/** The slots the credits of the limit row `l` set aside (no run holds them). */
+export const creditedSlots = (l: string) =>
+  `COALESCE((SELECT sum(c.slots) FROM limit_credits c WHERE c.limit_id = ${l}.id), 0)::integer`;

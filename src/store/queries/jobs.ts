@@ -62,6 +62,8 @@ RETURNING ${returning}, tenant_id AS g_tenant, 'job:' || job_id AS g_key, overla
   RETURNING l.id
 ), releases_dropped AS (
   DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM ungated)
+), credits_dropped AS (
+  DELETE FROM limit_credits c WHERE c.limit_id IN (SELECT id FROM ungated)
 )
 SELECT * FROM written`;
 
@@ -96,13 +98,14 @@ UPDATE jobs SET enabled = true, next_run_at = $4, updated_at = $3
 WHERE tenant_id = $1 AND job_id = $2 AND NOT enabled
 RETURNING ${JOB_COLUMNS}`;
 
-/** $1 tenant, $2 job. The job goes with its own gate (`job:<id>`), if it had one, and its pending releases. */
+/** $1 tenant, $2 job. The job goes with its own gate (`job:<id>`), if it had one, its pending releases and its credits. */
 export const jobDelete = `
 WITH deleted AS (DELETE FROM jobs WHERE tenant_id = $1 AND job_id = $2 RETURNING job_id),
 ungated AS (
   DELETE FROM limits WHERE tenant_id = $1 AND key = 'job:' || $2 AND EXISTS (SELECT 1 FROM deleted) RETURNING id
 ),
-releases_dropped AS (DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM ungated))
+releases_dropped AS (DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM ungated)),
+credits_dropped AS (DELETE FROM limit_credits c WHERE c.limit_id IN (SELECT id FROM ungated))
 SELECT job_id FROM deleted`;
 
 /**

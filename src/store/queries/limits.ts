@@ -77,6 +77,8 @@ WITH target AS (
   RETURNING l.key, l.id
 ), releases_dropped AS (
   DELETE FROM limit_releases r WHERE r.limit_id IN (SELECT id FROM deleted)
+), credits_dropped AS (
+  DELETE FROM limit_credits c WHERE c.limit_id IN (SELECT id FROM deleted)
 )
 SELECT EXISTS (SELECT 1 FROM target) AS existed,
   (SELECT job_id FROM user_job) AS job_id,

@@ -1,0 +1,37 @@
+-- Credits: room a claim set aside on a limit for the next claims, so that claimers stop taking
+-- turns on the limit's one row (issue 18). Every claim through a limit used to lock its row until
+-- its commit, WAL flush included, so two workers' claims through one limit ran one after the other
+-- even when the limit was nowhere near binding.
+--
+-- A claim that locks a limit with plenty of room (at least 2 × 8 lanes × its batch, after what it
+-- takes) also moves a share of that room (slots, tokens, or both) into a credit row: its lane
+-- (pg_backend_pid() % 8) and its 50 ms sub-window (`grain`, the window's unit, migration 0016).
+-- The limit counts the share as spent at once: slots in `in_use`, tokens out of the bucket and into
+-- the window at that sub-window. A later claim in the same sub-window whose every limit has a
+-- credit row with enough for its candidates takes from those rows instead, locked with SKIP LOCKED,
+-- and never touches the limit rows; any other claim locks the limits as before.
+--
+-- So no limit ever lets more through than before: a credit is room taken from the limit under its
+-- lock, and a start that a credit paid for happens in the sub-window the limit counted it in.
+-- Credits of an earlier sub-window are dead: the next claim that locks the limit deletes them
+-- (those not locked at that moment) and gives their slots back; their tokens stay spent (the limit
+-- may pace a little slower than its rate, never faster). A credit's slots are not held by any run:
+-- `limit_states` shows `in_use` without them.
+CREATE TABLE limit_credits (
+  limit_id bigint   NOT NULL,
+  lane     smallint NOT NULL,
+  grain    bigint   NOT NULL,
+  slots    integer  NOT NULL CHECK (slots >= 0),
+  tokens   integer  NOT NULL CHECK (tokens >= 0),
+  PRIMARY KEY (limit_id, lane, grain)
+) WITH (fillfactor = 50);
+
+-- Limits as they stand: `in_use` less the releases not folded yet (migration 0015) and less the
+-- slots credits set aside, which no run holds.
+CREATE OR REPLACE VIEW limit_states AS
+SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency,
+  l.in_use - GREATEST(0, COALESCE((SELECT sum(r.released) FROM limit_releases r WHERE r.limit_id = l.id), 0)
+    - l.released)::integer
+    - COALESCE((SELECT sum(c.slots) FROM limit_credits c WHERE c.limit_id = l.id), 0)::integer AS in_use,
+  l.overlap, l.busy_from, l.freed_at, l.created_at, l.updated_at, l.id, l.recent_at, l.recent_n
+FROM limits l;
