@@ -1,114 +1,13 @@
 /**
- * The statements that find a claim by its claim id (migration 0009): a retried claim answers the
- * claim it made before, and a server whose client went away releases what it claimed. The claim
- * itself, the heartbeat and the attempt's end are in `runs.ts`.
+ * The claim statements: the plain claim while no limit exists (`runClaim`), the gated claim that
+ * locks the limits its candidates pass (`runClaimGated`), and the claim paid by credits that does
+ * not (`runClaimCredited`, migration 0017). The statements that find a claim by its claim id are in
+ * `claim-ids.ts`; the heartbeat and the attempt's end in `runs.ts`.
  */
-import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
-import {
-  CREDIT_BATCHES,
-  CREDIT_LANES,
-  creditedSlots,
-  gateSet,
-  giveBack,
-  pendingReleases,
-  skipRuns,
-} from './gates.js';
-import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
+import { CREDIT_BATCHES, CREDIT_LANES, creditedSlots, gateSet, pendingReleases, skipRuns } from './gates.js';
+import { grainNow, roomNow, tokensNow, windowAfter } from './room.js';
 
-/**
- * $1 claim id, $2 now, $3 worker, $4 tenant (or null).
- * The live claims a claim id names, of the same worker and tenant (another tenant's id finds
- * nothing), marked retried, with the runs they still hold in `sort_key` order: the answer a retry
- * gets, same runs and same tokens. On run_claims_claim_id, whose key (migration 0010) is this scope
- * (claim id, tenant, worker, lease length), so only ever a probe of that index.
- */
-export const claimAgain = `
-WITH found AS (
-  UPDATE run_claims c SET retried = true
-  WHERE c.claim_id = $1::uuid AND c.worker_id = $3 AND c.tenant_id IS NOT DISTINCT FROM $4::text
-    AND c.lease_expires_at > $2
-  RETURNING c.lease_token, c.lease_expires_at, c.run_ids
-), members AS MATERIALIZED (${MEMBERS('found', 'lease_expires_at')}
-)
-SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt, r.max_attempts,
-  m.lease_token, m.lease_expires_at, r.available_at, r.timeout_seconds, r.created_at
-FROM members m JOIN runs r ON r.run_id = m.run_id
-WHERE r.state = 'pending'
-ORDER BY r.sort_key`;
-
-/**
- * $1 claim id, $2 worker, $3 now, $4 reason, $5 tenant (or null).
- * Gives back, as `runReleaseMany` does (same attempt, same place in the queue, no attempt spent),
- * every run of the live claims a claim id names, unless a retry was answered with that claim: its
- * worker then holds the leases. The lock makes a concurrent retry wait (it then finds nothing) or,
- * if the retry came first, rechecks `retried` and releases nothing.
- */
-export const claimRelease = `
-WITH live AS (
-  SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates FROM run_claims c
-  WHERE c.claim_id = $1::uuid AND c.worker_id = $2 AND c.tenant_id IS NOT DISTINCT FROM $5::text
-    AND c.lease_expires_at > $3 AND NOT c.retried
-  FOR NO KEY UPDATE
-), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
-), ended AS (
-  SELECT r.run_id, m.lease_token, r.tenant_id, r.job_id, r.pool, r.handler, r.priority, r.available_at,
-    r.sort_key, r.gates, r.attempt AS ended_attempt, m.worker_id AS lease_owner,
-    ${startOf('m.claimed_at', 'NULL::timestamptz', 'r.available_at', '$3')} AS started_at, m.claimed_at,
-    'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
-  FROM members m JOIN runs r ON r.run_id = m.run_id
-  WHERE r.state = 'pending'
-), queued AS (${enqueue('ended')}
-), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz', 'live')}
-SELECT run_id FROM ended`;
-
-/** Tokens in a limit's bucket (`l`) at `now` ($2), refilled by arithmetic: min(burst, tokens + rate × Δt). */
-export const tokensNow = (l: string, now = '$2') =>
-  `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
-
-/** The sub-window index of `now` (core's `grainOf`): floor(epoch ms / WINDOW_GRAIN_MS). */
-export const grainNow = (now: string) =>
-  `floor(extract(epoch FROM ${now}::timestamptz) * 1000 / ${WINDOW_GRAIN_MS})::bigint`;
-
-/** The oldest sub-window index that still meets the one-second window ending at `now`. */
-export const oldestLiveGrain = (now: string) => `(${grainNow(now)} - ${WINDOW_MS / WINDOW_GRAIN_MS})`;
-
-/**
- * Runs started in the one-second window of a limit (`l`) ending at `now` ($2): the entries of
- * `recent_at`/`recent_n` whose sub-window meets it, each counted whole (core's `windowUsed`).
- */
-export const windowUsed = (l: string, now = '$2') =>
-  `COALESCE((SELECT sum(w.n) FROM unnest(${l}.recent_at, ${l}.recent_n) AS w(j, n) WHERE w.j >= ${oldestLiveGrain(now)}), 0)`;
-
-/** The most runs a limit (`l`) with a rate lets start in any second: max(burst, ⌈rate⌉) (core's `windowCap`). */
-export const windowCap = (l: string) => `GREATEST(${l}.burst, ceil(${l}.rate))`;
-
-/**
- * A limit's (`l`) room at `now` ($2), what a claim may take from it (the whole part): the bucket's
- * tokens, but no more than its window has left; null without a rate (core's `roomAt`). Every
- * admission decision reads this; `tokensNow` alone is the bucket, which the claim spends.
- */
-export const roomNow = (l: string, now = '$2') =>
-  `CASE WHEN ${l}.rate IS NULL THEN NULL ELSE LEAST(${tokensNow(l, now)}, ${windowCap(l)} - ${windowUsed(l, now)}) END`;
-
-/**
- * A sub-SELECT of a limit's (`l`) `recent_at, recent_n` after `n` runs started at `now` ($2): added
- * to the entry of now's sub-window, dead entries dropped, by index (core's `recordStarts`). For
- * `SET (recent_at, recent_n) = (…)` in the update that spends the tokens; null when none is left.
- */
-export const windowAfter = (
-  l: string,
-  n: string,
-  now = '$2',
-) => `SELECT array_agg(w.j ORDER BY w.j), array_agg(w.n ORDER BY w.j)
-    FROM (
-      SELECT e.j, sum(e.n)::int AS n FROM (
-        SELECT x.j, x.n FROM unnest(${l}.recent_at, ${l}.recent_n) AS x(j, n)
-        UNION ALL SELECT ${grainNow(now)}, ${n} WHERE ${n} > 0
-      ) e
-      WHERE e.j >= ${oldestLiveGrain(now)}
-      GROUP BY e.j
-    ) w`;
+export { claimAgain, claimRelease } from './claim-ids.js';
 
 /**
  * The rows of `run_queue q` a claim may take: its pool, due (up to $8 ms ahead), its handlers and
@@ -196,10 +95,10 @@ const TAKE = `
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
   RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at`;
 
-/** Per gate, how many of the candidates (`ordered`) pass it; counted per distinct gate set. */
-const WANTED = `
+/** Per gate, how many of the candidates `from` (rows `o`) pass it; counted per distinct gate set. */
+const WANTED = (from: string) => `
   SELECT g.gate, sum(s.n)::bigint AS wanted
-  FROM (SELECT ${gateSet('o')} AS gs, count(*) AS n FROM ordered o GROUP BY 1) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
+  FROM (SELECT ${gateSet('o')} AS gs, count(*) AS n FROM ${from} GROUP BY 1) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
   GROUP BY g.gate`;
 
 /**
@@ -238,7 +137,7 @@ const GATES = `saturated AS MATERIALIZED (
   ORDER BY q.sort_key
   LIMIT $3
   FOR UPDATE OF q SKIP LOCKED
-), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (${WANTED}
+), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (${WANTED('ordered o')}
 ), lim AS MATERIALIZED (
   SELECT l.id, l.gate, l.rate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     ${roomNow('l')} AS tokens
@@ -430,8 +329,8 @@ WHERE NOT EXISTS (SELECT 1 FROM limits)`;
 /**
  * The claim paid by credits (migration 0017; $1–$10 as `runClaim`), which never locks a limit row:
  * the candidates of `runClaimGated` (its `exhausted` and first pass), in fair order, and for every
- * limit they pass one credit row of this sub-window with enough slots and tokens for all the
- * candidates passing it (`lanes`: this connection's lane first, SKIP LOCKED, so claimers on other
+ * limit the first $3 of them pass one credit row of this sub-window with enough slots and tokens
+ * for all of those passing it (`lanes`: this connection's lane first, SKIP LOCKED, so claimers on other
  * lanes never wait). With a credit for every such limit it takes the runs, up to $3, and takes
  * their slots and tokens off those credits; the claim row records the capped gates, as the gated
  * claim's does (candidates that pass no limit need no credit). Without (a limit with no credit
@@ -440,7 +339,7 @@ WHERE NOT EXISTS (SELECT 1 FROM limits)`;
  */
 export const runClaimCredited = `
 WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
-), ${candidates(true)}, ${fairOrder('SELECT * FROM first_pass')}, wanted AS MATERIALIZED (${WANTED}
+), ${candidates(true)}, ${fairOrder('SELECT * FROM first_pass')}, wanted AS MATERIALIZED (${WANTED('ordered o WHERE o.pos <= $3')}
 ), gated AS MATERIALIZED (
   SELECT l.id, l.gate, l.rate, l.max_concurrency, l.overlap, w.wanted FROM limits l JOIN wanted w ON w.gate = l.gate
 ), lanes AS MATERIALIZED (

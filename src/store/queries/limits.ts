@@ -11,8 +11,8 @@
  * is that, within the one-second window's room (core's `roomAt`, the claim's `roomNow`).
  */
 
-import { roomNow } from './claims.js';
 import { pendingReleases, slotHolders } from './gates.js';
+import { roomNow } from './room.js';
 
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at, updated_at`;
 

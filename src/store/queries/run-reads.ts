@@ -6,8 +6,8 @@
  */
 
 import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
-import { oldestLiveGrain, tokensNow, windowCap, windowUsed } from './claims.js';
 import { gateSet, slotHolders } from './gates.js';
+import { oldestLiveGrain, tokensNow, windowCap, windowUsed } from './room.js';
 import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 
 /** $1 tenant, $2 run */
