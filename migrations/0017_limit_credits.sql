@@ -13,16 +13,22 @@
 --
 -- So no limit ever lets more through than before: a credit is room taken from the limit under its
 -- lock, and a start that a credit paid for happens in the sub-window the limit counted it in.
--- Credits of an earlier sub-window are dead: the next claim that locks the limit deletes them
--- (those not locked at that moment) and gives their slots back; their tokens stay spent (the limit
--- may pace a little slower than its rate, never faster). A credit's slots are not held by any run:
--- `limit_states` shows `in_use` without them.
+-- A credit records the limit's figures it was granted under; once the limit's cap, rate or burst
+-- changes (or its job switches to `skip`), no claim takes from it. Credits of an earlier sub-window
+-- are dead: the next claim that locks the limit deletes them (those not locked at that moment) and
+-- gives back what they still hold: slots to `in_use`, tokens to the bucket (up to its burst) and out
+-- of the window at their sub-window, so the limit counts exactly the runs that started. A credit's
+-- slots are not held by any run: `limit_states` shows `in_use` without them.
 CREATE TABLE limit_credits (
   limit_id bigint   NOT NULL,
   lane     smallint NOT NULL,
   grain    bigint   NOT NULL,
   slots    integer  NOT NULL CHECK (slots >= 0),
   tokens   integer  NOT NULL CHECK (tokens >= 0),
+  -- The limit's figures when granted: a claim takes from the credit only while they still hold.
+  max_concurrency integer,
+  rate     double precision,
+  burst    integer,
   PRIMARY KEY (limit_id, lane, grain)
 ) WITH (fillfactor = 50);
 

@@ -139,7 +139,7 @@ const GATES = `saturated AS MATERIALIZED (
   FOR UPDATE OF q SKIP LOCKED
 ), ${fairOrder('SELECT * FROM first_pass UNION SELECT * FROM more')}, wanted AS MATERIALIZED (${WANTED('ordered o')}
 ), lim AS MATERIALIZED (
-  SELECT l.id, l.gate, l.rate, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
+  SELECT l.id, l.gate, l.rate, l.burst, l.max_concurrency, l.in_use, l.released, l.overlap, l.busy_from, l.freed_at,
     ${roomNow('l')} AS tokens
   FROM limits l WHERE l.gate IN (SELECT gate FROM wanted)
   ORDER BY l.gate
@@ -154,19 +154,20 @@ const GATES = `saturated AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
   ) d
   WHERE c.limit_id = d.limit_id AND c.lane = d.lane AND c.grain = d.grain
-  RETURNING c.limit_id, c.slots
+  RETURNING c.limit_id, c.grain, c.slots, c.tokens
 ), gates_now AS MATERIALIZED (
   SELECT n.*,
     LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
   FROM (
-    SELECT l.id, l.gate, l.rate, l.max_concurrency, GREATEST(0, l.in_use - f.folded - f.swept) AS in_use, f.folded,
-      f.swept, GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
+    SELECT l.id, l.gate, l.rate, l.burst, l.max_concurrency, GREATEST(0, l.in_use - f.folded - f.swept) AS in_use,
+      f.folded, f.swept, f.swept_tokens, GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
     FROM lim l
     JOIN wanted w ON w.gate = l.gate
     LEFT JOIN totals t ON t.limit_id = l.id
     CROSS JOIN LATERAL (
       SELECT GREATEST(0, COALESCE(t.released, 0) - l.released)::integer AS folded,
-        COALESCE((SELECT sum(d.slots) FROM swept d WHERE d.limit_id = l.id), 0)::integer AS swept
+        COALESCE((SELECT sum(d.slots) FROM swept d WHERE d.limit_id = l.id), 0)::integer AS swept,
+        COALESCE((SELECT sum(d.tokens) FROM swept d WHERE d.limit_id = l.id), 0)::integer AS swept_tokens
     ) f
   ) n
 ), gate_rows AS MATERIALIZED (
@@ -201,23 +202,26 @@ const GATES = `saturated AS MATERIALIZED (
   ) x
   WHERE g.overlap IS DISTINCT FROM 'skip' AND x.k >= $3
 ), granted AS (
-  INSERT INTO limit_credits AS c (limit_id, lane, grain, slots, tokens)
+  INSERT INTO limit_credits AS c (limit_id, lane, grain, slots, tokens, max_concurrency, rate, burst)
   SELECT g.id, pg_backend_pid() % ${CREDIT_LANES}, ${grainNow('$2')},
-    CASE WHEN n.max_concurrency IS NULL THEN 0 ELSE g.k END, CASE WHEN n.rate IS NULL THEN 0 ELSE g.k END
+    CASE WHEN n.max_concurrency IS NULL THEN 0 ELSE g.k END, CASE WHEN n.rate IS NULL THEN 0 ELSE g.k END,
+    n.max_concurrency, n.rate, n.burst
   FROM grants g JOIN gates_now n ON n.gate = g.gate
   ORDER BY g.id
-  ON CONFLICT (limit_id, lane, grain) DO UPDATE SET slots = c.slots + EXCLUDED.slots, tokens = c.tokens + EXCLUDED.tokens
+  ON CONFLICT (limit_id, lane, grain) DO UPDATE SET slots = c.slots + EXCLUDED.slots, tokens = c.tokens + EXCLUDED.tokens,
+    max_concurrency = EXCLUDED.max_concurrency, rate = EXCLUDED.rate, burst = EXCLUDED.burst
   RETURNING c.limit_id
 ), spent AS (
   UPDATE limits l SET
-    tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} - u.n - u.k END,
+    tokens = CASE WHEN l.rate IS NULL THEN l.tokens
+      ELSE LEAST(l.burst, ${tokensNow('l')} + u.swept_tokens) - u.n - u.k END,
     refilled_at = GREATEST(l.refilled_at, $2),
-    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END')}),
+    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END', '$2', 'SELECT d.grain, -d.tokens FROM swept d WHERE d.limit_id = l.id')}),
     in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n + u.k END,
     released = u.released,
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (
-    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy, COALESCE(c.k, 0) AS k
+    SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy, COALESCE(c.k, 0) AS k, g.swept_tokens
     FROM gates_now g LEFT JOIN taken_gates t ON t.gate = g.gate LEFT JOIN grants c ON c.gate = g.gate
     WHERE g.folded > 0 OR g.swept > 0 OR t.n > 0
   ) u
@@ -341,11 +345,14 @@ export const runClaimCredited = `
 WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
 ), ${candidates(true)}, ${fairOrder('SELECT * FROM first_pass')}, wanted AS MATERIALIZED (${WANTED('ordered o WHERE o.pos <= $3')}
 ), gated AS MATERIALIZED (
-  SELECT l.id, l.gate, l.rate, l.max_concurrency, l.overlap, w.wanted FROM limits l JOIN wanted w ON w.gate = l.gate
+  SELECT l.id, l.gate, l.rate, l.burst, l.max_concurrency, l.overlap, w.wanted
+  FROM limits l JOIN wanted w ON w.gate = l.gate
 ), lanes AS MATERIALIZED (
   SELECT g.id, g.gate, g.rate, g.max_concurrency, c.lane, c.grain FROM gated g CROSS JOIN LATERAL (
     SELECT c.lane, c.grain FROM limit_credits c
     WHERE c.limit_id = g.id AND c.grain = ${grainNow('$2')} AND g.overlap IS DISTINCT FROM 'skip'
+      AND c.max_concurrency IS NOT DISTINCT FROM g.max_concurrency AND c.rate IS NOT DISTINCT FROM g.rate
+      AND c.burst IS NOT DISTINCT FROM g.burst
       AND (g.max_concurrency IS NULL OR c.slots >= g.wanted) AND (g.rate IS NULL OR c.tokens >= g.wanted)
     ORDER BY (c.lane - pg_backend_pid() % ${CREDIT_LANES} + ${CREDIT_LANES}) % ${CREDIT_LANES}
     LIMIT 1

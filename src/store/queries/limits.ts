@@ -11,7 +11,7 @@
  * is that, within the one-second window's room (core's `roomAt`, the claim's `roomNow`).
  */
 
-import { pendingReleases, slotHolders } from './gates.js';
+import { creditedSlots, pendingReleases, slotHolders } from './gates.js';
 import { roomNow } from './room.js';
 
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at, updated_at`;
@@ -43,7 +43,8 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
   refilled_at = greatest(l.refilled_at, EXCLUDED.refilled_at),
   updated_at = EXCLUDED.updated_at
 WHERE l.key NOT LIKE 'job:%'
-RETURNING ${LIMIT_COLUMNS.replace('in_use', `l.in_use - ${pendingReleases('l')} AS in_use`)}, (xmax = 0) AS created`;
+RETURNING ${LIMIT_COLUMNS.replace('in_use', `l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')} AS in_use`)},
+  (xmax = 0) AS created`;
 
 /** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */
 export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;

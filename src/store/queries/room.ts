@@ -38,17 +38,25 @@ export const roomNow = (l: string, now = '$2') =>
  * A sub-SELECT of a limit's (`l`) `recent_at, recent_n` after `n` runs started at `now` ($2): added
  * to the entry of now's sub-window, dead entries dropped, by index (core's `recordStarts`). For
  * `SET (recent_at, recent_n) = (…)` in the update that spends the tokens; null when none is left.
+ * `back`: a SELECT of (sub-window, −count) rows to take off (credits' tokens that started nothing).
  */
 export const windowAfter = (
   l: string,
   n: string,
   now = '$2',
+  back = '',
 ) => `SELECT array_agg(w.j ORDER BY w.j), array_agg(w.n ORDER BY w.j)
     FROM (
       SELECT e.j, sum(e.n)::int AS n FROM (
         SELECT x.j, x.n FROM unnest(${l}.recent_at, ${l}.recent_n) AS x(j, n)
-        UNION ALL SELECT ${grainNow(now)}, ${n} WHERE ${n} > 0
+        UNION ALL SELECT ${grainNow(now)}, ${n} WHERE ${n} > 0${
+          back === ''
+            ? ''
+            : `
+        UNION ALL ${back}`
+        }
       ) e
       WHERE e.j >= ${oldestLiveGrain(now)}
       GROUP BY e.j
+      HAVING sum(e.n) > 0
     ) w`;
