@@ -11,7 +11,7 @@
  * A claim's lease is kept alive by heartbeats (`heartbeatRuns`), each renewing every live lease it
  * names in one statement. `PostgresStore` delegates its claims and heartbeats here.
  */
-import { ValidationError, validateId } from '../core/index.js';
+import { grainOf, ValidationError, validateId } from '../core/index.js';
 import { checkInstant, checkLeases, UUID } from './checks.js';
 import { notifyRuns } from './notify.js';
 import * as C from './queries/claims.js';
@@ -100,8 +100,11 @@ async function claimAgain(db: Queryable, p: ClaimParams & { claimId: string }): 
  */
 export interface ClaimMode {
   gated: boolean;
-  /** The last gated claim set credits aside (migration 0017): try the claim paid by credits first. */
-  credits: boolean;
+  /**
+   * The 50 ms sub-window in which the last gated claim set credits aside (migration 0017), or null:
+   * a claim in that sub-window tries the claim paid by credits first (credits of any other are dead).
+   */
+  credits: number | null;
 }
 
 /** The row a claim statement adds to say "use the other statement" (its run_id is null). */
@@ -143,16 +146,16 @@ export async function claimRuns(
   const gated = async () => {
     const { rows } = await db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
     if (rows.some(isMarker)) p.mode.gated = false;
-    else if (rows.length > 0) p.mode.credits = rows[0].credited === true;
+    else if (rows.length > 0) p.mode.credits = rows[0].credited === true ? grainOf(p.now) : null;
     return rows.filter((r) => !isMarker(r)).map(toClaimed);
   };
   try {
     if (p.mode.gated) {
-      if (p.mode.credits) {
+      if (p.mode.credits === grainOf(p.now)) {
         // Where a limit its candidates pass has no credit left, this takes nothing and says so.
         const { rows } = await credited();
         if (!rows.some(isMarker)) return rows.map(toClaimed);
-        p.mode.credits = false;
+        p.mode.credits = null;
       }
       return await gated();
     }

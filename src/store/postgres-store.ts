@@ -77,7 +77,7 @@ export class PostgresStore implements Store {
   private readonly random: Random;
   private readonly schedules = new Map<string, Schedule>();
   /** Which claim statement to make first (see `claims.ClaimMode`). */
-  private readonly claimMode: claims.ClaimMode = { gated: false, credits: false };
+  private readonly claimMode: claims.ClaimMode = { gated: false, credits: null };
   /** Rows of `shards`, read once. */
   private shardTotal: number | undefined;
 

@@ -129,11 +129,11 @@ describe('credits', () => {
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(10);
     expect(paidByCredits([store])).toBe(0);
-    // k = min(8 × 10, floor((10,000 − 10) / 16)) = 80, slots and tokens, in the claim's grain.
+    // k = min(32 × 10, floor((10,000 − 10) / 16)) = 320, slots and tokens, in the claim's grain.
     expect(await credits(gate)).toEqual([
-      expect.objectContaining({ grain: grainOf(T0), slots: 80, tokens: 80 }),
+      expect.objectContaining({ grain: grainOf(T0), slots: 320, tokens: 320 }),
     ]);
-    expect(await slots(gate)).toMatchObject({ raw: 90, now: 10, credited: 80 });
+    expect(await slots(gate)).toMatchObject({ raw: 330, now: 10, credited: 320 });
     expect(await slotsHeld(db.pool, gate)).toBe(10);
     const limit = await db.store.getLimit({ tenantId: gate.split('/')[0]!, key: 'api', now: T0 });
     expect(limit.inUse).toBe(10);
@@ -143,7 +143,7 @@ describe('credits', () => {
     const { pool, gate } = await backlog(ROOMY, 200);
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(10);
-    expect((await credits(gate))[0]).toMatchObject({ slots: 80, tokens: 80 });
+    expect((await credits(gate))[0]).toMatchObject({ slots: 320, tokens: 320 });
 
     // Another session holds the limit row, as a gated claim does until it commits.
     const holder = await db.pool.connect();
@@ -156,7 +156,7 @@ describe('credits', () => {
       outcome = await Promise.race([claimed.then((r) => r.length), waited]);
       // Still locked: the row was never touched by that claim.
       const { rows } = await holder.query('SELECT in_use FROM limits WHERE gate = $1', [gate]);
-      expect(rows[0].in_use).toBe(90);
+      expect(rows[0].in_use).toBe(330);
     } finally {
       await holder.query('ROLLBACK');
       holder.release();
@@ -164,9 +164,9 @@ describe('credits', () => {
     expect(outcome).toBe(10);
     expect(paidByCredits([store])).toBe(10);
     expect(await credits(gate)).toEqual([
-      expect.objectContaining({ grain: grainOf(T0), slots: 70, tokens: 70 }),
+      expect.objectContaining({ grain: grainOf(T0), slots: 310, tokens: 310 }),
     ]);
-    expect(await slots(gate)).toMatchObject({ raw: 90, now: 20 });
+    expect(await slots(gate)).toMatchObject({ raw: 330, now: 20 });
     expect(await slotsHeld(db.pool, gate)).toBe(20);
   });
 
@@ -174,7 +174,7 @@ describe('credits', () => {
     const { pool, gate } = await backlog({ maxConcurrency: 10_000, rate: 1, burst: 1000 }, 200);
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(10);
-    // Tokens: floor((1000 − 10) / 16) = 61 < 80, so k = 61.
+    // Tokens: floor((1000 − 10) / 16) = 61 < 320, so k = 61.
     expect(await credits(gate)).toEqual([
       expect.objectContaining({ grain: grainOf(T0), slots: 61, tokens: 61 }),
     ]);
@@ -302,7 +302,7 @@ describe('credits', () => {
     const store = newStore();
     expect(await claim(store, pool, 2, T0)).toHaveLength(2);
     const gate = `${tenantId}/${key}`;
-    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 16, tokens: 16 })]);
+    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 64, tokens: 64 })]);
     const { rows } = await db.pool.query('SELECT id FROM limits WHERE gate = $1', [gate]);
     await db.store.deleteLimit({ tenantId, key });
     const left = await db.pool.query('SELECT count(*)::int AS n FROM limit_credits WHERE limit_id = $1', [
@@ -327,7 +327,7 @@ describe('credits', () => {
       });
     expect(await claim(newStore(), pool, 2, T0)).toHaveLength(2);
     const gate = `${tenantId}/job:${def.jobId}`;
-    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 16, tokens: 0 })]);
+    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 64, tokens: 0 })]);
     const { rows } = await db.pool.query('SELECT id FROM limits WHERE gate = $1', [gate]);
     await db.store.deleteJob({ tenantId, jobId: def.jobId, now: T0 + 5 });
     const left = await db.pool.query('SELECT count(*)::int AS n FROM limit_credits WHERE limit_id = $1', [
@@ -358,7 +358,7 @@ describe('credits', () => {
     const { tenantId, pool, gate } = await backlog(ROOMY, 200);
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(10);
-    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 80 })]);
+    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 320 })]);
     const put = await db.store.putLimit({ tenantId, key: 'api', limit: ROOMY, now: T0 + 5 });
     // limit_states, GET and the gauges say 10; the PUT's answer must agree.
     expect((await db.store.getLimit({ tenantId, key: 'api', now: T0 + 5 })).inUse).toBe(10);
@@ -369,7 +369,7 @@ describe('credits', () => {
     const { tenantId, pool, gate } = await backlog(ROOMY, 200);
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(10);
-    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 80 })]);
+    expect(await credits(gate)).toEqual([expect.objectContaining({ slots: 320 })]);
     // The operator lowers the cap to 15 in the same sub-window: 10 held, so 5 more may start.
     await db.store.putLimit({ tenantId, key: 'api', limit: { ...ROOMY, maxConcurrency: 15 }, now: T0 + 5 });
     const more = await claim(store, pool, 10, T0 + 10);

@@ -66,8 +66,8 @@ export const skipRuns = (src: string, now: string) => `
 /**
  * Gives back, for `now`, the concurrency slots of the runs a CTE named `ended` (run_id,
  * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
- * gates) read. `freed` lists one gate per slot (a gate of the run's that its claim took a slot
- * of). Without a lock on any limit row (migration 0015): `released` adds them to the limits'
+ * gates) read. `freed` counts the slots per gate (gates of the run's that its claim took a slot
+ * of; counted per distinct gate set first). Without a lock on any limit row (migration 0015): `released` adds them to the limits'
  * release totals (the shard of this connection, rows taken in id order, so two completions that
  * share a shard never deadlock), which the next claim through a limit folds into `in_use`, and wakes
  * idle claimers (`pg_notify`, once per transaction) when a limit may have been full (its `in_use`,
@@ -85,13 +85,17 @@ export const skipRuns = (src: string, now: string) => `
  * back through the totals, and the slots that arrived during that one run are not dropped.)
  */
 export const giveBack = (now: string, claims: string) => `
-  freed AS (
-    SELECT g.gate FROM ended e JOIN ${claims} c ON c.lease_token = e.lease_token
-    CROSS JOIN LATERAL unnest(${gateSet('e')}) AS g(gate)
-    WHERE c.gates IS NOT NULL AND g.gate = ANY(c.gates)
+  freed AS MATERIALIZED (
+    SELECT g.gate, sum(s.n)::integer AS n FROM (
+      SELECT ${gateSet('e')} AS gs, c.gates AS taken, count(*) AS n
+      FROM ended e JOIN ${claims} c ON c.lease_token = e.lease_token
+      WHERE c.gates IS NOT NULL GROUP BY 1, 2
+    ) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
+    WHERE g.gate = ANY(s.taken)
+    GROUP BY g.gate
   ), released AS (
     INSERT INTO limit_releases AS r (limit_id, shard, released)
-    SELECT l.id, pg_backend_pid() % ${RELEASE_SHARDS}, f.n FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    SELECT l.id, pg_backend_pid() % ${RELEASE_SHARDS}, f.n FROM freed f
     JOIN limits l ON l.gate = f.gate
     WHERE l.overlap IS DISTINCT FROM 'skip'
     ORDER BY l.id
@@ -105,7 +109,7 @@ export const giveBack = (now: string, claims: string) => `
     WHERE l.gate IN (SELECT gate FROM freed) AND l.overlap = 'skip' ORDER BY l.gate FOR NO KEY UPDATE
   ), given_back AS (
     UPDATE limits l SET in_use = GREATEST(0, l.in_use - f.n), freed_at = ${now}
-    FROM (SELECT gate, count(*) AS n FROM freed GROUP BY gate) f
+    FROM freed f
     WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
     RETURNING pg_notify('${RUNS_CHANNEL}', '')
   ), overlapped_slots AS (
@@ -128,7 +132,7 @@ export const giveBack = (now: string, claims: string) => `
  * what it had.
  */
 export const CREDIT_LANES = 8;
-export const CREDIT_BATCHES = 8;
+export const CREDIT_BATCHES = 32;
 
 /** The slots the credits of the limit row `l` set aside (no run holds them). */
 export const creditedSlots = (l: string) =>
