@@ -3,13 +3,15 @@
 -- its commit, WAL flush included, so two workers' claims through one limit ran one after the other
 -- even when the limit was nowhere near binding.
 --
--- A claim that locks a limit with plenty of room (at least 2 × 8 lanes × its batch, after what it
--- takes) also moves a share of that room (slots, tokens, or both) into a credit row: its lane
--- (pg_backend_pid() % 8) and its 50 ms sub-window (`grain`, the window's unit, migration 0016).
--- The limit counts the share as spent at once: slots in `in_use`, tokens out of the bucket and into
--- the window at that sub-window. A later claim in the same sub-window whose every limit has a
--- credit row with enough for its candidates takes from those rows instead, locked with SKIP LOCKED,
--- and never touches the limit rows; any other claim locks the limits as before.
+-- A claim that locks a limit with plenty of room (at least 2 × 8 lanes × 4 sub-windows × its
+-- batch, after what it takes) also moves a share of that room (slots, tokens, or both) into credit
+-- rows of its lane (pg_backend_pid() % 8): one for its 50 ms sub-window (`grain`, the window's unit,
+-- migration 0016) and one for each of the next three. The limit counts the shares as spent at once:
+-- slots in `in_use`, tokens out of the bucket and into the window, each at its own sub-window (so a
+-- later sub-window's share counts from now on in every window that meets it). A later claim whose
+-- every limit has a credit row of its sub-window with enough for its candidates takes from those
+-- rows instead, locked with SKIP LOCKED, and never touches the limit rows; any other claim locks
+-- the limits as before.
 --
 -- So no limit ever lets more through than before: a credit is room taken from the limit under its
 -- lock, and a start that a credit paid for happens in the sub-window the limit counted it in.

@@ -15,6 +15,7 @@ import { grainOf, ValidationError, validateId } from '../core/index.js';
 import { checkInstant, checkLeases, UUID } from './checks.js';
 import { notifyRuns } from './notify.js';
 import * as C from './queries/claims.js';
+import { CREDIT_GRAINS } from './queries/gates.js';
 import * as R from './queries/runs.js';
 import type { Queryable, Row } from './rows.js';
 import type { Store } from './store.js';
@@ -101,10 +102,10 @@ async function claimAgain(db: Queryable, p: ClaimParams & { claimId: string }): 
 export interface ClaimMode {
   gated: boolean;
   /**
-   * The 50 ms sub-window in which the last gated claim set credits aside (migration 0017), or null:
-   * a claim in that sub-window tries the claim paid by credits first (credits of any other are dead).
+   * The 50 ms sub-windows the last gated claim set credits aside for (migration 0017; first and
+   * last, as `grainOf` numbers), or null: a claim in them tries the claim paid by credits first.
    */
-  credits: number | null;
+  credits: { from: number; until: number } | null;
 }
 
 /** The row a claim statement adds to say "use the other statement" (its run_id is null). */
@@ -146,12 +147,16 @@ export async function claimRuns(
   const gated = async () => {
     const { rows } = await db.query({ name: 'tock_claim_gated', text: C.runClaimGated, values: params });
     if (rows.some(isMarker)) p.mode.gated = false;
-    else if (rows.length > 0) p.mode.credits = rows[0].credited === true ? grainOf(p.now) : null;
+    else if (rows.length > 0) {
+      const from = grainOf(p.now);
+      p.mode.credits = rows[0].credited === true ? { from, until: from + CREDIT_GRAINS - 1 } : null;
+    }
     return rows.filter((r) => !isMarker(r)).map(toClaimed);
   };
   try {
     if (p.mode.gated) {
-      if (p.mode.credits === grainOf(p.now)) {
+      const grain = grainOf(p.now);
+      if (p.mode.credits !== null && p.mode.credits.from <= grain && grain <= p.mode.credits.until) {
         // Where a limit its candidates pass has no credit left, this takes nothing and says so.
         const { rows } = await credited();
         if (!rows.some(isMarker)) return rows.map(toClaimed);

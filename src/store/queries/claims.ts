@@ -4,7 +4,15 @@
  * not (`runClaimCredited`, migration 0017). The statements that find a claim by its claim id are in
  * `claim-ids.ts`; the heartbeat and the attempt's end in `runs.ts`.
  */
-import { CREDIT_BATCHES, CREDIT_LANES, creditedSlots, gateSet, pendingReleases, skipRuns } from './gates.js';
+import {
+  CREDIT_BATCHES,
+  CREDIT_GRAINS,
+  CREDIT_LANES,
+  creditedSlots,
+  gateSet,
+  pendingReleases,
+  skipRuns,
+} from './gates.js';
 import { grainNow, roomNow, tokensNow, windowAfter } from './room.js';
 
 export { claimAgain, claimRelease } from './claim-ids.js';
@@ -114,6 +122,15 @@ const TAKEN_GATES = (gates: string) => `
   GROUP BY g.gate`;
 
 /**
+ * For `spent`'s window (`windowAfter`'s `back`), the limit row `l` and its row `u`: the credits
+ * granted for the sub-windows after now's (counted in their own, where the starts they pay for will
+ * be, and meanwhile in every window that meets them), and the tokens swept credits give back at theirs.
+ */
+const AFTER_GRANT = `SELECT ${grainNow('$2')} + i, CASE WHEN l.rate IS NULL THEN 0 ELSE u.k END
+        FROM generate_series(1, ${CREDIT_GRAINS - 1}) AS i
+        UNION ALL SELECT d.grain, -d.tokens FROM swept d WHERE d.limit_id = l.id`;
+
+/**
  * The gated claim's CTEs from the candidates to `chosen` (the runs that fit), `overlapped` and
  * `spent`. `saturated` reads slots in use as `limit_states` shows them (releases not folded yet
  * subtracted); `lim` locks the limits, `totals` reads their release totals, and `gates_now` is
@@ -197,27 +214,28 @@ const GATES = `saturated AS MATERIALIZED (
   CROSS JOIN LATERAL (
     SELECT LEAST(${CREDIT_BATCHES} * $3,
       CASE WHEN g.max_concurrency IS NULL THEN 2147483647
-        ELSE floor((g.max_concurrency - g.in_use - t.n) / ${2 * CREDIT_LANES}.0) END,
-      CASE WHEN g.rate IS NULL THEN 2147483647 ELSE floor((g.tokens - t.n) / ${2 * CREDIT_LANES}.0) END)::integer AS k
+        ELSE floor((g.max_concurrency - g.in_use - t.n) / ${2 * CREDIT_LANES * CREDIT_GRAINS}.0) END,
+      CASE WHEN g.rate IS NULL THEN 2147483647
+        ELSE floor((g.tokens - t.n) / ${2 * CREDIT_LANES * CREDIT_GRAINS}.0) END)::integer AS k
   ) x
   WHERE g.overlap IS DISTINCT FROM 'skip' AND x.k >= $3
 ), granted AS (
   INSERT INTO limit_credits AS c (limit_id, lane, grain, slots, tokens, max_concurrency, rate, burst)
-  SELECT g.id, pg_backend_pid() % ${CREDIT_LANES}, ${grainNow('$2')},
+  SELECT g.id, pg_backend_pid() % ${CREDIT_LANES}, ${grainNow('$2')} + i,
     CASE WHEN n.max_concurrency IS NULL THEN 0 ELSE g.k END, CASE WHEN n.rate IS NULL THEN 0 ELSE g.k END,
     n.max_concurrency, n.rate, n.burst
-  FROM grants g JOIN gates_now n ON n.gate = g.gate
-  ORDER BY g.id
+  FROM grants g JOIN gates_now n ON n.gate = g.gate CROSS JOIN generate_series(0, ${CREDIT_GRAINS - 1}) AS i
+  ORDER BY g.id, i
   ON CONFLICT (limit_id, lane, grain) DO UPDATE SET slots = c.slots + EXCLUDED.slots, tokens = c.tokens + EXCLUDED.tokens,
     max_concurrency = EXCLUDED.max_concurrency, rate = EXCLUDED.rate, burst = EXCLUDED.burst
   RETURNING c.limit_id
 ), spent AS (
   UPDATE limits l SET
     tokens = CASE WHEN l.rate IS NULL THEN l.tokens
-      ELSE LEAST(l.burst, ${tokensNow('l')} + u.swept_tokens) - u.n - u.k END,
+      ELSE LEAST(l.burst, ${tokensNow('l')} + u.swept_tokens) - u.n - ${CREDIT_GRAINS} * u.k END,
     refilled_at = GREATEST(l.refilled_at, $2),
-    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END', '$2', 'SELECT d.grain, -d.tokens FROM swept d WHERE d.limit_id = l.id')}),
-    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n + u.k END,
+    (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END', '$2', AFTER_GRANT)}),
+    in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n + ${CREDIT_GRAINS} * u.k END,
     released = u.released,
     busy_from = COALESCE(u.busy, l.busy_from)
   FROM (

@@ -126,13 +126,14 @@ export const giveBack = (now: string, claims: string) => `
 
 /**
  * Credits (migration 0017): how many lanes a limit's credits are spread over (a claim's lane is
- * its connection's, `pg_backend_pid() % CREDIT_LANES`), and how many batches of the granting
- * claim's size one credit holds at most. A limit grants only while it has room for at least
- * 2 × CREDIT_LANES credits of that size, so all its lanes together never hold more than half of
- * what it had.
+ * its connection's, `pg_backend_pid() % CREDIT_LANES`), how many sub-windows one grant covers
+ * (this one and the next CREDIT_GRAINS − 1, one credit row each), and how many batches of the
+ * granting claim's size one credit row holds at most. A grant takes at most 1/(2 × CREDIT_LANES)
+ * of the room left, so all the lanes together never hold more than half of what the limit had.
  */
 export const CREDIT_LANES = 8;
-export const CREDIT_BATCHES = 32;
+export const CREDIT_GRAINS = 4;
+export const CREDIT_BATCHES = 16;
 
 /** The slots the credits of the limit row `l` set aside (no run holds them). */
 export const creditedSlots = (l: string) =>
