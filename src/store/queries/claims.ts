@@ -110,15 +110,15 @@ const WANTED = (from: string) => `
   GROUP BY g.gate`;
 
 /**
- * Per gate of the CTE `gates` (gate), how many of the runs taken (`taken`) pass it and the latest
- * of their starts (`busy`: the claim's now, or the run's slot if later); per distinct gate set.
+ * Per gate the gated claim locked (`lim`), how many of the runs taken (`taken`) pass it and the
+ * latest of their starts (`busy`: the claim's now, or the run's slot if later); per distinct gate set.
  */
-const TAKEN_GATES = (gates: string) => `
+const TAKEN_GATES = `
   SELECT g.gate, sum(s.n)::integer AS n, max(s.busy) AS busy
   FROM (
     SELECT ${gateSet('t')} AS gs, count(*) AS n, max(GREATEST($2::timestamptz, t.available_at)) AS busy FROM taken t GROUP BY 1
   ) s CROSS JOIN LATERAL unnest(s.gs) AS g(gate)
-  WHERE g.gate IN (SELECT gate FROM ${gates})
+  WHERE g.gate IN (SELECT gate FROM lim)
   GROUP BY g.gate`;
 
 /**
@@ -208,7 +208,7 @@ const GATES = `saturated AS MATERIALIZED (
   DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped))
   RETURNING q.run_id
 ), skipped AS (${skipRuns('dropped', '$2::timestamptz')}
-), taken_gates AS MATERIALIZED (${TAKEN_GATES('lim')}
+), taken_gates AS MATERIALIZED (${TAKEN_GATES}
 ), grants AS MATERIALIZED (
   SELECT g.id, g.gate, x.k FROM gates_now g JOIN taken_gates t ON t.gate = g.gate
   CROSS JOIN LATERAL (
@@ -251,8 +251,8 @@ const GATES = `saturated AS MATERIALIZED (
  * it took that passes them), recorded on its claim rows (`run_claims.gates`, null: none), which
  * the end of each run's attempt reads to give its slots back (`giveBack`).
  */
-const slotsTaken = (gates: string) => `NULLIF(ARRAY(
-    SELECT tg.gate FROM taken_gates tg JOIN ${gates} l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL ORDER BY 1
+const SLOTS_TAKEN = `NULLIF(ARRAY(
+    SELECT tg.gate FROM taken_gates tg JOIN lim l ON l.gate = tg.gate WHERE l.max_concurrency IS NOT NULL ORDER BY 1
   ), '{}')`;
 
 /**
@@ -342,7 +342,7 @@ const EXHAUSTED = `
  */
 export const runClaimGated = `
 WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
-), ${candidates(true)}, ${GATES}, ${LEASE(slotsTaken('lim'))}
+), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
 SELECT *, (SELECT count(*) > 0 FROM granted) AS credited FROM (${CLAIMED} ORDER BY h.sort_key) claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
@@ -353,8 +353,8 @@ WHERE NOT EXISTS (SELECT 1 FROM limits)`;
  * the candidates of `runClaimGated` (its `exhausted` and first pass), in fair order, and for every
  * limit the first $3 of them pass one credit row of this sub-window with enough slots and tokens
  * for all of those passing it (`lanes`: this connection's lane first, SKIP LOCKED, so claimers on other
- * lanes never wait). With a credit for every such limit it takes the runs, up to $3, and takes
- * their slots and tokens off those credits; the claim row records the capped gates, as the gated
+ * lanes never wait). With a credit for every such limit it takes those runs (locked, so exactly
+ * those counted) and takes their slots and tokens off those credits; the claim row records the capped gates, as the gated
  * claim's does (candidates that pass no limit need no credit). Without (a limit with no credit
  * left, a `skip` job's gate, no limit at all) it takes nothing and answers one row whose run_id is
  * null: the caller makes the gated claim.
@@ -381,14 +381,13 @@ WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
 ), chosen AS (
   SELECT run_id FROM ordered WHERE (SELECT yes FROM paid) ORDER BY pos LIMIT $3
 ), taken AS (${TAKE}
-), taken_gates AS MATERIALIZED (${TAKEN_GATES('gated')}
 ), spent AS (
   UPDATE limit_credits c SET
-    slots = c.slots - CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE t.n END,
-    tokens = c.tokens - CASE WHEN l.rate IS NULL THEN 0 ELSE t.n END
-  FROM lanes l JOIN taken_gates t ON t.gate = l.gate
-  WHERE c.limit_id = l.id AND c.lane = l.lane AND c.grain = l.grain
-), ${LEASE(slotsTaken('gated'))}
+    slots = c.slots - CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE w.wanted END,
+    tokens = c.tokens - CASE WHEN l.rate IS NULL THEN 0 ELSE w.wanted END
+  FROM lanes l JOIN wanted w ON w.gate = l.gate
+  WHERE (SELECT yes FROM paid) AND c.limit_id = l.id AND c.lane = l.lane AND c.grain = l.grain
+), ${LEASE("NULLIF(ARRAY(SELECT g.gate FROM gated g WHERE g.max_concurrency IS NOT NULL ORDER BY 1), '{}')")}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
