@@ -362,6 +362,35 @@ describe('credits', () => {
     }
     expect((await slots(jobGate)).now).toBe(0);
   });
+  test('a claim that takes nothing through a limit still gives back its dead credits', async () => {
+    // A rate-only limit (credits hold tokens, no slots) and a `skip` job that names it (its own
+    // gate, cap 1, is never counted exhausted: a claim looks at its runs to drop overlaps).
+    const limit: LimitInput = { rate: 100_000, burst: 100_000 };
+    const { tenantId, pool, jobId, gate } = await backlog(limit, 0);
+    await upsertJob(db.store, {
+      tenantId,
+      job: { ...job({ jobId, pool, handler: 'call-api', limits: ['api'] }), overlap: 'skip' as const },
+      now: T0 - 60_000,
+    });
+    for (let i = 0; i < 5; i++)
+      await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
+    const store = newStore();
+    expect(await claim(store, pool, 10, T0)).toHaveLength(1);
+    const set = (await credits(gate)).reduce((n, c) => n + c.tokens, 0);
+    expect(set).toBeGreaterThan(0);
+
+    // Later, the job's one slot still taken: the claim locks the limit, takes nothing through it
+    // (its runs' slots came before the running one's start: no overlap, no room), and sweeps the
+    // limit's dead credits, whose tokens must come back.
+    const later = T0 + (CREDIT_GRAINS + 1) * GRAIN_MS;
+    expect(await claim(store, pool, 10, later)).toHaveLength(0);
+    expect(await credits(gate)).toEqual([]);
+    // The one run started at T0 is all the window holds: the limit's room is the rest of it (the
+    // bucket refilled meanwhile). Credits kept in the window would take 4 × 160 more off it.
+    const now = await db.store.getLimit({ tenantId, key: 'api', now: later });
+    expect(now.tokens).toBe(100_000 - 1);
+  });
+
   test('replacing a limit answers only the slots runs hold (not the credited ones)', async () => {
     const { tenantId, pool, gate } = await backlog(ROOMY, 200);
     const store = newStore();

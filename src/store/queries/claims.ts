@@ -241,7 +241,7 @@ const GATES = `saturated AS MATERIALIZED (
   FROM (
     SELECT g.gate, g.in_use, g.folded, g.released, COALESCE(t.n, 0) AS n, t.busy, COALESCE(c.k, 0) AS k, g.swept_tokens
     FROM gates_now g LEFT JOIN taken_gates t ON t.gate = g.gate LEFT JOIN grants c ON c.gate = g.gate
-    WHERE g.folded > 0 OR g.swept > 0 OR t.n > 0
+    WHERE g.folded > 0 OR g.swept > 0 OR g.swept_tokens > 0 OR t.n > 0
   ) u
   WHERE l.gate = u.gate
 )`;
