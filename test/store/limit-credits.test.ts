@@ -391,6 +391,54 @@ describe('credits', () => {
     expect(now.tokens).toBe(100_000 - 1);
   });
 
+  test('a burst is never exceeded: the bucket refills only up to the burst less what credits hold', async () => {
+    // Rate 100,000/s, burst 1,000: the one-second window (100,000) never binds; the bucket does.
+    const { pool, gate } = await backlog({ rate: 100_000, burst: 1000 }, 2000);
+    const withCredits = newStore();
+    expect(await claim(withCredits, pool, 10, T0)).toHaveLength(10);
+    // k = floor((1000 − 10) / 64) = 15 tokens in each of 4 sub-windows: 60 held by credits.
+    expect(await credits(gate)).toEqual(
+      granted(T0, 0, 15).map(() => expect.objectContaining({ tokens: 15 })),
+    );
+
+    // 60 ms later the bucket has refilled. At one instant, a claim through the limit row and one
+    // paid by a credit of that sub-window: together no more than the burst.
+    const at = T0 + 60;
+    const gated = await claim(newStore(), pool, 1000, at);
+    const paid = await claim(withCredits, pool, 10, at);
+    expect(paid).toHaveLength(10);
+    expect(paidByCredits([withCredits])).toBe(10);
+    expect(gated.length + paid.length).toBeLessThanOrEqual(1000);
+    expect(gated.length).toBeGreaterThan(900);
+  });
+
+  test('a job switched to skip is not taken for running by the slots its credits hold', async () => {
+    const { tenantId, pool, jobId } = await backlog(ROOMY, 0);
+    const def = job({ jobId, pool, handler: 'call-api', maxConcurrency: 10_000 });
+    await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
+    const jobGate = `${tenantId}/job:${jobId}`;
+    for (let i = 0; i < 2; i++)
+      await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
+    const store = newStore();
+    const first = await claim(store, pool, 2, T0);
+    expect(first).toHaveLength(2);
+    expect((await credits(jobGate)).length).toBe(CREDIT_GRAINS);
+    await store.completeRuns({ leases: first, now: T0 + 5 });
+
+    // Nothing runs now; the job becomes `skip` (its gate: cap 1), and a slot arrives after the
+    // last start. Its credits, which no run holds, must not count as a running run.
+    const skipDef = { ...def, maxConcurrency: undefined, overlap: 'skip' as const };
+    await upsertJob(db.store, { tenantId, job: skipDef, now: T0 + 10 });
+    const { runId } = await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 + 20, now: T0 + 20 });
+    await claim(store, pool, 2, T0 + 30);
+    const state = async () =>
+      (await db.pool.query('SELECT state FROM runs WHERE run_id = $1', [runId])).rows[0].state as string;
+    expect(await state()).not.toBe('skipped');
+    // Once the credits are past, the run is claimed.
+    const later = await claim(store, pool, 2, T0 + (CREDIT_GRAINS + 1) * GRAIN_MS);
+    expect(later.map((r) => r.runId)).toEqual([runId]);
+  });
+
   test('replacing a limit answers only the slots runs hold (not the credited ones)', async () => {
     const { tenantId, pool, gate } = await backlog(ROOMY, 200);
     const store = newStore();

@@ -177,7 +177,7 @@ const GATES = `saturated AS MATERIALIZED (
     LEAST(COALESCE(floor(n.tokens), 2147483647), COALESCE(n.max_concurrency - n.in_use, 2147483647)) AS room
   FROM (
     SELECT l.id, l.gate, l.rate, l.burst, l.max_concurrency, GREATEST(0, l.in_use - f.folded - f.swept) AS in_use,
-      f.folded, f.swept, f.swept_tokens, GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
+      GREATEST(0, l.in_use - f.folded - ${creditedSlots('l')}) AS held, f.folded, f.swept, f.swept_tokens, GREATEST(l.released, t.released) AS released, l.overlap, l.busy_from, l.freed_at, l.tokens, w.wanted
     FROM lim l
     JOIN wanted w ON w.gate = l.gate
     LEFT JOIN totals t ON t.limit_id = l.id
@@ -193,7 +193,7 @@ const GATES = `saturated AS MATERIALIZED (
   JOIN ordered o ON g.gate = ANY(${gateSet('o')})
 ), overlapped AS (
   SELECT DISTINCT run_id FROM gate_rows
-  WHERE overlap = 'skip' AND available_at > busy_from AND (in_use > 0 OR available_at < freed_at)
+  WHERE overlap = 'skip' AND available_at > busy_from AND (held > 0 OR available_at < freed_at)
 ), unfit AS (
   SELECT DISTINCT t.run_id FROM (
     SELECT g.run_id, g.room, row_number() OVER (PARTITION BY g.gate ORDER BY g.pos) AS rank
@@ -231,8 +231,7 @@ const GATES = `saturated AS MATERIALIZED (
   RETURNING c.limit_id
 ), spent AS (
   UPDATE limits l SET
-    tokens = CASE WHEN l.rate IS NULL THEN l.tokens
-      ELSE LEAST(l.burst, ${tokensNow('l')} + u.swept_tokens) - u.n - ${CREDIT_GRAINS} * u.k END,
+    tokens = CASE WHEN l.rate IS NULL THEN l.tokens ELSE ${tokensNow('l')} + u.swept_tokens - u.n - ${CREDIT_GRAINS} * u.k END,
     refilled_at = GREATEST(l.refilled_at, $2),
     (recent_at, recent_n) = (${windowAfter('l', 'CASE WHEN l.rate IS NULL THEN 0 ELSE u.n + u.k END', '$2', AFTER_GRANT)}),
     in_use = u.in_use + CASE WHEN l.max_concurrency IS NULL THEN 0 ELSE u.n + ${CREDIT_GRAINS} * u.k END,
@@ -256,10 +255,13 @@ const SLOTS_TAKEN = `NULLIF(ARRAY(
   ), '{}')`;
 
 /**
- * The CTEs of both claims after `taken`: the runs' rows, and one claim row per lease length, with
- * the gates whose slots it took (`slots`: a text[] expression).
+ * The CTEs of the claims after `taken`: the runs' rows, and one claim row per lease length, with
+ * the gates whose slots it took (`slots`: a text[] expression). `after`: a CTE the claim rows are
+ * written after. The gated claim writes its credits first: a claim paid by credits locks a credit
+ * row before it writes its claim row, so a gated claim that wrote a claim row (with the same claim
+ * id, a retry sent twice at once) and then waited for that credit row would deadlock with it.
  */
-const LEASE = (slots: string) => `held AS (
+const LEASE = (slots: string, after = '') => `held AS (
   SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
     COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
@@ -269,7 +271,7 @@ const LEASE = (slots: string) => `held AS (
     gates)
   SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
     $9::uuid, $7::text, ${slots}
-  FROM held GROUP BY lease_ms
+  FROM held${after === '' ? '' : `, (SELECT count(*) FROM ${after}) AS done_first`} GROUP BY lease_ms
   RETURNING lease_token, lease_ms, lease_expires_at
 )`;
 
@@ -342,7 +344,7 @@ const EXHAUSTED = `
  */
 export const runClaimGated = `
 WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
-), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN)}
+), ${candidates(true)}, ${GATES}, ${LEASE(SLOTS_TAKEN, 'granted')}
 SELECT *, (SELECT count(*) > 0 FROM granted) AS credited FROM (${CLAIMED} ORDER BY h.sort_key) claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL

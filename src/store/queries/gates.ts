@@ -138,3 +138,12 @@ export const CREDIT_BATCHES = 16;
 /** The slots the credits of the limit row `l` set aside (no run holds them). */
 export const creditedSlots = (l: string) =>
   `COALESCE((SELECT sum(c.slots) FROM limit_credits c WHERE c.limit_id = ${l}.id), 0)::integer`;
+
+/**
+ * The tokens the credits of the limit row `l` hold: spent from its bucket, not yet by a run. The
+ * bucket refills only up to its burst less these (`tokensNow`), so that bucket and credits
+ * together never hold more than the burst: a run a credit pays for later still counts as taken
+ * then, and no span of d seconds starts more than burst + rate × d.
+ */
+export const creditedTokens = (l: string) =>
+  `COALESCE((SELECT sum(c.tokens) FROM limit_credits c WHERE c.limit_id = ${l}.id), 0)`;

@@ -11,7 +11,7 @@
  * is that, within the one-second window's room (core's `roomAt`, the claim's `roomNow`).
  */
 
-import { creditedSlots, pendingReleases, slotHolders } from './gates.js';
+import { creditedSlots, creditedTokens, pendingReleases, slotHolders } from './gates.js';
 import { roomNow } from './room.js';
 
 const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at, updated_at`;
@@ -37,13 +37,13 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
   tokens = CASE
     WHEN EXCLUDED.rate IS NULL THEN 0
     WHEN l.rate IS NULL THEN EXCLUDED.burst
-    ELSE least(EXCLUDED.burst::double precision,
+    ELSE least(EXCLUDED.burst::double precision - ${creditedTokens('l')},
       l.tokens + l.rate * greatest(0, extract(epoch FROM (EXCLUDED.refilled_at - l.refilled_at))))
   END,
   refilled_at = greatest(l.refilled_at, EXCLUDED.refilled_at),
   updated_at = EXCLUDED.updated_at
 WHERE l.key NOT LIKE 'job:%'
-RETURNING ${LIMIT_COLUMNS.replace('in_use', `l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')} AS in_use`)},
+RETURNING ${LIMIT_COLUMNS.replace('in_use', `GREATEST(0, l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')}) AS in_use`)},
   (xmax = 0) AS created`;
 
 /** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */

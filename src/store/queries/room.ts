@@ -4,10 +4,14 @@
  * statement that decides or shows a limit's room uses these, as core's `limits.ts` computes them.
  */
 import { WINDOW_GRAIN_MS, WINDOW_MS } from '../../core/index.js';
+import { creditedTokens } from './gates.js';
 
-/** Tokens in a limit's bucket (`l`) at `now` ($2), refilled by arithmetic: min(burst, tokens + rate × Δt). */
+/**
+ * Tokens in a limit's bucket (`l`, with its `id`) at `now` ($2), refilled by arithmetic:
+ * min(burst − tokens its credits hold, tokens + rate × Δt) (migration 0017).
+ */
 export const tokensNow = (l: string, now = '$2') =>
-  `LEAST(${l}.burst, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
+  `LEAST(${l}.burst - ${creditedTokens(l)}, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
 
 /** The sub-window index of `now` (core's `grainOf`): floor(epoch ms / WINDOW_GRAIN_MS). */
 export const grainNow = (now: string) =>
