@@ -16,7 +16,7 @@ import { type LimitInput, seededRandom } from '../../src/core/index.js';
 import { type ClaimedRun, PostgresStore } from '../../src/store/index.js';
 import { CREDIT_GRAINS } from '../../src/store/queries/gates.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { job, slotsHeld, uniqueId, upsertJob } from '../setup/factories.js';
+import { job, queueLimitedRuns, slotsHeld, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 const stores: PostgresStore[] = [];
@@ -74,20 +74,14 @@ async function backlog(limit: LimitInput, n: number) {
   await db.store.putLimit({ tenantId, key: 'api', limit, now: T0 - 60_000 });
   const def = job({ pool, handler: 'call-api', limits: ['api'] });
   await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
-  await db.pool.query(
-    `WITH made AS (
-       INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-         backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)
-       SELECT $1, $2, s.t, 3, 'call-api', '{}', $3, 0, 2, 3600, s.t, s.t, s.t, ARRAY[$1 || '/api']
-       FROM generate_series(1, $4::int) AS i,
-         LATERAL (SELECT $5::timestamptz - interval '1 day' + i * interval '1 second' AS t) s
-       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates
-     )
-     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates)
-     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM made`,
-    [tenantId, def.jobId, pool, n, new Date(T0)],
-  );
+  await queueLimitedRuns(db.pool, { tenantId, jobId: def.jobId, pool, n, at: T0 });
   return { tenantId, pool, jobId: def.jobId, gate: `${tenantId}/api` };
+}
+
+/** `n` runs of a job triggered through the store, at slots a second apart from a minute before T0. */
+async function triggerRuns(tenantId: string, jobId: string, n: number) {
+  for (let i = 0; i < n; i++)
+    await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
 }
 
 const claim = (store: PostgresStore, pool: string, max: number, now: number, workerId = 'w-credits') =>
@@ -300,13 +294,7 @@ describe('credits', () => {
     await db.store.putLimit({ tenantId, key, limit: ROOMY, now: T0 - 60_000 });
     const def = job({ pool });
     await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
-    for (let i = 0; i < 30; i++)
-      await db.store.triggerRun({
-        tenantId,
-        jobId: def.jobId,
-        scheduledFor: T0 - 60_000 + i * 1000,
-        now: T0,
-      });
+    await triggerRuns(tenantId, def.jobId, 30);
     const store = newStore();
     expect(await claim(store, pool, 2, T0)).toHaveLength(2);
     const gate = `${tenantId}/${key}`;
@@ -326,13 +314,7 @@ describe('credits', () => {
     const pool = uniqueId('pool-credits-job');
     const def = job({ pool, maxConcurrency: 10_000 });
     await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
-    for (let i = 0; i < 30; i++)
-      await db.store.triggerRun({
-        tenantId,
-        jobId: def.jobId,
-        scheduledFor: T0 - 60_000 + i * 1000,
-        now: T0,
-      });
+    await triggerRuns(tenantId, def.jobId, 30);
     expect(await claim(newStore(), pool, 2, T0)).toHaveLength(2);
     const gate = `${tenantId}/job:${def.jobId}`;
     expect(await credits(gate)).toEqual(granted(T0, 32, 0));
@@ -349,8 +331,7 @@ describe('credits', () => {
     // The job again, with overlap skip: its own gate (cap 1, skip).
     const def = { ...job({ jobId, pool, handler: 'call-api', limits: ['api'] }), overlap: 'skip' as const };
     await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
-    for (let i = 0; i < 20; i++)
-      await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
+    await triggerRuns(tenantId, jobId, 20);
     const store = newStore();
     const jobGate = `${tenantId}/job:${jobId}`;
     for (let round = 0; round < 10; round++) {
@@ -372,8 +353,7 @@ describe('credits', () => {
       job: { ...job({ jobId, pool, handler: 'call-api', limits: ['api'] }), overlap: 'skip' as const },
       now: T0 - 60_000,
     });
-    for (let i = 0; i < 5; i++)
-      await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
+    await triggerRuns(tenantId, jobId, 5);
     const store = newStore();
     expect(await claim(store, pool, 10, T0)).toHaveLength(1);
     const set = (await credits(gate)).reduce((n, c) => n + c.tokens, 0);
@@ -417,8 +397,7 @@ describe('credits', () => {
     const def = job({ jobId, pool, handler: 'call-api', maxConcurrency: 10_000 });
     await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
     const jobGate = `${tenantId}/job:${jobId}`;
-    for (let i = 0; i < 2; i++)
-      await db.store.triggerRun({ tenantId, jobId, scheduledFor: T0 - 60_000 + i * 1000, now: T0 - 60_000 });
+    await triggerRuns(tenantId, jobId, 2);
     const store = newStore();
     const first = await claim(store, pool, 2, T0);
     expect(first).toHaveLength(2);

@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { job, uniqueId, upsertJob } from '../setup/factories.js';
+import { job, queueLimitedRuns, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 const stores: PostgresStore[] = [];
@@ -37,19 +37,7 @@ async function backlog(n: number): Promise<{ tenantId: string; pool: string }> {
   await db.store.putLimit({ tenantId, key: 'api', limit: { rate: RATE, burst: BURST }, now: T0 - 60_000 });
   const def = job({ pool, handler: 'call-api', limits: ['api'] });
   await upsertJob(db.store, { tenantId, job: def, now: T0 - 60_000 });
-  await db.pool.query(
-    `WITH made AS (
-       INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-         backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)
-       SELECT $1, $2, s.t, 3, 'call-api', '{}', $3, 0, 2, 3600, s.t, s.t, s.t, ARRAY[$1 || '/api']
-       FROM generate_series(1, $4::int) AS i,
-         LATERAL (SELECT $5::timestamptz - interval '1 day' + i * interval '1 second' AS t) s
-       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates
-     )
-     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates)
-     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, gates FROM made`,
-    [tenantId, def.jobId, pool, n, new Date(T0)],
-  );
+  await queueLimitedRuns(db.pool, { tenantId, jobId: def.jobId, pool, n, at: T0 });
   return { tenantId, pool };
 }
 
