@@ -67,11 +67,12 @@ export const skipRuns = (src: string, now: string) => `
  * Gives back, for `now`, the concurrency slots of the runs a CTE named `ended` (run_id,
  * lease_token, tenant_id, job_id, gates) held under the claims a CTE named `claims` (lease_token,
  * gates) read. `freed` counts the slots per gate (gates of the run's that its claim took a slot
- * of; counted per distinct gate set first). Without a lock on any limit row (migration 0015): `released` adds them to the limits'
- * release totals (the shard of this connection, rows taken in id order, so two completions that
- * share a shard never deadlock), which the next claim through a limit folds into `in_use`, and wakes
- * idle claimers (`pg_notify`, once per transaction) when a limit may have been full (its `in_use`,
- * releases not folded counted, at its cap), so runs it held back may go now. Only then: a
+ * of; counted per distinct gate set first). Without a lock on any limit row (migration 0015):
+ * `released` adds them to the limits' release totals (the shard of this connection, rows taken
+ * in id order, so two completions that share a shard never deadlock), which the next claim
+ * through a limit folds into `in_use`, and wakes idle claimers (`pg_notify`, once per
+ * transaction) when a limit may have been full (its `in_use`, releases not folded counted, at its
+ * cap), so runs it held back may go now. Only then: a
  * transaction that notifies takes a lock that serialises its commit with every other notifying
  * one.
  * A job's gate with overlap `skip` is written at once instead: `freeing` locks it (in gate order,
