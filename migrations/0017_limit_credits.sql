@@ -35,11 +35,13 @@ CREATE TABLE limit_credits (
 ) WITH (fillfactor = 50);
 
 -- Limits as they stand: `in_use` less the releases not folded yet (migration 0015) and less the
--- slots credits set aside, which no run holds.
+-- slots credits set aside, which no run holds; `credited_tokens`, the tokens credits hold (the
+-- bucket refills only up to its burst less these).
 CREATE OR REPLACE VIEW limit_states AS
 SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.max_concurrency,
   l.in_use - GREATEST(0, COALESCE((SELECT sum(r.released) FROM limit_releases r WHERE r.limit_id = l.id), 0)
     - l.released)::integer
     - COALESCE((SELECT sum(c.slots) FROM limit_credits c WHERE c.limit_id = l.id), 0)::integer AS in_use,
-  l.overlap, l.busy_from, l.freed_at, l.created_at, l.updated_at, l.id, l.recent_at, l.recent_n
+  l.overlap, l.busy_from, l.freed_at, l.created_at, l.updated_at, l.id, l.recent_at, l.recent_n,
+  COALESCE((SELECT sum(c.tokens) FROM limit_credits c WHERE c.limit_id = l.id), 0)::double precision AS credited_tokens
 FROM limits l;

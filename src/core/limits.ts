@@ -193,7 +193,13 @@ export interface Pacing extends RecentStarts {
   /** Tokens in the bucket at `refilledAtMs`. */
   tokens: number;
   refilledAtMs: number;
+  /** Tokens its credits hold (store migration 0017): the bucket refills up to burst less these. Default 0. */
+  credited?: number;
 }
+
+/** The bucket of `p` at `nowMs`: refilled, up to its burst less what its credits hold. */
+const bucketAt = (p: Pacing, nowMs: number) =>
+  tokensAfter({ ...p, burst: p.burst - (p.credited ?? 0) }, nowMs - p.refilledAtMs);
 
 /**
  * The room of a limit with a rate at `nowMs`: what a claim may take from it now (its whole part),
@@ -202,7 +208,7 @@ export interface Pacing extends RecentStarts {
  * (`roomNow`), for what the API, the gauges and `waitingFor` answer.
  */
 export function roomAt(p: Pacing, nowMs: number): number {
-  return Math.min(tokensAfter(p, nowMs - p.refilledAtMs), windowCap(p) - windowUsed(p, nowMs));
+  return Math.min(bucketAt(p, nowMs), windowCap(p) - windowUsed(p, nowMs));
 }
 
 /**
@@ -211,7 +217,7 @@ export function roomAt(p: Pacing, nowMs: number): number {
  * leave it for one more.
  */
 export function msUntilRoom(p: Pacing, nowMs: number): number {
-  const bucket = msUntilToken({ rate: p.rate, tokens: tokensAfter(p, nowMs - p.refilledAtMs) });
+  const bucket = msUntilToken({ rate: p.rate, tokens: bucketAt(p, nowMs) });
   let over = windowUsed(p, nowMs) - (windowCap(p) - 1);
   let window = 0;
   const entries = p.at

@@ -36,6 +36,7 @@ export function pacingOf(r: Row): Pacing | null {
     refilledAtMs: (r.refilled_at as Date).getTime(),
     at: at.map(Number),
     n: r.recent_n ?? [],
+    credited: Number(r.credited_tokens ?? 0),
   };
 }
 

@@ -373,7 +373,7 @@ describe('credits', () => {
 
   test('a burst is never exceeded: the bucket refills only up to the burst less what credits hold', async () => {
     // Rate 100,000/s, burst 1,000: the one-second window (100,000) never binds; the bucket does.
-    const { pool, gate } = await backlog({ rate: 100_000, burst: 1000 }, 2000);
+    const { tenantId, pool, gate } = await backlog({ rate: 100_000, burst: 1000 }, 2000);
     const withCredits = newStore();
     expect(await claim(withCredits, pool, 10, T0)).toHaveLength(10);
     // k = floor((1000 − 10) / 64) = 15 tokens in each of 4 sub-windows: 60 held by credits.
@@ -384,6 +384,8 @@ describe('credits', () => {
     // 60 ms later the bucket has refilled. At one instant, a claim through the limit row and one
     // paid by a credit of that sub-window: together no more than the burst.
     const at = T0 + 60;
+    // What GET answers agrees: the bucket is back at its burst less the 60 credits hold.
+    expect((await db.store.getLimit({ tenantId, key: 'api', now: at })).tokens).toBe(1000 - 60);
     const gated = await claim(newStore(), pool, 1000, at);
     const paid = await claim(withCredits, pool, 10, at);
     expect(paid).toHaveLength(10);

@@ -14,7 +14,8 @@
 import { creditedSlots, creditedTokens, pendingReleases, slotHolders } from './gates.js';
 import { roomNow } from './room.js';
 
-const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at, updated_at`;
+const LIMIT_COLUMNS = `tenant_id, key, rate, burst, tokens, refilled_at, recent_at, recent_n, max_concurrency, in_use, created_at,
+  updated_at, credited_tokens`;
 
 /**
  * $1 tenant, $2 key, $3 rate, $4 burst, $5 max_concurrency, $6 now.
@@ -43,7 +44,7 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
   refilled_at = greatest(l.refilled_at, EXCLUDED.refilled_at),
   updated_at = EXCLUDED.updated_at
 WHERE l.key NOT LIKE 'job:%'
-RETURNING ${LIMIT_COLUMNS.replace('in_use', `GREATEST(0, l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')}) AS in_use`)},
+RETURNING ${LIMIT_COLUMNS.replace('in_use', `GREATEST(0, l.in_use - ${pendingReleases('l')} - ${creditedSlots('l')}) AS in_use`).replace('credited_tokens', `(${creditedTokens('l')})::double precision AS credited_tokens`)},
   (xmax = 0) AS created`;
 
 /** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */
@@ -97,7 +98,7 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 export const limitGauges = `
 WITH sampled AS (
   SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n,
-    l.max_concurrency, l.in_use,
+    l.max_concurrency, l.in_use, l.credited_tokens,
     (l.rate IS NOT NULL AND ${roomNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
     count(*) OVER ()::int AS total
   FROM limit_states l
@@ -112,7 +113,7 @@ WITH sampled AS (
   GROUP BY s.gate
 )
 SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.recent_at, s.recent_n, s.max_concurrency,
-  s.in_use, s.total,
+  s.in_use, s.credited_tokens, s.total,
   coalesce(h.n, 0) AS held_runs
 FROM sampled s LEFT JOIN held h ON h.gate = s.gate
 ORDER BY s.gate`;

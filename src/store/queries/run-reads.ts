@@ -177,7 +177,8 @@ LIMIT $3`;
  * slots, and one run holding a slot: what `waitingFor` reads to say what holds the run.
  */
 export const runGates = `
-SELECT l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n, l.max_concurrency, l.in_use, l.overlap,
+SELECT l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n, l.credited_tokens, l.max_concurrency,
+  l.in_use, l.overlap,
   (SELECT h.run_id FROM (${slotHolders('ARRAY[l.gate]')}) h LIMIT 1) AS holder
 FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
 JOIN limit_states l ON l.gate = g.gate
