@@ -166,8 +166,10 @@ export class WorkerProcess {
   private waiters: { test: (l: string) => boolean; resolve: () => void }[] = [];
 
   constructor(command: string, args: string[], env: Record<string, string | undefined>) {
+    // A process group of its own: cleanup kills what it started too (a shell worker's curl).
     this.child = spawn(command, args, {
       env: { ...process.env, TOCK_URL: undefined, TOCK_KEY: undefined, ...env },
+      detached: true,
     });
     const take = (stream: NodeJS.ReadableStream) => {
       let buffer = '';
@@ -230,10 +232,23 @@ export class WorkerProcess {
     }
   }
 
-  /** Stops it for good (tests' cleanup). */
-  async kill(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGKILL');
-    await this.exited;
+  /**
+   * Tests' cleanup: SIGTERM (a drain, so that nothing it claimed is left under a lease), then after
+   * `graceMs` SIGKILL to its process group (what it started too, such as a shell worker's curl).
+   */
+  async kill(graceMs = 5_000): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGTERM');
+      await this.exitCode(graceMs).catch(() => {});
+    }
+    const pid = this.child.pid;
+    if (pid !== undefined) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }
+    if (this.child.exitCode === null && this.child.signalCode === null) await this.exited;
   }
 }

@@ -29,7 +29,9 @@ beforeAll(async () => {
   op = new Operator(server, admin);
 });
 
-afterEach(async () => {
+afterEach(async (ctx) => {
+  // A failed test shows what its workers said.
+  if (ctx.task.result?.state === 'fail') for (const w of workers) console.log(w.output);
   await Promise.all(workers.splice(0).map((w) => w.kill()));
 });
 
@@ -89,12 +91,12 @@ describe('the Python example worker', () => {
 
     await w.waitFor(`"run_id": "${failing}"`);
     expect(about(w, failing)).toContain('run failed; dead-lettered');
-    // The results went through the batched route, not the per-run fallback.
-    expect(w.output).not.toContain('completing one run per request');
 
     w.child.kill('SIGTERM');
     expect(await w.exitCode(10_000)).toBe(0);
     expect(w.output).toContain('worker stopped');
+    // The results went through the batched route, not the per-run fallback.
+    expect(w.output).not.toContain('completing one run per request');
   });
 
   test('SIGTERM: a handler within the grace finishes, one past it is released (no attempt spent); exit 0', async () => {

@@ -45,8 +45,8 @@ FLUSH_S=10 # after the grace, how long results and releases may still take on sh
 # Handlers: handle_<name> gets the run (JSON: run_id, job_id, attempt, payload, ...) in $1.
 # ---------------------------------------------------------------------------------------------
 
-# The payload, as JSON.
-handle_echo() { jq -c '.payload' <<<"$1"; }
+# The payload: a string as it is, anything else as JSON.
+handle_echo() { jq -r '.payload | if type == "string" then . else tojson end' <<<"$1"; }
 
 # Sleeps payload.seconds (default 1).
 handle_sleep() {
@@ -305,7 +305,13 @@ complete() {
     id=$(jq -r .run_id <<<"$entry")
     api POST "/v1/runs/$id/complete" "$(jq -c 'del(.run_id)' <<<"$entry")" || continue
     case $API_STATUS in
-    200) log "run $(jq -r '.state' "$WORK/answer") run_id=$id" ;;
+    200)
+      case $(jq -r '.state' "$WORK/answer") in
+      succeeded) log "run succeeded run_id=$id" ;;
+      dead) log "run failed; dead-lettered run_id=$id" ;;
+      *) log "run failed; will retry run_id=$id" ;;
+      esac
+      ;;
     *) log "result dropped (HTTP $API_STATUS $(jq -r '.error.code // ""' "$WORK/answer")) run_id=$id" ;;
     esac
   done <"$WORK/results"
