@@ -108,6 +108,8 @@ export type HttpClaimParams = Omit<ClaimRunsParams, 'now' | 'tenantId' | 'tenant
 export class HttpLeaseSource implements LeaseSource {
   readonly client: TockClient;
   readonly workerId: string;
+  /** Claims long-poll (`waitMs` > 0): the worker claims again at once after a short answer. */
+  readonly waitsForWork: boolean;
   private readonly waitMs: number;
   private readonly clock: Clock;
   private readonly claimTimeoutMs: number;
@@ -145,6 +147,7 @@ export class HttpLeaseSource implements LeaseSource {
     this.workerId = o.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
+    this.waitsForWork = this.waitMs > 0;
     this.clock = o.clock ?? new SystemClock();
     this.claimTimeoutMs = o.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   }
