@@ -166,6 +166,12 @@ export interface LeaseSource {
    * under it): a `Worker` given no id of its own takes this one, and refuses a different one.
    */
   readonly workerId?: string;
+  /**
+   * True when a claim waits for work where the runs are (an HTTP source's long-poll): an answer
+   * with fewer runs than asked, or none after a wait, is no reason to sleep, so the worker claims
+   * again at once, and that claim waits in its turn.
+   */
+  readonly waitsForWork?: boolean;
   /** Leases up to `max` claimable runs, best `sort_key` first, each with a fresh token. */
   claimRuns(p: ClaimRunsParams): Promise<ClaimedRun[]>;
   /** Renews every live lease in one statement; the rest come back as lost. */

@@ -32,6 +32,13 @@ import { FailureLog } from './failure-log.js';
  */
 export const START_MARGIN_MS = 1000;
 
+/**
+ * An empty answer of a source that waits for work (`waitsForWork`) sooner than this, ms, did not
+ * wait (the server is closing, or was told not to): the worker sleeps its poll interval before the
+ * next claim instead of claiming again at once, so it cannot loop on such answers.
+ */
+export const LONG_POLL_ANSWERED_EARLY_MS = 100;
+
 /** Why a held run was not started: its lease had expired, or was about to, when its turn came. */
 export const LEASE_TOO_SHORT = 'lease expired or about to expire before the run started';
 
@@ -48,7 +55,7 @@ export interface ClaimScope {
 }
 
 export interface ProducerOptions {
-  source: Pick<LeaseSource, 'claimRuns' | 'releaseRuns' | 'listen' | 'nextAvailableAt'>;
+  source: Pick<LeaseSource, 'claimRuns' | 'releaseRuns' | 'listen' | 'nextAvailableAt' | 'waitsForWork'>;
   clock: Clock;
   logger: Logger;
   runs: ActiveRuns;
@@ -194,6 +201,10 @@ export class Producer {
     this.pump();
     this.starved = claimed.length < free;
     if (claimed.length === free) return runs.size - runs.finishing < capacity;
+    // The claim waited for work on the server: claim again at once, and that claim waits in turn.
+    // Not after an empty answer that did not wait (a server closing): that waits the poll interval.
+    if (source.waitsForWork)
+      return claimed.length > 0 || clock.nowMs() - sentAt >= LONG_POLL_ANSWERED_EARLY_MS;
     if (this.claiming && source.nextAvailableAt) {
       // As of the claim: what frees between it and this answer (a limit's window) is then in it.
       const next = await source.nextAvailableAt({
