@@ -3,7 +3,7 @@
  * keys: it runs triggered runs and records their outputs, a permanent failure is dead-lettered at
  * once and a retryable one retried, SIGTERM drains it (a handler within the grace finishes, one past
  * it is released without spending an attempt) and it exits 0, a run whose lease was revoked is
- * dropped, it rides out a server killed and
+ * dropped, one past its timeout fails, it rides out a server killed and
  * started again mid-run, and a refused key (wrong, revoked, or without the `work` permission) stops
  * it with exit code 2.
  */
@@ -138,6 +138,23 @@ describe('the Python example worker', () => {
     // The worker has room again and goes on.
     const next = await op.trigger('py-after-cancel', 'echo', 'next');
     expect((await op.runIn(next, 'succeeded')).attempts[0].output).toBe('next');
+  });
+
+  test('a handler past its timeout_seconds fails the attempt (retryable); its late result is ignored', async () => {
+    const w = startWorker(['--concurrency', '2']);
+    await w.waitFor('worker started');
+    const runId = await op.trigger(
+      'py-too-slow',
+      'sleep',
+      { seconds: 60 },
+      { timeout_seconds: 1, max_attempts: 1 },
+    );
+    // Retryable, but its only attempt is spent: dead.
+    const run = await op.runIn(runId, 'dead', 10_000);
+    expect(run.attempts).toHaveLength(1);
+    expect(run.attempts[0].error).toBe('TimeoutError: the handler ran past 1s');
+    // The handler saw `cancelled` and returned; what it returned is not sent.
+    await w.waitFor(`"msg": "result dropped: the run is no longer ours", "run_id": "${runId}"`, 5_000);
   });
 
   test('a wrong key, a key without the work permission, and a revoked key stop it with exit code 2', async () => {

@@ -325,7 +325,8 @@ run_batch() {
   : >"$WORK/results"
   : >"$WORK/lost"
   lease_ms=$(jq "$JQ_MS"' (.server_time | ms) as $now | [.runs[] | (.lease_expires_at | ms)] | min - $now' "$WORK/batch.json")
-  heartbeat_loop "$WORK/batch.json" $((lease_ms / 3)) &
+  # A third of the shortest lease of the batch (not below 200 ms, whatever the clocks say).
+  heartbeat_loop "$WORK/batch.json" $((lease_ms / 3 > 200 ? lease_ms / 3 : 200)) &
   hb=$!
   for ((i = 0; i < n; i++)); do
     run=$(jq -c ".runs[$i]" "$WORK/batch.json")
