@@ -78,6 +78,8 @@ describe('the shell example worker', () => {
     expect(retried.attempts[1].output).toBe('succeeded on attempt 2\n');
 
     await w.waitFor(`run failed; dead-lettered run_id=${failing}`);
+    // One claim took the three, and one request reported them.
+    expect(w.output).toContain('sending 3 results in one request');
 
     w.child.kill('SIGTERM');
     expect(await w.exitCode(15_000)).toBe(0);

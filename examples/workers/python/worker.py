@@ -125,7 +125,7 @@ LEASE_FRACTION = 3  # renew at a third of the lease: two renewals may fail befor
 # Logging: one line per event, text for people or JSON for machines (`--log-format json`).
 # ---------------------------------------------------------------------------------------------
 
-_log_lock = threading.Lock()
+_log_lock = threading.RLock()  # re-entrant: a signal handler logs, maybe while its thread was logging
 _log_json = False
 
 
@@ -342,13 +342,6 @@ class Worker:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        for name, target in (("claimer", self.claim_loop), ("heartbeat", self.heartbeat_loop)):
-            self.threads[name] = threading.Thread(target=self.guard(target), name=name, daemon=True)
-        self.threads["completer"] = threading.Thread(target=self.guard(self.complete_loop), name="completer", daemon=True)
-        for i in range(self.cfg.concurrency):
-            threading.Thread(target=self.guard(self.execute_loop), name=f"handler-{i}", daemon=True).start()
-        for t in self.threads.values():
-            t.start()
         log(
             "info",
             "worker started; SIGTERM or Ctrl-C drains it",
@@ -358,6 +351,13 @@ class Worker:
             handlers=list(self.handlers),
             concurrency=self.cfg.concurrency,
         )
+        for name, target in (("claimer", self.claim_loop), ("heartbeat", self.heartbeat_loop)):
+            self.threads[name] = threading.Thread(target=self.guard(target), name=name, daemon=True)
+        self.threads["completer"] = threading.Thread(target=self.guard(self.complete_loop), name="completer", daemon=True)
+        for i in range(self.cfg.concurrency):
+            threading.Thread(target=self.guard(self.execute_loop), name=f"handler-{i}", daemon=True).start()
+        for t in self.threads.values():
+            t.start()
         while not self.wake.wait(0.5):
             pass
         if self.refused is not None:
@@ -475,15 +475,12 @@ class Worker:
                 # leased to it rather than leasing more (a lost answer strands nothing).
                 "claim_id": str(uuid.uuid4()),
             }
-            sent = time.time()
             try:
                 a = self.api.call("POST", "/v1/leases", body, timeout=cfg.wait_ms / 1000 + 15, give_up=self.stopping)
             except Unavailable:
                 return  # stopping
-            if self.stopping.is_set() and a.status == 200 and a.body["runs"]:
-                # Answered just as we stopped: hold them so that shutdown releases them.
-                pass
-            elif a.status != 200:
+            # A claim answered just as we stopped is held like any other: shutdown releases its runs.
+            if a.status != 200:
                 log("error", "claim refused", status=a.status, code=a.code, error=a.message)
                 if a.status == 400:  # our request is wrong (pool or handler names): retrying will not help
                     self.exit_code = 1
@@ -493,7 +490,9 @@ class Worker:
                 self.stopping.wait(BACKOFF_CAP_S)
                 continue
             server_now = _instant(a.body["server_time"])
-            self.offset_s = server_now - (sent + time.time()) / 2
+            # server_time is when the answer left (a long-poll may have waited before): good to
+            # within the answer's way back, enough for started_at, which the server bounds anyway.
+            self.offset_s = server_now - time.time()
             for run in a.body["runs"]:
                 h = Held(run, max(1.0, _instant(run["lease_expires_at"]) - server_now))
                 with self.lock:

@@ -82,7 +82,9 @@ for tool in curl jq; do
 done
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/tock-sh-worker.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+MAIN_PID=$BASHPID
+# Only this shell removes the scratch directory, never a subshell that ends (a background job).
+trap '[[ $BASHPID != "$MAIN_PID" ]] || rm -rf "$WORK"' EXIT
 STOPPING=0
 STOP_DEADLINE=0
 
@@ -128,6 +130,8 @@ api() {
   fi
   API_STATUS=0
   while :; do
+    # A signal handled just before (between two commands) did not interrupt a wait: check here.
+    [[ ${ABORTABLE:-0} == 1 && $STOPPING == 1 ]] && return 1
     tries=$((tries + 1))
     : >"$out"
     curl "${args[@]}" "$TOCK_URL$path" >"$out.code" 2>"$out.err" &
@@ -281,6 +285,7 @@ execute() {
 complete() {
   [[ -s $WORK/results ]] || return 0
   if [[ ${BATCH_ROUTE:-1} == 1 ]]; then
+    log "sending $(wc -l <"$WORK/results") results in one request"
     api POST /v1/runs/complete "$(jq -sc '{results: .}' "$WORK/results")" || {
       log "results not delivered; their runs will be retried"
       return
