@@ -93,7 +93,9 @@ export class TockProcesses {
     child.label = name;
     child.out = '';
     child.err = '';
+    child.head = ''; // the first TAIL_BYTES of both streams: where a failure starts
     const keep = (key) => (chunk) => {
+      if (child.head.length < TAIL_BYTES) child.head += chunk;
       child[key] += chunk;
       if (child[key].length > TAIL_BYTES) child[key] = child[key].slice(-TAIL_BYTES);
     };
@@ -114,12 +116,15 @@ export class TockProcesses {
     return child;
   }
 
-  /** Throws, with its output, if `child` has exited. */
+  /** Throws, with its output (its first error line, then its last lines), if `child` has exited. */
   check(child) {
-    if (child.exitCode !== null || child.signalCode !== null || !this.running.has(child))
-      throw new Error(
-        `${child.label} exited (${child.exitCode ?? child.signalCode}): ${child.err.trim().slice(-2000) || child.out.trim().slice(-2000)}`,
-      );
+    if (child.exitCode === null && child.signalCode === null && this.running.has(child)) return;
+    const log = `${child.head}\n${child.out}\n${child.err}`;
+    const firstError = log.split('\n').find((l) => /"level":(40|50|60)|^tock: /.test(l));
+    throw new Error(
+      `${child.label} exited (${child.exitCode ?? child.signalCode})` +
+        `${firstError ? `; first warning or error: ${firstError.slice(0, 2000)}` : ''}; last output: ${child.err.trim().slice(-1500) || child.out.trim().slice(-1500)}`,
+    );
   }
 
   /** Waits until `pattern` appears on `child`'s stdout; returns its match. Throws on exit or after `timeoutMs`. */

@@ -39,7 +39,6 @@ import {
   postgresCpu,
   recreateDatabase,
   seedBacklog,
-  summarise,
 } from '../lib.mjs';
 import { freePort, processCpuMs, runTockSync, TockProcesses } from '../processes.mjs';
 import { databaseTime, durationOption, overRounds, percentiles, registerJobs, sleep } from '../timing.mjs';
@@ -56,7 +55,7 @@ const POLL_MS = 250;
 
 /** Sizes: `TOCK_BENCH_HTTP_RUNS` sets the backlog, `TOCK_BENCH_DURATION` the latency window. */
 function sizes(ctx) {
-  const runs = Number(process.env.TOCK_BENCH_HTTP_RUNS || (ctx.smoke ? 1000 : 100_000));
+  const runs = Number(process.env.TOCK_BENCH_HTTP_RUNS || (ctx.smoke ? 500 : 100_000));
   if (!Number.isInteger(runs) || runs < 100) throw new Error('TOCK_BENCH_HTTP_RUNS must be an integer ≥ 100');
   const duration = durationOption(ctx, ctx.smoke ? 3000 : 30_000);
   return {
@@ -98,6 +97,13 @@ function requestsBetween(before, after) {
   });
   return out;
 }
+
+/** The requests by route and status, for a progress line: `POST /v1/leases 200 × 12, …`. */
+const breakdown = (requests) =>
+  Object.entries(requests)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} × ${fmt(v)}`)
+    .join(', ');
 
 const total = (requests) => Object.values(requests).reduce((a, b) => a + b, 0);
 const rateLimited = (requests) =>
@@ -231,7 +237,8 @@ async function drain({ procs, admin, url, key, servers, layout, n, capMs, round 
   );
   const done = rows[0].n;
   if (done === 0) throw new Error(`${layout.label}: no run finished in ${capMs / 1000} s`);
-  const perRun = (ms) => (last.done > first.done ? (ms * 1000) / (last.done - first.done) : null);
+  const perRun = (ms) =>
+    first !== null && last.done > first.done && ms !== null ? (ms * 1000) / (last.done - first.done) : null;
   const httpRequests = layout.workers.some((w) => w.server !== null);
   return {
     runs: n,
@@ -242,9 +249,9 @@ async function drain({ procs, admin, url, key, servers, layout, n, capMs, round 
     requests,
     requestsPerRun: httpRequests ? total(requests) / done : null,
     rateLimited: httpRequests ? rateLimited(requests) : null,
-    workerCpuUsPerRun: perRun(last.cpu.workers - first.cpu.workers),
-    serverCpuUsPerRun: httpRequests ? perRun(last.cpu.servers - first.cpu.servers) : null,
-    postgresCpuUsPerRun: perRun(cpuDelta(first.cpu.postgres, last.cpu.postgres)),
+    workerCpuUsPerRun: perRun(last && last.cpu.workers - first.cpu.workers),
+    serverCpuUsPerRun: httpRequests ? perRun(last && last.cpu.servers - first.cpu.servers) : null,
+    postgresCpuUsPerRun: perRun(last && cpuDelta(first.cpu.postgres, last.cpu.postgres)),
   };
 }
 
@@ -334,18 +341,27 @@ async function latencyWindow({ procs, admin, url, key, server, via, time, concur
   };
 }
 
+/** Median, min and max of `key` over the rounds that have it (failed rounds have none). */
+const over = (rounds, key) => overRounds(rounds, (f) => (f.error ? null : f[key]));
+const failures = (rounds) => rounds.filter((f) => f.error).length;
+/** `cell`, or how many rounds failed beside it. */
+const withFailures = (rounds, cell) =>
+  failures(rounds) === 0 ? cell : `${cell} (${failures(rounds)} of ${rounds.length} failed)`;
+
 /** The throughput table and its per-layout summaries. */
 function throughputReport(results, concurrency) {
   const base = results.find((r) => r.name === 'database');
   const out = results.map((r) => ({
     ...r,
-    runsPerSecond: summarise(r.rounds.map((f) => f.runsPerSecond)),
-    ratio: summarise(r.rounds.map((f, i) => f.runsPerSecond / base.rounds[i].runsPerSecond)),
+    runsPerSecond: over(r.rounds, 'runsPerSecond'),
+    // Within each round, against that round's database drain.
+    ratio: overRounds(
+      r.rounds.map((f, i) => ({
+        ratio: f.error || base.rounds[i].error ? null : f.runsPerSecond / base.rounds[i].runsPerSecond,
+      })),
+      'ratio',
+    ),
   }));
-  const med = (r, k) => {
-    const xs = r.rounds.map((f) => f[k]).filter((x) => x !== null && !Number.isNaN(x));
-    return xs.length === 0 ? null : summarise(xs).median;
-  };
   const table = markdownTable(
     [
       `throughput (total concurrency ${concurrency})`,
@@ -358,33 +374,40 @@ function throughputReport(results, concurrency) {
       'PostgreSQL CPU µs/run',
       'drained',
     ],
-    out.map((r) => [
-      r.label,
-      fmtRange(r.runsPerSecond),
-      r === base
-        ? ''
-        : `${fmt(r.ratio.median * 100)} % (${fmt(r.ratio.min * 100)}–${fmt(r.ratio.max * 100)})`,
-      r === base ? '' : fmt(med(r, 'requestsPerRun'), 3),
-      r === base ? '' : r.rounds.map((f) => fmt(f.rateLimited)).join(', '),
-      fmt(med(r, 'workerCpuUsPerRun'), 1),
-      r === base ? '' : fmt(med(r, 'serverCpuUsPerRun'), 1),
-      fmt(med(r, 'postgresCpuUsPerRun'), 1),
-      r.rounds.map((f) => (f.capped ? `${fmt(f.succeeded)} of ${fmt(f.runs)} (capped)` : 'all')).join(', '),
-    ]),
+    out.map((r) => {
+      const http = r !== base;
+      return [
+        r.label,
+        withFailures(r.rounds, fmtRange(r.runsPerSecond)),
+        http && r.ratio.median !== null ? `${fmtRange(mapRange(r.ratio, (x) => x * 100))} %` : '',
+        http ? fmt(over(r.rounds, 'requestsPerRun').median, 3) : '',
+        http ? r.rounds.map((f) => (f.error ? '–' : fmt(f.rateLimited))).join(', ') : '',
+        fmt(over(r.rounds, 'workerCpuUsPerRun').median, 1),
+        http ? fmt(over(r.rounds, 'serverCpuUsPerRun').median, 1) : '',
+        fmt(over(r.rounds, 'postgresCpuUsPerRun').median, 1),
+        r.rounds
+          .map((f) =>
+            f.error ? 'failed' : f.capped ? `${fmt(f.succeeded)} of ${fmt(f.runs)} (capped)` : 'all',
+          )
+          .join(', '),
+      ];
+    }),
   );
   return { out, table };
 }
 
+const mapRange = (r, f) => ({ median: f(r.median), min: f(r.min), max: f(r.max) });
+
 /** The latency table and its per-path summaries. */
-function latencyReport(results, concurrency) {
+function latencyReport(results, concurrency, w) {
   const out = results.map((r) => ({
     ...r,
-    p50: overRounds(r.rounds, 'p50'),
-    p95: overRounds(r.rounds, 'p95'),
-    p99: overRounds(r.rounds, 'p99'),
-    max: overRounds(r.rounds, 'max'),
-    recordedP99: overRounds(r.rounds, 'recordedP99'),
-    claimedP99: overRounds(r.rounds, 'claimedP99'),
+    p50: over(r.rounds, 'p50'),
+    p95: over(r.rounds, 'p95'),
+    p99: over(r.rounds, 'p99'),
+    max: over(r.rounds, 'max'),
+    recordedP99: over(r.rounds, 'recordedP99'),
+    claimedP99: over(r.rounds, 'claimedP99'),
     keptUpRounds: r.rounds.filter((f) => f.keptUp).length,
   }));
   const table = markdownTable(
@@ -404,21 +427,128 @@ function latencyReport(results, concurrency) {
     ],
     out.map((o) => [
       o.label,
-      `${fmt(o.rounds[0].rate)}/s × ${o.rounds[0].seconds} s`,
-      fmtRange(o.p50, 1),
+      `${fmt(w.rate)}/s × ${w.seconds} s`,
+      withFailures(o.rounds, fmtRange(o.p50, 1)),
       fmtRange(o.p95, 1),
       fmtRange(o.p99, 1),
       fmtRange(o.max, 0),
       fmtRange(o.recordedP99, 1),
       fmtRange(o.claimedP99, 1),
-      `${fmt(overRounds(o.rounds, 'started').median)} / ${fmt(o.rounds[0].expected)}`,
+      `${fmt(over(o.rounds, 'started').median)} / ${fmt(w.rate * w.seconds)}`,
       `${o.keptUpRounds}/${o.rounds.length}`,
-      fmt(overRounds(o.rounds, 'requestsPerSecond').median),
-      o.rounds.map((f) => fmt(f.rateLimited)).join(', '),
+      fmt(over(o.rounds, 'requestsPerSecond').median),
+      o.rounds.map((f) => (f.error ? '–' : fmt(f.rateLimited))).join(', '),
     ]),
   );
   return { out, table };
 }
+
+/** `measure()`'s figures, or `{ error }` when it throws: one failed drain does not end the scenario. */
+async function attempt(ctx, what, measure) {
+  try {
+    return await measure();
+  } catch (err) {
+    ctx.log(`${what}: FAILED: ${String(err?.message ?? err).slice(0, 3000)}`);
+    return { error: String(err?.message ?? err) };
+  }
+}
+
+/** The throughput rounds, interleaved: database, http-1, http-2 in each. */
+async function throughputRounds(ctx, { procs, admin, url, key, s }) {
+  // Two servers up throughout (the database layout runs beside them too).
+  const servers = [await startServer(procs, 'server-1', url), await startServer(procs, 'server-2', url)];
+  const results = layouts(s.concurrency).map((l) => ({ ...l, rounds: [] }));
+  for (let r = 1; r <= ctx.rounds; r++) {
+    for (const layout of results) {
+      const what = `round ${r}/${ctx.rounds} ${layout.label}`;
+      const f = await attempt(ctx, what, () =>
+        drain({ procs, admin, url, key, servers, layout, n: s.runs, capMs: s.capMs, round: r }),
+      );
+      layout.rounds.push(f);
+      if (f.error) continue;
+      ctx.log(
+        `${what}: ${fmt(f.runsPerSecond)} runs/s ` +
+          `(${fmt(f.succeeded)} runs in ${f.seconds.toFixed(2)} s${f.capped ? ', CAPPED' : ''})` +
+          (f.requestsPerRun === null
+            ? ''
+            : `; ${fmt(f.requestsPerRun, 3)} requests/run (${breakdown(f.requests)})`),
+      );
+    }
+  }
+  for (const server of servers) await procs.stop(server.child);
+  return results;
+}
+
+/** The latency rounds: one server schedules; the worker goes through it or to the database. */
+async function latencyRounds(ctx, { procs, admin, url, key, s }) {
+  const c = s.concurrency;
+  const server = await startServer(procs, 'server-latency', url);
+  const time = await databaseTime(url);
+  const results = [
+    { via: 'database', label: `tock worker --database-url, ${c}`, rounds: [] },
+    { via: 'http', label: `tock worker --url, ${c}, through 1 tock server`, rounds: [] },
+  ];
+  for (let r = 1; r <= ctx.rounds; r++) {
+    for (const l of results) {
+      const what = `round ${r}/${ctx.rounds} ${fmt(s.latency.rate)}/s × ${s.latency.seconds} s, ${l.label}`;
+      const f = await attempt(ctx, what, () =>
+        latencyWindow({
+          procs,
+          admin,
+          url,
+          key,
+          server,
+          via: l.via,
+          time,
+          concurrency: c,
+          w: s.latency,
+          round: r,
+        }),
+      );
+      l.rounds.push(f);
+      if (f.error) continue;
+      ctx.log(
+        `${what}: p50 ${fmt(f.p50, 1)} / p99 ${fmt(f.p99, 1)} / max ${fmt(f.max, 1)} ms ` +
+          `(started_at p99 ${fmt(f.recordedP99, 1)}, claimed_at p50/p99 ${fmt(f.claimedP50, 1)}/${fmt(f.claimedP99, 1)}); ` +
+          `started ${fmt(f.started)}/${fmt(f.expected)}${f.keptUp ? '' : ' — did NOT keep up'}; ` +
+          `${fmt(f.requestsPerSecond)} requests/s (${breakdown(f.requests) || 'none'})`,
+      );
+    }
+  }
+  await procs.stop(server.child);
+  return results;
+}
+
+/** The targets of issue 19 item 3, and what the figures rest on. */
+function scenarioNotes(s, tp, lt) {
+  const notes = [];
+  for (const r of tp.out.filter((x) => x.name !== 'database')) {
+    const ratio = r.ratio.median;
+    notes.push(
+      `${r.label}: ${ratio === null ? '–' : fmt(ratio * 100)} % of the database worker's runs/s, median per round (target ≥ 50 %: ${ratio !== null && ratio >= 0.5 ? 'met' : 'NOT met'})`,
+    );
+  }
+  const http = lt.out.find((o) => o.via === 'http');
+  const p99 = http.p99.median;
+  const met = p99 !== null && p99 <= 25 && http.keptUpRounds === http.rounds.length;
+  notes.push(
+    `${http.label} at ${fmt(s.latency.rate)}/s: p99 ${fmt(p99, 1)} ms (target ≤ 25 ms at 1,000/s: ${
+      s.latency.rate < 1000 ? 'not measured at 1,000/s' : met ? 'met' : 'NOT met'
+    })`,
+  );
+  if ([...tp.out, ...lt.out].some((r) => r.rounds.some((f) => f.rateLimited > 0)))
+    notes.push(
+      'The tenant request quota (200/s and a burst of 400 per server process, the default) answered 429 in some drains or windows (the 429s column): those figures are bounded by the quota.',
+    );
+  return notes;
+}
+
+const SETUP_NOTES = (s) => [
+  `Throughput: ${fmt(s.runs)} ready runs a drain (TOCK_BENCH_HTTP_RUNS), no-op handler; runs/s = runs succeeded ÷ (last finished_at − first started_at), from the database. A drain still going after ${s.capMs / 1000} s is stopped and measured over the runs it finished.`,
+  'Workers are real `tock worker` processes (`--log-level warn`: at info a worker logs two lines a run); servers real `tock server` processes at their defaults, the scheduler and reaper idle. http-2: one worker per server, each with half the concurrency and prefetch. Requests and 429s from the servers’ /metrics (--metrics-port).',
+  'CPU per run: from the first poll that saw a finished run to the last, over the runs finished in between. PostgreSQL CPU counts every postgres process on the machine.',
+  `Start latency: ${fmt(s.latency.rate)} jobs @every 1s with jitterSeconds 1 scheduled by one tock server (tick 500 ms, lookahead 1 s); one worker, concurrency ${s.concurrency}, prefetch 0, claim-ahead 250 ms (its defaults). Delay = the handler's start (its own clock, this machine's, put on the database's by the offset measured once) − the run's available_at, for the runs of the measured slots. Beside it, the p99 of started_at − available_at (the start as the worker reported it: over HTTP, its estimate of the server's clock) and of claimed_at − available_at (when the server claimed the run; negative: ahead of its instant). ${s.latency.warmupS} s warm-up, then ${s.latency.seconds} s (${s.latency.durationGiven ? 'TOCK_BENCH_DURATION' : 'the default; TOCK_BENCH_DURATION sets it'}). Kept up: every run of the window finished within ${DRAIN_MS / 1000} s of its end.`,
+];
 
 export default {
   name: 'http',
@@ -426,8 +556,8 @@ export default {
     'workers through tock server (--url) against on the database: backlog runs/s through 1 and 2 servers, start latency at 1,000/s (issue 19)',
   async run(ctx) {
     const s = sizes(ctx);
-    const c = s.concurrency;
-    if (c % 2 !== 0) throw new Error('--concurrency must be even (http-2 splits it over two workers)');
+    if (s.concurrency % 2 !== 0)
+      throw new Error('--concurrency must be even (http-2 splits it over two workers)');
     const url = await recreateDatabase(ctx.databaseUrl, DATABASE);
     const admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
     const procs = new TockProcesses();
@@ -445,108 +575,31 @@ export default {
         DATABASE_URL: url,
       });
       ctx.log(
-        `${fmt(s.runs)} runs a drain (cap ${s.capMs / 1000} s), concurrency ${c}; latency ${fmt(s.latency.rate)}/s, ` +
-          `${s.latency.warmupS} s warm-up + ${s.latency.seconds} s; servers at their defaults (quota 200/s, burst 400)`,
+        `${fmt(s.runs)} runs a drain (cap ${s.capMs / 1000} s), concurrency ${s.concurrency}; latency ` +
+          `${fmt(s.latency.rate)}/s, ${s.latency.warmupS} s warm-up + ${s.latency.seconds} s; ` +
+          'servers at their defaults (quota 200/s, burst 400)',
       );
-
-      // Throughput: two servers up throughout (the database layout runs beside them too).
-      const servers = [await startServer(procs, 'server-1', url), await startServer(procs, 'server-2', url)];
-      const results = layouts(c).map((l) => ({ ...l, rounds: [] }));
-      for (let r = 1; r <= ctx.rounds; r++) {
-        for (const layout of results) {
-          const f = await drain({
-            procs,
-            admin,
-            url,
-            key,
-            servers,
-            layout,
-            n: s.runs,
-            capMs: s.capMs,
-            round: r,
-          });
-          layout.rounds.push(f);
-          ctx.log(
-            `round ${r}/${ctx.rounds} ${layout.label}: ${fmt(f.runsPerSecond)} runs/s ` +
-              `(${fmt(f.succeeded)} runs in ${f.seconds.toFixed(2)} s${f.capped ? ', CAPPED' : ''})` +
-              (f.requestsPerRun === null
-                ? ''
-                : `; ${fmt(f.requestsPerRun, 3)} requests/run, ${fmt(f.rateLimited)} answered 429`),
-          );
-        }
-      }
-      for (const server of servers) await procs.stop(server.child);
-
-      // Start latency: one server schedules; the worker goes through it or to the database.
-      const server = await startServer(procs, 'server-latency', url);
-      const time = await databaseTime(url);
-      const lat = [
-        { via: 'database', label: `tock worker --database-url, ${c}`, rounds: [] },
-        { via: 'http', label: `tock worker --url, ${c}, through 1 tock server`, rounds: [] },
-      ];
-      for (let r = 1; r <= ctx.rounds; r++) {
-        for (const l of lat) {
-          const f = await latencyWindow({
-            procs,
-            admin,
-            url,
-            key,
-            server,
-            via: l.via,
-            time,
-            concurrency: c,
-            w: s.latency,
-            round: r,
-          });
-          l.rounds.push(f);
-          ctx.log(
-            `round ${r}/${ctx.rounds} ${fmt(f.rate)}/s × ${f.seconds} s, ${l.label}: p50 ${fmt(f.p50, 1)} / ` +
-              `p99 ${fmt(f.p99, 1)} / max ${fmt(f.max, 1)} ms (started_at p99 ${fmt(f.recordedP99, 1)}, ` +
-              `claimed_at p50/p99 ${fmt(f.claimedP50, 1)}/${fmt(f.claimedP99, 1)}); started ${fmt(f.started)}/${fmt(f.expected)}` +
-              `${f.keptUp ? '' : ' — did NOT keep up'}; ${fmt(f.requestsPerSecond)} requests/s, ${fmt(f.rateLimited)} answered 429`,
-          );
-        }
-      }
-      await procs.stop(server.child);
-
-      const tp = throughputReport(results, c);
-      const lt = latencyReport(lat, c);
-      const notes = [];
-      for (const r of tp.out.filter((x) => x.name !== 'database')) {
-        notes.push(
-          `${r.label}: ${fmt(r.ratio.median * 100)} % of the database worker's runs/s, median per round (target ≥ 50 %: ${r.ratio.median >= 0.5 ? 'met' : 'NOT met'})`,
-        );
-      }
-      const http = lt.out.find((o) => o.via === 'http');
-      notes.push(
-        `${http.label} at ${fmt(http.rounds[0].rate)}/s: p99 ${fmt(http.p99.median, 1)} ms (target ≤ 25 ms at 1,000/s: ${
-          http.rounds[0].rate < 1000
-            ? 'not at 1,000/s'
-            : http.p99.median <= 25 && http.keptUpRounds === http.rounds.length
-              ? 'met'
-              : 'NOT met'
-        })`,
-      );
-      const throttled = [...tp.out, ...lt.out].some((r) => r.rounds.some((f) => f.rateLimited > 0));
-      if (throttled)
-        notes.push(
-          'The tenant request quota (200/s and a burst of 400 per server process, the default) answered 429 in some drains or windows (the 429s column): those figures are bounded by the quota.',
-        );
+      const env = { procs, admin, url, key, s };
+      const tp = throughputReport(await throughputRounds(ctx, env), s.concurrency);
+      const lt = latencyReport(await latencyRounds(ctx, env), s.concurrency, s.latency);
+      const notes = scenarioNotes(s, tp, lt);
       for (const n of notes) ctx.log(n);
-      notes.push(
-        `Throughput: ${fmt(s.runs)} ready runs a drain (TOCK_BENCH_HTTP_RUNS), no-op handler; runs/s = runs succeeded ÷ (last finished_at − first started_at), from the database. A drain still going after ${s.capMs / 1000} s is stopped and measured over the runs it finished.`,
-        'Workers are real `tock worker` processes (`--log-level warn`: at info a worker logs two lines a run); servers real `tock server` processes at their defaults, the scheduler and reaper idle. http-2: one worker per server, each with half the concurrency and prefetch. Requests and 429s from the servers’ /metrics (--metrics-port).',
-        'CPU per run: from the first poll that saw a finished run to the last, over the runs finished in between. PostgreSQL CPU counts every postgres process on the machine.',
-        `Start latency: ${fmt(s.latency.rate)} jobs @every 1s with jitterSeconds 1 scheduled by one tock server (tick 500 ms, lookahead 1 s); one worker, concurrency ${c}, prefetch 0, claim-ahead 250 ms (its defaults). Delay = the handler's start (its own clock, this machine's, put on the database's by the offset measured once) − the run's available_at, for the runs of the measured slots. Beside it, the p99 of started_at − available_at (the start as the worker reported it: over HTTP, its estimate of the server's clock) and of claimed_at − available_at (when the server claimed the run; negative: ahead of its instant). ${s.latency.warmupS} s warm-up, then ${s.latency.seconds} s (${s.latency.durationGiven ? 'TOCK_BENCH_DURATION' : 'the default; TOCK_BENCH_DURATION sets it'}). Kept up: every run of the window finished within ${DRAIN_MS / 1000} s of its end.`,
+      const table = `${tp.table}\n\n${lt.table}`;
+      const failed = [...tp.out, ...lt.out].flatMap((r) =>
+        r.rounds.filter((f) => f.error).map((f) => `${r.label}: ${f.error.split('\n')[0]}`),
       );
+      // A failed drain or window fails the scenario (the harness exits non-zero), with the figures
+      // of the others in the message.
+      if (failed.length > 0)
+        throw new Error(`${failed.length} drains or windows failed:\n${failed.join('\n')}\n\n${table}`);
       return {
         settings: { ...s, rounds: ctx.rounds, database: DATABASE },
         systems: [
           ...tp.out.map((r) => ({ kind: 'throughput', ...r })),
           ...lt.out.map((r) => ({ kind: 'latency', ...r })),
         ],
-        table: `${tp.table}\n\n${lt.table}`,
-        notes,
+        table,
+        notes: [...notes, ...SETUP_NOTES(s)],
       };
     } finally {
       await procs.close();
