@@ -26,7 +26,7 @@ import type { Metrics, RunGaugeSampler } from './metrics.js';
 import { type AuthMode, addAuth } from './plugins/auth.js';
 import { addErrorAnswers, answerClientError, answerFrameworkError } from './plugins/errors.js';
 import { addRequestMetrics } from './plugins/metrics.js';
-import { addTenantQuota, DEFAULT_QUOTA, TenantQuota } from './plugins/quota.js';
+import { addTenantQuota, DEFAULT_QUOTA, DEFAULT_WORKER_QUOTA, TenantQuota } from './plugins/quota.js';
 import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
 import { leaseRoutes } from './routes/leases.js';
@@ -54,6 +54,12 @@ export interface AppOptions {
    * Re-claims of waiting long-polls are counted in a second bucket of the same size.
    */
   quota?: { perSecond: number; burst: number };
+  /**
+   * The bucket the tenant's lease requests (the routes of permission `work`: claims, heartbeats,
+   * results, worker reports) are counted in, apart from `quota`, so that its workers and its other
+   * callers cannot starve each other. A batch is one request. Default 1000/s, 2000.
+   */
+  workerQuota?: { perSecond: number; burst: number };
   /** Whether the database answers and migrations are current (for /readyz). */
   readiness: () => Promise<{ database: boolean; migrations: boolean }>;
   /**
@@ -119,7 +125,11 @@ export async function buildApp(o: AppOptions): Promise<App> {
   app.addHook('preClose', async () => longPolls.close());
 
   addAuth(app, o);
-  addTenantQuota(app, new TenantQuota(o.clock, perSecond, burst));
+  const work = o.workerQuota ?? DEFAULT_WORKER_QUOTA;
+  addTenantQuota(app, {
+    requests: new TenantQuota(o.clock, perSecond, burst),
+    work: new TenantQuota(o.clock, work.perSecond, work.burst),
+  });
   app.addHook('preValidation', refuseUnstorableText);
   addRequestMetrics(app, o.metrics);
   addErrorAnswers(app);

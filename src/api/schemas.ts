@@ -15,6 +15,7 @@ import {
 } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
 import { MAX_LONG_POLL_MS } from './limits.js';
+import { ResultOutcome, resultList } from './result-schemas.js';
 
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
 export const Instant = (description: string) => Type.String({ format: 'date-time', description });
@@ -117,6 +118,8 @@ export const RunWithAttempts = Type.Object({
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 
+/** The bodies that report results under leases, one run's or a batch's, and their answers. */
+export * from './result-schemas.js';
 /** The bodies that create runs on demand (`TriggerBody`, `BackfillBody`) and a backfill's answer. */
 export * from './trigger-schemas.js';
 
@@ -150,6 +153,11 @@ export const LeaseRequest = Type.Object(
           'a uuid the worker makes per claim and sends again when it retries that claim (to any server): while that claim is live, the answer is its runs and leases again, and nothing more is claimed; default none',
       }),
     ),
+    results: Type.Optional(
+      resultList(
+        'results of earlier runs (1 to 500), written before the claim as POST /v1/runs/complete writes them, their outcomes in the answer; a claim with results does not long-poll',
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -159,7 +167,13 @@ export const LeasedRun = Type.Object(answerProperties(LEASED_RUN_FIELDS));
 /** The server's clock when it answered: a worker converts lease expiries to its own clock with it. */
 const ServerTime = Instant("the server's clock when it answered");
 
-export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun), server_time: ServerTime });
+export const LeaseAnswer = Type.Object({
+  runs: Type.Array(LeasedRun),
+  results: Type.Optional(
+    Type.Array(ResultOutcome, { description: "the request's results' outcomes, in order" }),
+  ),
+  server_time: ServerTime,
+});
 
 export const LeaseTokenBody = Type.Object(
   { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
@@ -237,37 +251,6 @@ export const WorkerPresenceBody = Type.Object(
 );
 
 export const WorkerPresenceAnswer = Type.Object({ server_time: ServerTime });
-
-export const CompleteBody = Type.Object(
-  {
-    lease_token: Type.String({ minLength: 1, maxLength: 100 }),
-    status: Type.Union([Type.Literal('succeeded'), Type.Literal('failed')]),
-    error: Type.Optional(Type.String({ maxLength: 65536, description: "the error's message" })),
-    error_stack: Type.Optional(
-      Type.String({
-        maxLength: 65536,
-        description: "the error's stack, kept on the attempt apart from the message",
-      }),
-    ),
-    started_at: Type.Optional(
-      Instant(
-        'when the handler started (server clock; kept within the later of the claim and available_at, and now); default that later instant',
-      ),
-    ),
-    retryable: Type.Optional(Type.Boolean({ description: 'false dead-letters at once; default true' })),
-    retry_after_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 604800000 })),
-    output: Type.Optional(
-      Type.String({ maxLength: 1048576, description: 'what the handler printed; the last 64 KiB is kept' }),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-export const StateAnswer = Type.Object({
-  state: Type.String(),
-  attempt: Type.Optional(Type.Integer({ description: 'for a failure: the attempt the run is on now' })),
-  available_at: Type.Optional(Nullable(Instant('for a retried failure: when it is claimable again'))),
-});
 
 /** An answer without a body (204). */
 export const NoContent = Type.Null({ description: 'No Content' });

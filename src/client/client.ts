@@ -8,11 +8,13 @@
  * with an idempotency key).
  */
 
+import { type CompleteOptions, type ResultOptions, resultBody } from './results.js';
 import { type RequestOptions, request, requestWithStatus } from './transport.js';
 import type {
   ApiKey,
   BackfillAnswer,
   BulkJobsAnswer,
+  CompleteManyAnswer,
   CreatedKey,
   HeartbeatAnswer,
   Job,
@@ -111,28 +113,11 @@ export interface ClaimOptions {
   claimId?: string;
   /** This request's timeout, ms. Default the client's timeout plus the wait (and a margin for it). */
   timeoutMs?: number;
-}
-
-export interface CompleteOptions {
-  /** The token of the live lease. */
-  leaseToken: string;
-  status: 'succeeded' | 'failed';
-  /** What went wrong (for `failed`): the error's message, what run tables show. */
-  error?: string;
-  /** The error's stack (for `failed`), kept on the attempt apart from the message. */
-  errorStack?: string;
   /**
-   * When the handler started, as an ISO 8601 instant on the server's clock: the attempt's
-   * `started_at` (the server keeps it within the claim and now). Default: the later of the claim
-   * and the run's `available_at`.
+   * Results of earlier runs (up to 500), written before the claim; their outcomes are the answer's
+   * `results`. A claim with results does not long-poll.
    */
-  startedAt?: string;
-  /** `false` dead-letters the run at once. Default true. */
-  retryable?: boolean;
-  /** Retry after this long instead of the job's backoff, ms. */
-  retryAfterMs?: number;
-  /** What the handler printed; the server keeps the last 64 KiB on the attempt. */
-  output?: string;
+  results?: readonly ResultOptions[];
 }
 
 const segment = (value: string) => encodeURIComponent(value);
@@ -267,6 +252,8 @@ export class TockClient {
     if (options.waitMs !== undefined) body.wait_ms = options.waitMs;
     if (options.aheadMs !== undefined && options.aheadMs > 0) body.ahead_ms = options.aheadMs;
     if (options.claimId !== undefined) body.claim_id = options.claimId;
+    if (options.results !== undefined && options.results.length > 0)
+      body.results = options.results.map((r) => ({ run_id: r.runId, ...resultBody(r) }));
     return this.request('POST', '/v1/leases', {
       body,
       timeoutMs:
@@ -308,14 +295,21 @@ export class TockClient {
 
   /** Reports a run's result under its lease; `409 lease_lost` when the lease is not live. */
   complete(runId: string, options: CompleteOptions): Promise<StateAnswer> {
-    const body: Record<string, unknown> = { lease_token: options.leaseToken, status: options.status };
-    if (options.error !== undefined) body.error = options.error;
-    if (options.errorStack !== undefined) body.error_stack = options.errorStack;
-    if (options.startedAt !== undefined) body.started_at = options.startedAt;
-    if (options.retryable !== undefined) body.retryable = options.retryable;
-    if (options.retryAfterMs !== undefined) body.retry_after_ms = options.retryAfterMs;
-    if (options.output !== undefined) body.output = options.output;
-    return this.request('POST', `/v1/runs/${segment(runId)}/complete`, { body });
+    return this.request('POST', `/v1/runs/${segment(runId)}/complete`, { body: resultBody(options) });
+  }
+
+  /**
+   * Reports up to 500 results in one request, each under its own lease: one outcome per result, in
+   * order (`done`, or `lost`, `not_found`, `conflict` with nothing written for it).
+   */
+  completeMany(
+    results: readonly ResultOptions[],
+    options: { timeoutMs?: number } = {},
+  ): Promise<CompleteManyAnswer> {
+    return this.request('POST', '/v1/runs/complete', {
+      body: { results: results.map((r) => ({ run_id: r.runId, ...resultBody(r) })) },
+      timeoutMs: options.timeoutMs,
+    });
   }
 
   /** Gives a run back without spending an attempt (worker shutdown); `lease_lost` (409) when it is not ours. */

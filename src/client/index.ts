@@ -5,7 +5,6 @@
 export {
   type BackfillOptions,
   type ClaimOptions,
-  type CompleteOptions,
   DEFAULT_TIMEOUT_MS,
   type ListRunsOptions,
   type PageOptions,
@@ -22,5 +21,6 @@ export {
   HttpLeaseSource,
   type HttpLeaseSourceOptions,
 } from './lease-source.js';
+export type { CompleteOptions, ResultOptions } from './results.js';
 export { TockApiError, TockConnectionError } from './transport.js';
 export type * from './types.js';

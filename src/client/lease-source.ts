@@ -39,8 +39,10 @@ import {
   SystemClock,
 } from '../core/index.js';
 import { TockClient } from './client.js';
+import { ResultBatcher } from './result-batcher.js';
+import type { ResultOptions } from './results.js';
 import { TockApiError, TockConnectionError } from './transport.js';
-import type { WorkerReport } from './types.js';
+import type { ResultOutcome, WorkerReport } from './types.js';
 
 export interface HttpLeaseSourceOptions {
   /** The server, e.g. `http://127.0.0.1:8080`. */
@@ -82,6 +84,9 @@ const CLOCK_SAMPLES = 8;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
 
+/** The server keeps the last 64 KiB of an output, an error or a stack: no more is sent. */
+const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
+
 /**
  * A server from before `started_at` and `error_stack` refusing them as unknown fields (its bodies
  * are strict): the request is sent again without them.
@@ -114,6 +119,9 @@ export class HttpLeaseSource implements LeaseSource {
   private reports = true;
   /** False once the server refused `started_at` and `error_stack` (an older server): not sent again. */
   private sendsAttemptDetails = true;
+  /** False once the server answered that it has no batch route for results (an older server). */
+  private batchesResults = true;
+  private readonly results = new ResultBatcher((batch) => this.sendResults(batch));
 
   /**
    * Sends a result with the fields older servers do not know (`started_at`, `error_stack`), or,
@@ -240,56 +248,81 @@ export class HttpLeaseSource implements LeaseSource {
     };
   }
 
-  /** One request per run (the API completes runs one at a time), sent concurrently. */
+  /**
+   * Results go in batches: those handed in within one turn of the event loop (the worker's batch of
+   * completions and the failures beside it) are one `POST /v1/runs/complete`. A server without that
+   * route (older) gets one request per result.
+   */
+  private async sendResults(results: ResultOptions[]): Promise<ResultOutcome[]> {
+    if (this.batchesResults) {
+      try {
+        const answer = await this.client.completeMany(results);
+        if (!Array.isArray(answer?.results)) {
+          throw new TockApiError(200, 'bad_response', 'POST /v1/runs/complete answered without results');
+        }
+        return answer.results;
+      } catch (err) {
+        if (!(err instanceof TockApiError && err.status === 404 && /no route/.test(err.message))) throw err;
+        this.batchesResults = false;
+      }
+    }
+    return Promise.all(results.map((r) => this.sendOne(r)));
+  }
+
+  /** One result by the single-run route (an older server), its answer as a batch outcome. */
+  private async sendOne(r: ResultOptions): Promise<ResultOutcome> {
+    try {
+      const answer = await this.withDetails((details) =>
+        this.client.complete(r.runId, {
+          ...r,
+          errorStack: details ? r.errorStack : undefined,
+          startedAt: details ? r.startedAt : undefined,
+        }),
+      );
+      return { run_id: r.runId, outcome: 'done', status: 200, ...answer };
+    } catch (err) {
+      if (!lost(err)) throw err;
+      return { run_id: r.runId, outcome: 'lost', status: 409 };
+    }
+  }
+
   async completeRuns(p: { leases: readonly Completion[] }): Promise<CompleteRunsAnswer> {
+    const outcomes = await Promise.all(
+      p.leases.map((l) =>
+        this.results.submit({
+          runId: l.runId,
+          leaseToken: l.leaseToken,
+          status: 'succeeded',
+          output: l.output === null || l.output === undefined ? undefined : tail(l.output),
+          startedAt: this.serverInstant(l.startedAt),
+        }),
+      ),
+    );
     const completed: string[] = [];
     const lostRuns: string[] = [];
-    await Promise.all(
-      p.leases.map(async (l) => {
-        try {
-          await this.withDetails((details) =>
-            this.client.complete(l.runId, {
-              leaseToken: l.leaseToken,
-              status: 'succeeded',
-              output: l.output ?? undefined,
-              startedAt: details ? this.serverInstant(l.startedAt) : undefined,
-            }),
-          );
-          completed.push(l.runId);
-        } catch (err) {
-          if (!lost(err)) throw err;
-          lostRuns.push(l.runId);
-        }
-      }),
-    );
+    for (const o of outcomes) (o.outcome === 'done' ? completed : lostRuns).push(o.run_id);
     return { completed, lost: lostRuns };
   }
 
   async failRun(p: Omit<FailRunParams, 'now' | 'tenantId'>): Promise<FailRunAnswer> {
-    const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
-    try {
-      const answer = await this.withDetails((details) =>
-        this.client.complete(p.runId, {
-          leaseToken: p.leaseToken,
-          status: 'failed',
-          error: tail(p.error),
-          errorStack:
-            !details || p.errorStack === undefined || p.errorStack === null ? undefined : tail(p.errorStack),
-          startedAt: details ? this.serverInstant(p.startedAt) : undefined,
-          retryable: p.permanent !== true,
-          retryAfterMs: p.retryAfterMs,
-          output: p.output ?? undefined,
-        }),
-      );
-      return {
-        state: answer.state === 'dead' ? ('dead' as const) : ('pending' as const),
-        attempt: answer.attempt ?? 0,
-        availableAt: answer.available_at ? new Date(answer.available_at) : null,
-      };
-    } catch (err) {
-      if (lost(err)) throw new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
-      throw err;
-    }
+    const answer = await this.results.submit({
+      runId: p.runId,
+      leaseToken: p.leaseToken,
+      status: 'failed',
+      error: tail(p.error),
+      errorStack: p.errorStack === undefined || p.errorStack === null ? undefined : tail(p.errorStack),
+      startedAt: this.serverInstant(p.startedAt),
+      retryable: p.permanent !== true,
+      retryAfterMs: p.retryAfterMs,
+      output: p.output === null || p.output === undefined ? undefined : tail(p.output),
+    });
+    if (answer.outcome !== 'done')
+      throw new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
+    return {
+      state: answer.state === 'dead' ? ('dead' as const) : ('pending' as const),
+      attempt: answer.attempt ?? 0,
+      availableAt: answer.available_at ? new Date(answer.available_at) : null,
+    };
   }
 
   /**

@@ -81,6 +81,8 @@ export interface LeasedRun extends LeasedRunJson {}
 
 export interface LeaseAnswer {
   runs: LeasedRun[];
+  /** The outcomes of the results the claim carried, in order (absent when it carried none). */
+  results?: ResultOutcome[];
   /** The server's clock when it answered: convert lease expiries to your clock with it. */
   server_time: string;
 }
@@ -104,6 +106,32 @@ export interface StateAnswer {
   attempt?: number;
   /** After a retried failure: when the run is claimable again. */
   available_at?: string | null;
+}
+
+/** What became of one result of a batch (`POST /v1/runs/complete`, or a claim's `results`). */
+export interface ResultOutcome {
+  run_id: string;
+  /**
+   * `done`: written; `lost`: the lease is not live; `not_found`: no such run in your tenant;
+   * `conflict`: the run id was in the batch more than once. Nothing is written unless `done`.
+   */
+  outcome: 'done' | 'lost' | 'not_found' | 'conflict';
+  /** What the single-run route would answer: 200, 404 or 409. */
+  status: number;
+  /** When done: `succeeded`, or for a failure `pending` (a retry) or `dead`. */
+  state?: string;
+  /** For a failure done: the attempt the run is on now. */
+  attempt?: number;
+  /** For a retried failure: when the run is claimable again. */
+  available_at?: string | null;
+  /** When not done: the code (`lease_lost`, `not_found`, `duplicate_run`) and a message. */
+  error?: { code: string; message: string };
+}
+
+export interface CompleteManyAnswer {
+  /** One per result sent, in order. */
+  results: ResultOutcome[];
+  server_time: string;
 }
 
 /**

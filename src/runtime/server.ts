@@ -30,6 +30,8 @@ export interface ServerOptions {
   shardLeaseMs: number;
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
+  /** The bucket of the tenant's lease requests (workers'), apart from `quota`. */
+  workerQuota?: { perSecond: number; burst: number };
   /** Timeouts, connection and long-poll caps of the API. Default `DEFAULT_HTTP_LIMITS`. */
   limits?: Partial<HttpLimits>;
   /** A port on 127.0.0.1 serving `GET /metrics` without a key. Default: none. */
@@ -74,6 +76,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
         port: o.port,
         auth: o.insecure ? 'open' : 'keys',
         quota: o.quota,
+        workerQuota: o.workerQuota,
         limits: o.limits,
       },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },

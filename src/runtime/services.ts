@@ -33,6 +33,7 @@ export interface ServicesOptions {
     port: number;
     auth: 'keys' | 'open';
     quota?: { perSecond: number; burst: number };
+    workerQuota?: { perSecond: number; burst: number };
     /** Timeouts, connection and long-poll caps. Default `DEFAULT_HTTP_LIMITS`. */
     limits?: Partial<HttpLimits>;
   };
@@ -239,6 +240,7 @@ export async function startApi(o: ApiOptions): Promise<RunningApi> {
       runGauges,
       auth: o.api.auth,
       quota: o.api.quota,
+      workerQuota: o.api.workerQuota,
       limits: o.api.limits,
       wakeups,
       readiness: async () => {

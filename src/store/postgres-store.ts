@@ -228,6 +228,10 @@ export class PostgresStore implements Store {
     return reads.getRun(this.pool, p);
   }
 
+  tenantRunIds(p: { tenantId: string; runIds: readonly string[] }): Promise<Set<string>> {
+    return reads.tenantRunIds(this.pool, p);
+  }
+
   waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null> {
     return reads.waitingFor(this.pool, p);
   }

@@ -47,6 +47,17 @@ export async function getRun(
   return { ...toRun(rows[0]), attempts: attempts.rows.map(toAttempt) };
 }
 
+/** Which of `runIds` are runs of the tenant (ids that are not uuids are none). */
+export async function tenantRunIds(
+  db: Queryable,
+  p: { tenantId: string; runIds: readonly string[] },
+): Promise<Set<string>> {
+  const ids = [...new Set(p.runIds.filter((id) => UUID.test(id)))];
+  if (ids.length === 0) return new Set();
+  const { rows } = await db.query(Q.runIdsOfTenant, [p.tenantId, ids]);
+  return new Set(rows.map((r) => r.run_id as string));
+}
+
 /** A cursor of `listRuns`: the last run's slot and id. */
 function runCursor(cursor: string): { slot: Date; runId: string } {
   const [ms, id] = decodeCursor(cursor);

@@ -145,6 +145,8 @@ export interface Store {
    */
   cancelRun(p: { tenantId: string; runId: string; now: number }): Promise<RunWithAttempts>;
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
+  /** Which of `runIds` (at most 1000) are the tenant's runs: the rest are another tenant's, or none. */
+  tenantRunIds(p: { tenantId: string; runIds: readonly string[] }): Promise<Set<string>>;
   /**
    * What holds a queued, due run ("limit payments-api: no token before …", "overlap: run … still
    * running", "max_concurrency 2", "no live worker serves handler x in pool p"), or null.

@@ -1,7 +1,8 @@
 /**
  * A worker's results on their way to the store. Completions are batched: those that arrive while
  * one batch is being written go in the next, so a claim of 100 quick runs completes in one
- * statement. Failures are written one run at a time (`failRun`).
+ * statement. Failures are written one run at a time (`failRun`), a few at once, beside the
+ * completions: a source that batches (HTTP) sends them all in one request.
  *
  * The invariants, which keep one bad result from wedging a worker:
  * - A result the store refuses as data (SQLSTATE class 22 or 54, a `validation_error`, an HTTP
@@ -68,6 +69,12 @@ export interface CompleterOptions {
   /** Told of each write error (after it is logged). */
   onError?: (err: unknown) => void;
 }
+
+/**
+ * Failures written at once: each is its own write (its retry is decided from the run's attempts),
+ * so a batch of them takes this many of the store's connections, or goes in one HTTP request.
+ */
+const FAILURES_AT_ONCE = 8;
 
 /** Backoff between retries of unrecorded results: 200 ms doubling to 3.2 s. */
 const RETRY_BASE_MS = 100;
@@ -177,8 +184,11 @@ export class Completer {
         // Taken apart first: a refused completion becomes a failure and is written as one there.
         const completions = batch.filter((p) => p.write.kind === 'complete');
         const fails = batch.filter((p) => p.write.kind === 'fail');
-        await this.writeCompletions(completions, onOutage);
-        for (const p of fails) await this.writeFailure(p, onOutage);
+        // Side by side: a lease source that batches (HTTP) sends them in one request.
+        await Promise.all([
+          this.writeCompletions(completions, onOutage),
+          this.writeFailures(fails, onOutage),
+        ]);
         for (const p of batch) this.inFlight.delete(p);
         if (retry.length === 0) {
           failures = 0;
@@ -263,6 +273,16 @@ export class Completer {
         startedAt: (p.write as { startedAt: number | null }).startedAt,
       };
       await this.writeFailure(p, onOutage);
+    }
+  }
+
+  /** `failRun` for each of `items`, {@link FAILURES_AT_ONCE} at a time. */
+  private async writeFailures(
+    items: Pending[],
+    onOutage: (items: Pending[], err: unknown) => void,
+  ): Promise<void> {
+    for (let at = 0; at < items.length; at += FAILURES_AT_ONCE) {
+      await Promise.all(items.slice(at, at + FAILURES_AT_ONCE).map((p) => this.writeFailure(p, onOutage)));
     }
   }
 

@@ -405,6 +405,51 @@ describe('quota', () => {
   });
 });
 
+describe('worker quota', () => {
+  test("lease requests are paid from the tenant's worker bucket: its other callers cannot starve its workers, nor they them", async () => {
+    const limited = await startApi(db, {
+      quota: { perSecond: 1, burst: 2 },
+      workerQuota: { perSecond: 1, burst: 3 },
+    });
+    try {
+      const q = client(limited.base);
+      // The request bucket spent by a reader…
+      for (let i = 0; i < 2; i++) expect((await q('GET', '/v1/jobs', { key: a.reader })).status).toBe(200);
+      expectError(await q('GET', '/v1/jobs', { key: a.reader }), 429, 'rate_limited');
+      // …leaves the workers' three lease requests (a batch of results is one).
+      const heartbeat = () => q('POST', '/v1/workers/wq/heartbeat', { key: a.worker, body: { leases: [] } });
+      for (let i = 0; i < 2; i++) expect((await heartbeat()).status).toBe(200);
+      const results = await q('POST', '/v1/runs/complete', {
+        key: a.worker,
+        body: {
+          results: Array.from({ length: 3 }, (_, i) => ({
+            run_id: `00000000-0000-4000-8000-00000000000${i}`,
+            lease_token: '00000000-0000-4000-8000-000000000000',
+            status: 'succeeded',
+          })),
+        },
+      });
+      expect(results.status).toBe(200);
+      expect(results.json.results.map((r: { outcome: string }) => r.outcome)).toEqual([
+        'not_found',
+        'not_found',
+        'not_found',
+      ]);
+      const refused = await heartbeat();
+      expectError(refused, 429, 'rate_limited');
+      expect(refused.json.error.message).toMatch(/worker request quota/);
+      // Another tenant's workers have their own bucket.
+      expect(
+        (await q('POST', '/v1/workers/wq/heartbeat', { key: b.worker, body: { leases: [] } })).status,
+      ).toBe(200);
+      db.clock.advance(1000);
+      expect((await heartbeat()).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
 describe('known gaps', () => {
   // Heartbeat and complete check the lease token but not the caller's tenant: a worker key of
   // one tenant holding another tenant's live token (leaked, logged) can complete that run. The

@@ -164,7 +164,7 @@ test("each re-claim of a waiting long-poll takes a token of the tenant's re-clai
   api = await startApi(db, { store: countingStore(db.store), quota: { perSecond: 0.001, burst: 4 } });
   const http = client(api.base);
   const answers: Answer[] = [];
-  const pending = longPolls(1, keys.worker, answers); // its request takes 1 request token
+  const pending = longPolls(1, keys.worker, answers); // its request takes 1 token of the worker bucket
   await until(() => db.clock.pendingSleeps === 1, 'the long-poll to wait');
   // Five fallback wake-ups: four re-claims spend the re-claim bucket; the fifth waits for a token.
   for (let i = 0; i < 5; i++) {
@@ -172,8 +172,9 @@ test("each re-claim of a waiting long-poll takes a token of the tenant's re-clai
     await until(() => db.clock.pendingSleeps === 1, 'the long-poll to wait again');
   }
   expect(claims).toBe(1 + 4);
-  // The request bucket has its other 3 tokens: three requests pass, the next is refused.
-  for (let i = 0; i < 3; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
+  // The request bucket is whole (a lease request is paid from the worker bucket): four requests
+  // pass, the next is refused.
+  for (let i = 0; i < 4; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
   expectError(await http('GET', '/v1/jobs', { key: keys.reader }), 429, 'rate_limited');
   db.clock.advance(30_000);
   await Promise.all(pending);
@@ -192,7 +193,7 @@ test("another tenant's notifications cannot spend a tenant's request quota: re-c
   });
   const http = client(api.base);
   const answers: Answer[] = [];
-  const pending = longPolls(5, keys.worker, answers); // 5 of the 10 request tokens
+  const pending = longPolls(5, keys.worker, answers); // 5 tokens of the worker bucket
   await until(() => wakeups.waiting === 5, 'five long-polls to wait on notifications');
   // 50 notifications (another tenant's triggers), no time passing.
   for (let i = 0; i < 50; i++) {
@@ -201,8 +202,8 @@ test("another tenant's notifications cannot spend a tenant's request quota: re-c
   }
   // Ten re-claims spent the re-claim bucket (10); then the waiters wait for its tokens.
   expect(claims).toBe(5 + 10);
-  // The request quota is as the long-polls left it: 5 tokens. (Unfixed: spent, 429.)
-  for (let i = 0; i < 5; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
+  // The request quota is whole: 10 tokens. (Unfixed: spent, 429.)
+  for (let i = 0; i < 10; i++) expect((await http('GET', '/v1/jobs', { key: keys.reader })).status).toBe(200);
   expectError(await http('GET', '/v1/jobs', { key: keys.reader }), 429, 'rate_limited');
   db.clock.advance(30_000);
   for (const a of await Promise.all(pending)) expect(a.status).toBe(200);

@@ -30,6 +30,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/workers/{worker_id}/heartbeat', 200, true],
   ['put', '/v1/workers/{worker_id}', 200, true],
   ['delete', '/v1/workers/{worker_id}', 204, false],
+  ['post', '/v1/runs/complete', 200, true],
   ['post', '/v1/runs/{run_id}/complete', 200, true],
   ['put', '/v1/limits/{key}', 201, true],
   ['get', '/v1/limits', 200, false],

@@ -82,15 +82,24 @@ test("HttpLeaseSource puts the server's lease expiries on the worker's own clock
   );
 });
 
-test('HttpLeaseSource talking to a server from before started_at and error_stack sends its results without them', async () => {
-  // What such a server does with the new fields: its strict bodies refuse them as unknown.
+test('HttpLeaseSource talking to a server from before started_at, error_stack and batched results sends its results one by one without them', async () => {
+  // What such a server does: no route for a batch of results, and its strict bodies refuse the
+  // new fields as unknown.
   const bodies: Record<string, unknown>[] = [];
+  let batches = 0;
   const older = createServer((req, res) => {
     let text = '';
     req.on('data', (chunk) => {
       text += chunk;
     });
     req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url === '/v1/runs/complete') {
+        batches += 1;
+        res.statusCode = 404;
+        res.end(JSON.stringify({ error: { code: 'not_found', message: 'no route POST /v1/runs/complete' } }));
+        return;
+      }
       const body = JSON.parse(text) as Record<string, unknown>;
       bodies.push(body);
       res.setHeader('content-type', 'application/json');
@@ -119,6 +128,8 @@ test('HttpLeaseSource talking to a server from before started_at and error_stack
     expect(bodies).toHaveLength(3);
     expect(bodies[2]).toMatchObject({ status: 'failed', error: 'boom' });
     expect(bodies[2]).not.toHaveProperty('error_stack');
+    // The batch route was asked once; known to be missing, it is not asked again.
+    expect(batches).toBe(1);
   } finally {
     await new Promise((resolve) => older.close(resolve));
   }

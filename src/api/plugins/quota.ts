@@ -1,8 +1,9 @@
 /**
- * The tenant request quota: a token bucket per tenant, `perSecond` requests refilled continuously
+ * The tenant request quotas: token buckets per tenant, `perSecond` requests refilled continuously
  * up to `burst`. Every request to a route with a permission takes one token of its tenant once the
- * auth plugin has admitted it; with none left it is answered 429 `rate_limited` with
- * `Retry-After`. In memory, per process: with several servers each enforces its own share. The
+ * auth plugin has admitted it, from the worker bucket for a lease route (claims, heartbeats,
+ * results: a batch is one request), else from the request bucket; with none left it is answered
+ * 429 `rate_limited` with `Retry-After`. In memory, per process: with several servers each enforces its own share. The
  * waiting long-polls' re-claims are paid from a second bucket of the same size (long-poll.ts).
  *
  * Added to the root instance (not an encapsulated plugin) so that every route module inherits it.
@@ -13,6 +14,16 @@ import { envelope } from './errors.js';
 
 /** A tenant's requests per second and burst when the app is given none. */
 export const DEFAULT_QUOTA: Readonly<{ perSecond: number; burst: number }> = { perSecond: 200, burst: 400 };
+
+/**
+ * A tenant's lease requests (its workers') per second and burst when the app is given none. A
+ * batch is one request: a worker finishing 20,000 runs/s in batches of 100 makes about 400 (claims
+ * and results).
+ */
+export const DEFAULT_WORKER_QUOTA: Readonly<{ perSecond: number; burst: number }> = {
+  perSecond: 1000,
+  burst: 2000,
+};
 
 export class TenantQuota {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
@@ -38,17 +49,29 @@ export class TenantQuota {
   }
 }
 
-/** Adds the `onRequest` hook that spends `quota`; add it after the auth plugin, which sets the tenant. */
-export function addTenantQuota(app: App, quota: TenantQuota): void {
+/**
+ * Adds the `onRequest` hook that spends the quotas: a lease route's request (permission `work`)
+ * from `work`, any other from `requests`. Add it after the auth plugin, which sets the tenant.
+ */
+export function addTenantQuota(app: App, quotas: { requests: TenantQuota; work: TenantQuota }): void {
   app.addHook('onRequest', async (request, reply) => {
+    const permission = request.routeOptions.config.permission;
     // Public routes are not counted; a request the auth plugin refused has been answered.
-    if (!request.routeOptions.config.permission || reply.sent) return;
+    if (!permission || reply.sent) return;
+    const quota = permission === 'work' ? quotas.work : quotas.requests;
     const wait = quota.take(request.principal.tenantId);
     if (wait > 0) {
       return reply
         .code(429)
         .header('retry-after', String(Math.ceil(wait / 1000)))
-        .send(envelope('rate_limited', 'the tenant request quota is spent; retry later'));
+        .send(
+          envelope(
+            'rate_limited',
+            permission === 'work'
+              ? "the tenant's worker request quota is spent; retry later"
+              : 'the tenant request quota is spent; retry later',
+          ),
+        );
     }
   });
 }

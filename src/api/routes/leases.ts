@@ -4,12 +4,13 @@
  * write under a lease carries its token: a lease that is not live any more answers 409
  * `lease_lost` (404 when the run is not the caller's tenant's), never a partial write.
  */
-import type { Static } from 'typebox';
-import { parseInstant, splitErrorText, TockError } from '../../core/index.js';
+import { NotFoundError, TockError } from '../../core/index.js';
 import type { Store } from '../../store/index.js';
 import type { LongPolls } from '../long-poll.js';
 import { leasedRunJson } from '../present.js';
 import { RemoteWorkers } from '../remote-workers.js';
+import { MAX_RESULTS } from '../result-schemas.js';
+import { startOf, writeResults } from '../results.js';
 import * as S from '../schemas.js';
 import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
@@ -26,19 +27,12 @@ export const leaseRoutes: RoutePlugin<LeaseOptions> = async (app, o) => {
   runHeartbeatRoute(app, o);
   workerHeartbeatRoute(app, o, workers);
   workerPresenceRoutes(app, o, workers);
+  completeManyRoute(app, o);
   completeRoute(app, o);
   releaseRoute(app, o);
 };
 
 const serverTime = (o: RouteOptions) => new Date(o.clock.nowMs()).toISOString();
-
-/**
- * The handler start a worker reported (its `started_at`), ms, or null. Only a bound on what the
- * store records: it keeps the start within [the later of the claim and the run's available_at,
- * now], so a worker's clock cannot move an attempt outside its lease or before its slot.
- */
-const startOf = (startedAt: string | undefined): number | null =>
-  startedAt === undefined ? null : parseInstant(startedAt, 'started_at');
 
 /** A write under a lease did not happen: 404 if the run is not the caller's tenant's, else 409. */
 async function leaseLost(store: Pick<Store, 'getRun'>, tenantId: string, runId: string): Promise<TockError> {
@@ -99,13 +93,16 @@ function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): voi
       workers.touch(b.worker_id, request.principal.tenantId, b.pool ?? 'default', b.handlers);
       const { tenantId, keyId } = request.principal;
       const pool = b.pool ?? 'default';
+      // Results handed in with the claim are written first (their runs' slots are then free); such
+      // a claim answers at once, so their outcomes do not wait out a long-poll.
+      const results = b.results ? await writeResults(o, tenantId, b.results) : undefined;
       // The waiting (wake-ups, caps, quota) is long-poll.ts's; this route says how to claim.
       // The next instant is asked as of the last claim (see `NextAvailableParams.now`).
       let claimedAt = clock.nowMs();
       const runs = await o.longPolls.run({
         tenantId,
         keyId,
-        waitMs: b.wait_ms ?? 0,
+        waitMs: results ? 0 : (b.wait_ms ?? 0),
         aheadMs: b.ahead_ms ?? 0,
         signal: closed.signal,
         claim: () => {
@@ -128,11 +125,11 @@ function claimRoute(app: RouteApp, o: LeaseOptions, workers: RemoteWorkers): voi
       // rather than strand them under a lease nobody renews.
       if (runs.length > 0 && closed.signal.aborted) {
         await releaseForGoneClient(app, o, { workerId: b.worker_id, tenantId, claimId: b.claim_id }, runs);
-        return { runs: [], server_time: serverTime(o) };
+        return { runs: [], results, server_time: serverTime(o) };
       }
       const start = clock.nowMs();
       for (const r of runs) o.metrics.runStarted(r, start);
-      return { runs: runs.map(leasedRunJson), server_time: serverTime(o) };
+      return { runs: runs.map(leasedRunJson), results, server_time: serverTime(o) };
     },
   );
 }
@@ -247,47 +244,8 @@ function workerPresenceRoutes(app: RouteApp, o: RouteOptions, workers: RemoteWor
   );
 }
 
-/** A failed attempt reported over HTTP: retried or dead-lettered by the store, counted in the metrics. */
-async function failRun(
-  o: RouteOptions,
-  tenantId: string,
-  runId: string,
-  b: Static<typeof S.CompleteBody>,
-  startedAt: number | null,
-): Promise<{ state: string; attempt: number; available_at: string | null }> {
-  const { store, clock, metrics } = o;
-  // A worker from before `error_stack` sends the whole stack as the error: split it here.
-  const error =
-    b.error_stack === undefined
-      ? splitErrorText(b.error ?? 'failed')
-      : { message: b.error ?? 'failed', stack: b.error_stack };
-  try {
-    const result = await store.failRun({
-      runId,
-      leaseToken: b.lease_token,
-      error: error.message,
-      errorStack: error.stack,
-      startedAt,
-      permanent: b.retryable === false,
-      retryAfterMs: b.retry_after_ms,
-      output: b.output,
-      now: clock.nowMs(),
-      tenantId,
-    });
-    (result.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
-    return {
-      state: result.state,
-      attempt: result.attempt,
-      available_at: result.availableAt ? result.availableAt.toISOString() : null,
-    };
-  } catch (err) {
-    if (err instanceof TockError && err.code === 'lease_lost') throw await leaseLost(store, tenantId, runId);
-    throw err;
-  }
-}
-
+/** One run's result (the single-run route): its batch of one, answered as the route answers. */
 function completeRoute(app: RouteApp, o: RouteOptions): void {
-  const { store, clock, metrics } = o;
   app.post(
     '/v1/runs/:run_id/complete',
     {
@@ -302,21 +260,36 @@ function completeRoute(app: RouteApp, o: RouteOptions): void {
     },
     async (request) => {
       const { run_id } = request.params;
-      const b = request.body;
-      const tenantId = request.principal.tenantId;
-      const startedAt = startOf(b.started_at);
-      if (b.status === 'failed') return await failRun(o, tenantId, run_id, b, startedAt);
-      const at = clock.nowMs();
-      const { completed, jobs } = await store.completeRuns({
-        leases: [{ runId: run_id, leaseToken: b.lease_token, output: b.output, startedAt }],
-        now: at,
-        tenantId,
-        withJobs: true,
-      });
-      if (completed.length === 0) throw await leaseLost(store, tenantId, run_id);
-      for (const j of jobs ?? []) metrics.jobSucceeded(j.tenantId, j.jobId, at);
-      return { state: 'succeeded' };
+      const [outcome] = await writeResults(o, request.principal.tenantId, [{ ...request.body, run_id }]);
+      if (outcome?.outcome === 'not_found')
+        throw new NotFoundError(`run ${run_id} does not exist`, { run_id });
+      if (outcome?.outcome !== 'done')
+        throw new TockError('lease_lost', `the lease on run ${run_id} is not live`);
+      const { state, attempt, available_at } = outcome;
+      return attempt === undefined
+        ? { state: state ?? 'succeeded' }
+        : { state: state ?? 'pending', attempt, available_at };
     },
+  );
+}
+
+/** Many results in one request: each written under its own lease, each with its own outcome. */
+function completeManyRoute(app: RouteApp, o: RouteOptions): void {
+  app.post(
+    '/v1/runs/complete',
+    {
+      config: { permission: 'work' },
+      schema: {
+        summary: `Report up to ${MAX_RESULTS} results, each under its lease; an outcome per result (a lost lease fails only its own)`,
+        tags: ['workers'],
+        body: S.CompleteManyBody,
+        response: { 200: S.CompleteManyAnswer, ...errors },
+      },
+    },
+    async (request) => ({
+      results: await writeResults(o, request.principal.tenantId, request.body.results),
+      server_time: serverTime(o),
+    }),
   );
 }
 

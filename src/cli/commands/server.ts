@@ -15,6 +15,7 @@ async function server(o: ServerOptions): Promise<void> {
       port: o.port,
       insecure: o.insecure,
       quota: { perSecond: o.apiRate, burst: o.apiBurst },
+      workerQuota: { perSecond: o.workerRate, burst: o.workerBurst },
       limits: {
         requestTimeoutMs: o.requestTimeout,
         keepAliveTimeoutMs: o.keepAliveTimeout,

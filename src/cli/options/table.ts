@@ -87,7 +87,7 @@ const server = {
   },
   apiRate: {
     flags: '--api-rate <n>',
-    description: 'requests per second each tenant may make',
+    description: "requests per second each tenant may make (its workers' lease requests are counted apart)",
     env: 'TOCK_API_RATE',
     default: 200,
     parse: positiveInt,
@@ -97,6 +97,21 @@ const server = {
     description: 'requests a tenant may make at once above the rate',
     env: 'TOCK_API_BURST',
     default: 400,
+    parse: positiveInt,
+  },
+  workerRate: {
+    flags: '--worker-rate <n>',
+    description:
+      "lease requests (claims, heartbeats, results: one per batch) per second each tenant's workers may make",
+    env: 'TOCK_WORKER_RATE',
+    default: 1000,
+    parse: positiveInt,
+  },
+  workerBurst: {
+    flags: '--worker-burst <n>',
+    description: "lease requests a tenant's workers may make at once above the worker rate",
+    env: 'TOCK_WORKER_BURST',
+    default: 2000,
     parse: positiveInt,
   },
   requestTimeout: {

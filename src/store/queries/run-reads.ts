@@ -13,6 +13,9 @@ import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 /** $1 tenant, $2 run */
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
 
+/** $1 tenant, $2 run ids (uuid[]): those of them that are the tenant's runs, on the primary key. */
+export const runIdsOfTenant = `SELECT run_id FROM runs WHERE run_id = ANY($2::uuid[]) AND tenant_id = $1`;
+
 /**
  * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
  * One job's history newest first, on the unique (tenant_id, job_id, scheduled_for) index: the slot
