@@ -2,8 +2,9 @@
 // database. Every process is the real binary of this tree (`bin/tock.js`, built), on a database of
 // its own (`bench_http`, recreated at the start and dropped at the end), with one worker key of
 // tenant `bench` made by `tock keys create`, and the no-op handler of bench/noop-handlers.mjs.
-// The servers run at their defaults (the tenant's request quota included: 200 requests/s and a
-// burst of 400 per server process), with their scheduler and reaper, which have nothing else to do.
+// The servers run at their defaults, the tenant's request quotas included (per server process:
+// `--api-rate`/`--api-burst`, and since batched results `--worker-rate`/`--worker-burst` for lease
+// requests), with their scheduler and reaper, which have nothing else to do.
 //
 // Throughput: a backlog of ready runs (`seedBacklog`, direct inserts) drained by
 //   database  one `tock worker --database-url`, concurrency C, prefetch 3 C (the best Tock
@@ -538,7 +539,7 @@ function scenarioNotes(s, tp, lt) {
   );
   if ([...tp.out, ...lt.out].some((r) => r.rounds.some((f) => f.rateLimited > 0)))
     notes.push(
-      'The tenant request quota (200/s and a burst of 400 per server process, the default) answered 429 in some drains or windows (the 429s column): those figures are bounded by the quota.',
+      'The tenant request quota (per server process, at its default) answered 429 in some drains or windows (the 429s column): those figures are bounded by the quota.',
     );
   return notes;
 }
@@ -577,7 +578,7 @@ export default {
       ctx.log(
         `${fmt(s.runs)} runs a drain (cap ${s.capMs / 1000} s), concurrency ${s.concurrency}; latency ` +
           `${fmt(s.latency.rate)}/s, ${s.latency.warmupS} s warm-up + ${s.latency.seconds} s; ` +
-          'servers at their defaults (quota 200/s, burst 400)',
+          'servers at their defaults (request quotas included)',
       );
       const env = { procs, admin, url, key, s };
       const tp = throughputReport(await throughputRounds(ctx, env), s.concurrency);
