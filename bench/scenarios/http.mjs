@@ -376,11 +376,13 @@ function throughputReport(results, concurrency) {
       'drained',
     ],
     out.map((r) => {
-      const http = r !== base;
+      const http = r.name !== 'database';
       return [
         r.label,
         withFailures(r.rounds, fmtRange(r.runsPerSecond)),
-        http && r.ratio.median !== null ? `${fmtRange(mapRange(r.ratio, (x) => x * 100))} %` : '',
+        http && r.ratio.median !== null
+          ? `${fmt(r.ratio.median * 100)} % (${fmt(r.ratio.min * 100)}–${fmt(r.ratio.max * 100)})`
+          : '',
         http ? fmt(over(r.rounds, 'requestsPerRun').median, 3) : '',
         http ? r.rounds.map((f) => (f.error ? '–' : fmt(f.rateLimited))).join(', ') : '',
         fmt(over(r.rounds, 'workerCpuUsPerRun').median, 1),
@@ -396,8 +398,6 @@ function throughputReport(results, concurrency) {
   );
   return { out, table };
 }
-
-const mapRange = (r, f) => ({ median: f(r.median), min: f(r.min), max: f(r.max) });
 
 /** The latency table and its per-path summaries. */
 function latencyReport(results, concurrency, w) {
@@ -526,7 +526,7 @@ function scenarioNotes(s, tp, lt) {
   for (const r of tp.out.filter((x) => x.name !== 'database')) {
     const ratio = r.ratio.median;
     notes.push(
-      `${r.label}: ${ratio === null ? '–' : fmt(ratio * 100)} % of the database worker's runs/s, median per round (target ≥ 50 %: ${ratio !== null && ratio >= 0.5 ? 'met' : 'NOT met'})`,
+      `${r.label}: ${ratio === null ? '–' : fmt(ratio * 100, 1)} % of the database worker's runs/s, median per round (target ≥ 50 %: ${ratio !== null && ratio >= 0.5 ? 'met' : 'NOT met'})`,
     );
   }
   const http = lt.out.find((o) => o.via === 'http');
