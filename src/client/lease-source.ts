@@ -7,9 +7,9 @@
  * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
  * request left before the server read its clock, so a converted expiry is never later than the
  * real one, whatever the skew between the two machines. A handler's start goes the other way, to
- * the server's clock, with the offset of the last answer (its `server_time` − when its request was
- * sent): an estimate never earlier than the real start; the server keeps it within the claim and
- * its now whatever is sent.
+ * the server's clock, with the least offset of the latest answers (each one's `server_time` − when
+ * its request was sent, so a long-poll's wait is not taken for skew): an estimate never earlier than
+ * the real start; the server keeps it within the claim and its now whatever is sent.
  *
  * The source is bound to one worker (`workerId`, given at construction): its claims, heartbeats
  * and reports all go under that id, so the server's node list shows one worker, not one per
@@ -165,16 +165,20 @@ export class HttpLeaseSource implements LeaseSource {
     return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));
   }
 
-  /** Notes the server's clock of an answer to a request sent at `sentAt`. */
+  /**
+   * Notes the server's clock of an answer to a request sent at `sentAt`. Each answer bounds the
+   * offset from above (the server read its clock after the request left); the offset used is the
+   * least bound of the latest answers, so a long-poll's answer (whose server time is its wait
+   * later) does not move handler starts late.
+   */
   private noteServerTime(serverTime: string, sentAt: number): void {
     const referenceMs = Date.parse(serverTime);
-    const offset = referenceMs - sentAt;
-    if (Number.isFinite(offset)) this.serverOffsetMs = offset;
-    // One round trip for the clock offset reported to `tock status`.
     const receivedMs = this.clock.nowMs();
     if (!Number.isFinite(referenceMs) || receivedMs < sentAt) return;
+    // One round trip, for the offset of handler starts and the one reported to `tock status`.
     this.samples.push({ sentMs: sentAt, referenceMs, receivedMs });
     if (this.samples.length > CLOCK_SAMPLES) this.samples.shift();
+    this.serverOffsetMs = Math.min(...this.samples.map((x) => x.referenceMs - x.sentMs));
   }
 
   /** A handler start on this worker's clock as an instant on the server's, or undefined. */
