@@ -22,6 +22,7 @@ const UNIT = [
   'test/worker/lease-keeper.test.ts',
   'test/worker/producer.test.ts',
   'test/worker/config.test.ts',
+  'test/worker/define-job.test.ts',
   'test/worker/executors/*.test.ts',
 ];
 const DATABASE = ['test/setup/global-database.ts'];
