@@ -248,6 +248,12 @@ const jobDefinition = {
     description: 'IANA timezone the cron expression is read in (default UTC)',
   },
   payload: { flags: '--payload <json>', description: 'JSON given to the handler (default {})', parse: json },
+  payloadSchema: {
+    flags: '--payload-schema <json>',
+    description:
+      "a JSON Schema every payload must match, the job's own and each trigger's, at most 16 KiB (default: any payload)",
+    parse: json,
+  },
   priority: {
     flags: '--priority <n>',
     description: '0-100, higher first (default 0)',
