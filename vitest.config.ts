@@ -14,6 +14,7 @@ const UNIT = [
   'test/api/database-down.test.ts',
   'test/cli/format/*.test.ts',
   'test/docs/*.test.ts',
+  'test/runtime/handlers-module.test.ts',
   'test/runtime/logger.test.ts',
   'test/scheduler/clock-sync.test.ts',
   'test/scripts/*.test.ts',
