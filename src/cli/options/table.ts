@@ -42,7 +42,7 @@ const dev = {
   handlers: {
     flags: '--handlers <module>',
     description:
-      'JS module of your handlers for the worker (as tock worker takes); a name it shares with a built-in dev handler replaces it',
+      'JS module of your handlers and defined jobs for the worker (as tock worker takes; its jobs are registered after --jobs); a name it shares with a built-in dev handler replaces it',
     env: 'TOCK_HANDLERS',
   },
   config: {
@@ -151,7 +151,8 @@ const worker = {
   ...heldRuns,
   handlers: {
     flags: '--handlers <module>',
-    description: 'JS module whose default export (or `handlers` export) maps handler names to functions',
+    description:
+      'JS module whose default export (or `handlers` export) maps handler names to functions, and/or that exports jobs defined with defineJob (upserted at start, their handlers served)',
     env: 'TOCK_HANDLERS',
   },
   config: {
