@@ -26,6 +26,7 @@ import {
   OffsetClock,
   SystemClock,
   ValidationError,
+  type ValidJob,
   validateJobs,
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
@@ -184,14 +185,14 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
   refuseConflictingOptions(o);
   // Handlers first: a bad configuration fails before anything connects.
   const { handlers, jobs } = await loadHandlers(o);
-  const defined = jobs.length > 0 ? validateJobs(jobs) : [];
-  const tenantId = definitionTenant(o, defined.length);
+  const defined = { inputs: jobs, valid: jobs.length > 0 ? validateJobs(jobs) : [] };
+  const tenantId = definitionTenant(o, jobs.length);
   const workerId = o.workerId ?? defaultWorkerId();
   const connection = o.url ? await connectToServer(o, o.url, workerId) : await connectToDatabase(o);
   const { clock, sync, db } = connection;
   let worker: Worker;
   try {
-    if (defined.length > 0) await upsertDefinitions(o, connection, jobs, tenantId);
+    if (jobs.length > 0) await upsertDefinitions(o, connection, defined, tenantId);
     worker = createWorker(o, connection, handlers, workerId);
   } catch (err) {
     await sync?.stop();
@@ -347,13 +348,13 @@ function definitionTenant(o: WorkerRuntimeOptions, jobs: number): string | null 
 async function upsertDefinitions(
   o: WorkerRuntimeOptions,
   connection: WorkerConnection,
-  jobs: readonly JobInput[],
+  jobs: { inputs: readonly JobInput[]; valid: readonly ValidJob[] },
   tenantId: string | null,
 ): Promise<void> {
   if (connection.pg && tenantId !== null) {
     const { changes } = await connection.pg.upsertJobs({
       tenantId,
-      jobs: validateJobs(jobs),
+      jobs: jobs.valid,
       now: connection.clock.nowMs(),
     });
     o.logger.info(
@@ -365,7 +366,7 @@ async function upsertDefinitions(
   const client = new TockClient({ url: o.url as string, key: o.key });
   try {
     const answer = await client.putJobs(
-      jobs.map((j) => jobInputToApi(j) as unknown as JobBody & { job_id: string }),
+      jobs.inputs.map((j) => jobInputToApi(j) as unknown as JobBody & { job_id: string }),
     );
     o.logger.info(
       { jobs: answer.jobs.map((c) => `${c.job_id}: ${c.change}`) },
