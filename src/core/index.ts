@@ -16,6 +16,7 @@ export * from './lease.js';
 export * from './limits.js';
 export * from './misfire.js';
 export * from './nodes.js';
+export * from './payload-schema.js';
 export * from './periodic.js';
 export * from './priority.js';
 export * from './retry.js';

@@ -19,6 +19,7 @@ export function toJob(r: Row, misfireDefaultSeconds: number): Job {
     jobId: r.job_id,
     handler: r.handler,
     payload: r.payload,
+    payloadSchema: r.payload_schema,
     schedule: r.schedule,
     timezone: r.timezone,
     priority: r.priority,

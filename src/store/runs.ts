@@ -8,6 +8,7 @@
 import {
   ConflictError,
   checkPayload,
+  checkPayloadAgainst,
   decideRetry,
   LeaseLostError,
   NotFoundError,
@@ -31,8 +32,9 @@ interface Retrying {
 }
 
 /**
- * An ad-hoc run of a job for `scheduledFor` (default now), with its own `payload` when given; a slot
- * that has a run is a conflict naming it.
+ * An ad-hoc run of a job for `scheduledFor` (default now), with its own `payload` when given (which
+ * must match the job's payload schema, if it has one: a `ValidationError` naming the failing path
+ * otherwise, nothing written); a slot that has a run is a conflict naming it.
  */
 export async function triggerRun(
   db: Queryable,
@@ -40,9 +42,12 @@ export async function triggerRun(
 ): Promise<Run> {
   const now = checkInstant(p.now, 'now');
   const slot = checkInstant(p.scheduledFor ?? p.now, 'scheduled_for');
-  // The run's own payload as JSON text; null: the job's.
-  const payload = p.payload === undefined ? null : JSON.stringify(checkPayload(p.payload));
+  const given = p.payload === undefined ? undefined : checkPayload(p.payload);
   const job = await getJob(db, p);
+  // A job with a payload schema takes only payloads that match it (its own was checked at upsert).
+  if (given !== undefined && job.payloadSchema !== null) checkPayloadAgainst(job.payloadSchema, given);
+  // The run's own payload as JSON text; null: the job's.
+  const payload = given === undefined ? null : JSON.stringify(given);
   const key = new Date(sortKey(slot.getTime(), job.priority, p.agingStepMs));
   const { rows } = await db.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now, payload]);
   if (rows[0]) {

@@ -9,6 +9,8 @@ export interface Job {
   jobId: string;
   handler: string;
   payload: unknown;
+  /** JSON Schema every payload of the job must match; `null`: any. */
+  payloadSchema: unknown;
   schedule: string;
   timezone: string;
   priority: number;

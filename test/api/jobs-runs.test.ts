@@ -50,6 +50,7 @@ describe('jobs', () => {
       timezone: 'UTC',
       handler: 'report',
       payload: { to: 'ops' },
+      payload_schema: null,
       priority: 5,
       max_attempts: 3,
       backoff_base_seconds: 2,

@@ -173,6 +173,22 @@ describe('tock jobs put', () => {
     expect(changed.backoff_cap_seconds).toBe(1200);
   });
 
+  test('--payload-schema sets payload_schema; get shows it; a trigger whose payload fails it is refused', async () => {
+    const schema = { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } };
+    const base = ['jobs', 'put', 'typed', '--schedule', '@every 1h', '--handler', 'h'];
+    await ok([...base, '--payload', '{"n":1}', '--payload-schema', JSON.stringify(schema)]);
+    expect((await okJson(['jobs', 'get', 'typed'])).payload_schema).toEqual(schema);
+    expect(await ok(['jobs', 'get', 'typed'])).toContain(`payload_schema  ${JSON.stringify(schema)}\n`);
+    expect(await fails(['jobs', 'trigger', 'typed', '--payload', '{"n":"one"}'])).toMatch(
+      /payload\.n does not match the job's payload_schema: must be integer/,
+    );
+    expect(await fails([...base, '--payload-schema', JSON.stringify(schema)])).toMatch(
+      /payload\.n does not match the job's payload_schema/,
+    );
+    await ok(base);
+    expect(await ok(['jobs', 'get', 'typed'])).toMatch(/^payload_schema\s+none$/m);
+  });
+
   test('--run-timeout and --misfire-threshold set timeout_seconds and misfire_threshold_seconds; get shows both', async () => {
     const base = ['jobs', 'put', 'limits', '--schedule', '@every 1h', '--handler', 'report'];
     await ok([...base, '--run-timeout', '90s', '--misfire-threshold', '5m']);

@@ -197,6 +197,7 @@ describe('answerOf and the present functions', () => {
       jobId: 'nightly',
       handler: 'report',
       payload: {},
+      payloadSchema: null,
       schedule: '0 3 * * *',
       timezone: 'UTC',
       priority: 0,
@@ -248,6 +249,7 @@ declare namespace Before {
     timezone?: string;
     handler: string;
     payload?: unknown;
+    payload_schema?: unknown;
     priority?: number;
     max_attempts?: number;
     backoff_base_seconds?: number;
@@ -269,6 +271,7 @@ declare namespace Before {
     timezone: string;
     handler: string;
     payload: unknown;
+    payload_schema: unknown;
     priority: number;
     max_attempts: number;
     backoff_base_seconds: number;
