@@ -8,7 +8,9 @@
  * `MAX_PAYLOAD_SCHEMA_BYTES` (the job's field table), no `$data` references, the first error only, no remote `$ref` (no
  * loader: a `$ref` that is not inside the schema is refused), and no schema kept in the ajv instance
  * by its `$id` (two jobs may reuse one). Compiled validators are cached by the schema's text, at most
- * `MAX_CACHED_VALIDATORS`, the least recently used evicted first.
+ * `MAX_CACHED_VALIDATORS`, the least recently used evicted first. `pattern` and
+ * `patternProperties` are refused (`REFUSED_KEYWORDS`): a backtracking regular expression against a
+ * large payload could stall the server for every tenant.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -35,6 +37,24 @@ const ajv = addFormats(
     logger: false,
   }),
 );
+
+/**
+ * Keywords refused in a payload schema: a regular expression runs on JavaScript's backtracking
+ * engine, so one pattern written to backtrack could stall a server shared by every tenant for as
+ * long as a payload of 64 KiB takes. A schema with them is refused when the job is defined.
+ */
+export const REFUSED_KEYWORDS = ['pattern', 'patternProperties'] as const;
+for (const keyword of REFUSED_KEYWORDS) {
+  ajv.removeKeyword(keyword);
+  ajv.addKeyword({
+    keyword,
+    compile: () => {
+      throw new Error(
+        `"${keyword}" is not allowed: a regular expression could stall the server (check the format in the handler instead, or use "format" or "enum")`,
+      );
+    },
+  });
+}
 
 const cache = new Map<string, ValidateFunction>();
 

@@ -87,3 +87,25 @@ describe('validateJob with a payload schema', () => {
     expect(validateJob({ ...BASE, payloadSchema: null }).spec.payloadSchema).toBeNull();
   });
 });
+
+describe('regular expressions', () => {
+  it('a schema with pattern or patternProperties is refused: a backtracking pattern could stall the server for every tenant', () => {
+    // (a+)+$ against 'aaaa…!' backtracks exponentially; compiled, one 64 KiB payload would hang the process.
+    const evil = { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } };
+    const refused = refusal(() => checkPayloadSchema(evil));
+    expect(refused.details.field).toBe('payload_schema');
+    expect(refused.message).toMatch(/"pattern" is not allowed/);
+    expect(
+      refusal(() => checkPayloadSchema(Type.Object({ s: Type.String({ pattern: '^x' }) }))).message,
+    ).toMatch(/"pattern" is not allowed/);
+    expect(
+      refusal(() => checkPayloadSchema({ type: 'object', patternProperties: { '^(a+)+$': {} } })).message,
+    ).toMatch(/"patternProperties" is not allowed/);
+    // A property named "pattern" is a name, not the keyword.
+    checkPayloadSchema({ type: 'object', properties: { pattern: { type: 'string' } } });
+    checkPayloadAgainst(
+      { type: 'object', properties: { pattern: { type: 'string' } } },
+      { pattern: '(a+)+' },
+    );
+  });
+});

@@ -89,7 +89,8 @@ export const JOB_FIELDS = {
     nullable: true,
     default: null,
     maxBytes: MAX_PAYLOAD_SCHEMA_BYTES,
-    description: 'JSON Schema every payload must match (at most 16 KiB); default null: any payload',
+    description:
+      'JSON Schema every payload must match (at most 16 KiB; no pattern or patternProperties); default null: any payload',
     answerDescription: 'JSON Schema every payload must match; null: any payload',
     column: 'payload_schema',
     pgType: 'jsonb',
