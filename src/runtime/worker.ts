@@ -342,6 +342,37 @@ function definitionTenant(o: WorkerRuntimeOptions, jobs: number): string | null 
 }
 
 /**
+ * How long a worker through a server keeps trying to upsert its module's jobs while the server
+ * cannot be reached (or answers 5xx or 429), ms: a worker started before its server waits for it,
+ * as its claims would, but not forever.
+ */
+export const UPSERT_RETRY_MS = 120_000;
+
+/** `send`, sent again with backoff (250 ms doubling to 5 s) while the server is unreachable, up to UPSERT_RETRY_MS. */
+async function whileUnreachable<T>(
+  o: WorkerRuntimeOptions,
+  clock: Clock,
+  send: () => Promise<T>,
+): Promise<T> {
+  const started = clock.nowMs();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await send();
+    } catch (err) {
+      const transient =
+        err instanceof TockConnectionError ||
+        (err instanceof TockApiError && (err.status >= 500 || err.status === 429));
+      if (!transient || clock.nowMs() - started >= UPSERT_RETRY_MS) throw err;
+      o.logger.warn(
+        { error: err instanceof Error ? err.message : String(err) },
+        'could not upsert the jobs of the handlers module yet; retrying',
+      );
+      await clock.sleep(Math.min(5000, 250 * 2 ** attempt));
+    }
+  }
+}
+
+/**
  * Upserts the handlers module's jobs before the worker claims: on the database, or through the
  * server (`PUT /v1/jobs`, all or nothing), which needs a key that may define jobs (role `admin`).
  */
@@ -365,8 +396,8 @@ async function upsertDefinitions(
   }
   const client = new TockClient({ url: o.url as string, key: o.key });
   try {
-    const answer = await client.putJobs(
-      jobs.inputs.map((j) => jobInputToApi(j) as unknown as JobBody & { job_id: string }),
+    const answer = await whileUnreachable(o, connection.clock, () =>
+      client.putJobs(jobs.inputs.map((j) => jobInputToApi(j) as unknown as JobBody & { job_id: string })),
     );
     o.logger.info(
       { jobs: answer.jobs.map((c) => `${c.job_id}: ${c.change}`) },

@@ -5,6 +5,7 @@
  * starting it again changes nothing. A worker key cannot define jobs: the worker says so and exits.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -55,6 +56,15 @@ class Proc extends TockProcess {
 
 const running = (l: Line) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it';
 const upserted = (l: Line) => l.msg === 'jobs of the handlers module upserted';
+
+/** A loopback port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
 
 async function jobsOf(tenantId: string) {
   const { rows } = await db.pool.query(
@@ -138,6 +148,39 @@ describe('tock worker --handlers with job definitions', () => {
       w.child.kill('SIGTERM');
       expect(await w.exited).toBe(0);
       expect((await jobsOf('remote')).map((j) => j.job_id)).toEqual(['mail', 'ping']);
+    });
+
+    test('started before its server: keeps trying to upsert until the server answers, then works', async () => {
+      // Found in review: the upsert was sent once, so a worker started before its server exited
+      // (its claims, before definitions, kept trying).
+      const key = await keyOf('remote-late', 'admin');
+      const port = await freePort();
+      const w = new Proc([
+        'worker',
+        '--handlers',
+        handlersModule,
+        '--url',
+        `http://127.0.0.1:${port}`,
+        '--key',
+        key,
+        '--log-format',
+        'json',
+      ]);
+      const late = await w.waitFor(
+        (l) => l.msg === 'could not upsert the jobs of the handlers module yet; retrying',
+        'a retried upsert',
+      );
+      expect(late.error).toMatch(/ECONNREFUSED/);
+      const server = await startApi(db, { clock: new SystemClock(), auth: 'keys' }, port);
+      try {
+        expect((await w.waitFor(upserted, 'the upsert')).jobs).toEqual(['mail: created', 'ping: created']);
+        await w.waitFor(running, 'start');
+        w.child.kill('SIGTERM');
+        expect(await w.exited).toBe(0);
+      } finally {
+        await server.close();
+      }
+      expect((await jobsOf('remote-late')).map((j) => j.job_id)).toEqual(['mail', 'ping']);
     });
 
     test('with a worker key: exit 1, saying that the key may not define jobs', async () => {
