@@ -11,6 +11,9 @@ import {
   ID_PATTERN,
   JOB_FIELDS,
   LEASED_RUN_FIELDS,
+  LOG_LINE_MAX_CHARS,
+  LOG_LINES_MAX,
+  PROGRESS_MESSAGE_MAX_CHARS,
   RUN_FIELDS,
 } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
@@ -112,6 +115,12 @@ export const RunWithAttempts = Type.Object({
         "what holds a pending run that is due: a limit without tokens or slots, its job's overlap or max_concurrency, no live worker for its handler; null otherwise",
     }),
   ),
+  progress: Nullable(
+    Type.Number({
+      description: "the latest attempt's progress (ctx.progress); its log lines are on the attempt",
+    }),
+  ),
+  progress_message: Nullable(Type.String({ description: "that progress report's message" })),
   attempts: Type.Array(Attempt),
 });
 
@@ -161,8 +170,42 @@ const ServerTime = Instant("the server's clock when it answered");
 
 export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun), server_time: ServerTime });
 
-export const LeaseTokenBody = Type.Object(
-  { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
+/**
+ * What a handler reported since the last heartbeat (`ctx.progress`, `ctx.log`), on a lease being
+ * renewed: written under the live lease only. Bounded: more is refused (400), never cut.
+ */
+const REPORT_PROPERTIES = {
+  progress: Type.Optional(
+    Type.Object(
+      {
+        value: Type.Number({ description: 'any finite number (by convention a percentage)' }),
+        message: Type.Optional(
+          Nullable(Type.String({ maxLength: PROGRESS_MESSAGE_MAX_CHARS, description: 'default none' })),
+        ),
+      },
+      {
+        additionalProperties: false,
+        description: "the handler's latest progress: replaces the attempt's; default unchanged",
+      },
+    ),
+  ),
+  logs: Type.Optional(
+    Type.Array(Type.String({ maxLength: LOG_LINE_MAX_CHARS }), {
+      maxItems: LOG_LINES_MAX,
+      description: `log lines since the last report, oldest first: appended; the attempt keeps its last ${LOG_LINES_MAX}`,
+    }),
+  ),
+  logs_dropped: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description: 'lines the worker dropped before it could send them (added to the count); default 0',
+    }),
+  ),
+};
+
+export const RunHeartbeatBody = Type.Object(
+  { lease_token: Type.String({ minLength: 1, maxLength: 100 }), ...REPORT_PROPERTIES },
   { additionalProperties: false },
 );
 
@@ -191,6 +234,7 @@ export const WorkerHeartbeatBody = Type.Object(
         {
           run_id: Type.String({ minLength: 1, maxLength: 100 }),
           lease_token: Type.String({ minLength: 1, maxLength: 100 }),
+          ...REPORT_PROPERTIES,
         },
         { additionalProperties: false },
       ),

@@ -19,6 +19,7 @@ import type {
   JobBody,
   JobList,
   LeaseAnswer,
+  LeaseReport,
   Limit,
   LimitBody,
   LimitList,
@@ -276,20 +277,26 @@ export class TockClient {
     });
   }
 
-  /** Renews one lease; a `TockApiError` with code `lease_lost` (409) when it is no longer live. */
-  heartbeat(runId: string, leaseToken: string): Promise<HeartbeatAnswer> {
+  /**
+   * Renews one lease (with what its handler reported, if anything); a `TockApiError` with code
+   * `lease_lost` (409) when it is no longer live.
+   */
+  heartbeat(runId: string, leaseToken: string, report: LeaseReport = {}): Promise<HeartbeatAnswer> {
     return this.request('POST', `/v1/runs/${segment(runId)}/heartbeat`, {
-      body: { lease_token: leaseToken },
+      body: { lease_token: leaseToken, ...reportJson(report) },
     });
   }
 
-  /** Renews all of a worker's leases in one request; `lost` lists the runs it no longer holds. */
+  /**
+   * Renews all of a worker's leases in one request, each with what its handler reported, if
+   * anything; `lost` lists the runs it no longer holds.
+   */
   heartbeatMany(
     workerId: string,
-    leases: readonly { runId: string; leaseToken: string }[],
+    leases: readonly ({ runId: string; leaseToken: string } & LeaseReport)[],
   ): Promise<WorkerHeartbeatAnswer> {
     return this.request('POST', `/v1/workers/${segment(workerId)}/heartbeat`, {
-      body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken })) },
+      body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken, ...reportJson(l) })) },
     });
   }
 
@@ -397,4 +404,18 @@ export class TockClient {
   private connection() {
     return { url: this.url, key: this.key, timeoutMs: this.timeoutMs, fetch: this.fetchImpl };
   }
+}
+
+/** A report as the heartbeat bodies carry it: only what it has. */
+function reportJson(r: LeaseReport): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (r.progress != null) {
+    out.progress =
+      r.progress.message == null
+        ? { value: r.progress.value }
+        : { value: r.progress.value, message: r.progress.message };
+  }
+  if (r.logs !== undefined && r.logs.length > 0) out.logs = r.logs;
+  if (r.logsDropped) out.logs_dropped = r.logsDropped;
+  return out;
 }

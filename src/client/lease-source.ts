@@ -32,9 +32,9 @@ import {
   estimateOffset,
   type FailRunAnswer,
   type FailRunParams,
+  type HeartbeatLease,
   type HeartbeatRunsAnswer,
   LeaseLostError,
-  type LeaseRef,
   type LeaseSource,
   SystemClock,
 } from '../core/index.js';
@@ -226,7 +226,8 @@ export class HttpLeaseSource implements LeaseSource {
     }));
   }
 
-  async heartbeatRuns(p: { leases: readonly LeaseRef[] }): Promise<HeartbeatRunsAnswer> {
+  /** Renews every lease in one request, each with what its handler reported (progress, log lines). */
+  async heartbeatRuns(p: { leases: readonly HeartbeatLease[] }): Promise<HeartbeatRunsAnswer> {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
     const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);

@@ -22,6 +22,7 @@ import {
   type Completion,
   LeaseLostError,
   type LeaseSource,
+  type RunReport,
   resultText,
   TockError,
 } from '../core/index.js';
@@ -46,10 +47,12 @@ export interface FailureResult {
   permanent: boolean;
   retryAfterMs?: number;
   output: string | null;
+  /** What the handler reported (progress, log lines) that no heartbeat carried. */
+  report?: RunReport;
 }
 
 type Write =
-  | { kind: 'complete'; output: string | null; startedAt: number | null }
+  | { kind: 'complete'; output: string | null; startedAt: number | null; report?: RunReport }
   | ({ kind: 'fail'; refused: boolean } & FailureResult);
 
 interface Pending {
@@ -115,8 +118,9 @@ export class Completer {
     output: string | null,
     budgetMs: number,
     startedAt: number | null = null,
+    report?: RunReport,
   ): Promise<ResultOutcome> {
-    return this.enqueue(run, { kind: 'complete', output, startedAt }, budgetMs);
+    return this.enqueue(run, { kind: 'complete', output, startedAt, report }, budgetMs);
   }
 
   /** Records a failure of the handler; resolves with how it ended. */
@@ -235,6 +239,7 @@ export class Completer {
             leaseToken: p.run.leaseToken,
             output: (p.write as { output: string | null }).output,
             startedAt: (p.write as { startedAt: number | null }).startedAt,
+            ...(p.write as { report?: RunReport }).report,
           }),
         ),
         now: this.o.clock.nowMs(),
@@ -283,6 +288,7 @@ export class Completer {
         permanent: w.permanent,
         retryAfterMs: w.retryAfterMs,
         output: w.output,
+        ...w.report,
         now: this.o.clock.nowMs(),
       });
       p.resolve({ kind: 'failed', state: r.state, error: w.error });
@@ -299,6 +305,7 @@ export class Completer {
         errorStack: null,
         retryAfterMs: undefined,
         output: null,
+        report: undefined,
       };
       await this.writeFailure(p, onOutage);
     }

@@ -66,6 +66,11 @@ const RUN: RunWithAttempts = {
       error: 'boom',
       errorStack: 'Error: boom',
       output: null,
+      progress: 40,
+      progressMessage: 'two of five',
+      logs: ['a', 'b'],
+      logsDropped: 3,
+      reportedAt: T2,
     },
   ],
 };
@@ -301,6 +306,11 @@ declare namespace Before {
     error: string | null;
     error_stack: string | null;
     output: string | null;
+    progress: number | null;
+    progress_message: string | null;
+    logs: string[];
+    logs_dropped: number;
+    reported_at: string | null;
   }
   interface Run {
     run_id: string;
