@@ -92,6 +92,7 @@ export const TABLES = [
   'run_queue',
   'run_claims',
   'attempts',
+  'attempt_progress',
   'api_keys',
   'idempotency_keys',
   'limits',
