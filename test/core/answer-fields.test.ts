@@ -91,10 +91,13 @@ describe('the answer schemas derived from the tables', () => {
         ).toBe(Boolean(f.nullable));
         const value = alternatives.find((a) => a.type !== 'null');
         expect(value.description, f.api).toBe(f.answerDescription);
-        const type = { integer: 'integer', number: 'number', boolean: 'boolean', json: undefined } as Record<
-          string,
-          string | undefined
-        >;
+        const type = {
+          integer: 'integer',
+          number: 'number',
+          boolean: 'boolean',
+          json: undefined,
+          strings: 'array',
+        } as Record<string, string | undefined>;
         expect(value.type, f.api).toBe(f.type in type ? type[f.type] : 'string');
         expect(value.format, f.api).toBe(f.type === 'instant' ? 'date-time' : undefined);
       }
@@ -124,6 +127,9 @@ describe('answerOf and the present functions', () => {
       claimed_at: '2026-01-01T00:00:00.000Z',
       finished_at: '2026-01-01T00:00:05.250Z',
       waiting_for: null,
+      // The latest attempt's.
+      progress: 40,
+      progress_message: 'two of five',
       attempts: [
         {
           attempt: 1,
@@ -135,6 +141,11 @@ describe('answerOf and the present functions', () => {
           error: 'boom',
           error_stack: 'Error: boom',
           output: null,
+          progress: 40,
+          progress_message: 'two of five',
+          logs: ['a', 'b'],
+          logs_dropped: 3,
+          reported_at: '2026-01-01T00:00:05.250Z',
         },
       ],
     });
