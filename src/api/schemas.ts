@@ -11,9 +11,6 @@ import {
   ID_PATTERN,
   JOB_FIELDS,
   LEASED_RUN_FIELDS,
-  LOG_LINE_MAX_CHARS,
-  LOG_LINES_MAX,
-  PROGRESS_MESSAGE_MAX_CHARS,
   RUN_FIELDS,
 } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
@@ -126,6 +123,8 @@ export const RunWithAttempts = Type.Object({
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 
+/** The heartbeat bodies, with what handlers reported (`RunHeartbeatBody`, `WorkerHeartbeatBody`). */
+export * from './heartbeat-schemas.js';
 /** The bodies that create runs on demand (`TriggerBody`, `BackfillBody`) and a backfill's answer. */
 export * from './trigger-schemas.js';
 
@@ -170,45 +169,6 @@ const ServerTime = Instant("the server's clock when it answered");
 
 export const LeaseAnswer = Type.Object({ runs: Type.Array(LeasedRun), server_time: ServerTime });
 
-/**
- * What a handler reported since the last heartbeat (`ctx.progress`, `ctx.log`), on a lease being
- * renewed: written under the live lease only. Bounded: more is refused (400), never cut.
- */
-const REPORT_PROPERTIES = {
-  progress: Type.Optional(
-    Type.Object(
-      {
-        value: Type.Number({ description: 'any finite number (by convention a percentage)' }),
-        message: Type.Optional(
-          Nullable(Type.String({ maxLength: PROGRESS_MESSAGE_MAX_CHARS, description: 'default none' })),
-        ),
-      },
-      {
-        additionalProperties: false,
-        description: "the handler's latest progress: replaces the attempt's; default unchanged",
-      },
-    ),
-  ),
-  logs: Type.Optional(
-    Type.Array(Type.String({ maxLength: LOG_LINE_MAX_CHARS }), {
-      maxItems: LOG_LINES_MAX,
-      description: `log lines since the last report, oldest first: appended; the attempt keeps its last ${LOG_LINES_MAX}`,
-    }),
-  ),
-  logs_dropped: Type.Optional(
-    Type.Integer({
-      minimum: 0,
-      maximum: Number.MAX_SAFE_INTEGER,
-      description: 'lines the worker dropped before it could send them (added to the count); default 0',
-    }),
-  ),
-};
-
-export const RunHeartbeatBody = Type.Object(
-  { lease_token: Type.String({ minLength: 1, maxLength: 100 }), ...REPORT_PROPERTIES },
-  { additionalProperties: false },
-);
-
 export const ReleaseBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
@@ -226,23 +186,6 @@ export const HeartbeatAnswer = Type.Object({
   lease_expires_at: Instant('the renewed expiry'),
   server_time: ServerTime,
 });
-
-export const WorkerHeartbeatBody = Type.Object(
-  {
-    leases: Type.Array(
-      Type.Object(
-        {
-          run_id: Type.String({ minLength: 1, maxLength: 100 }),
-          lease_token: Type.String({ minLength: 1, maxLength: 100 }),
-          ...REPORT_PROPERTIES,
-        },
-        { additionalProperties: false },
-      ),
-      { maxItems: 1000 },
-    ),
-  },
-  { additionalProperties: false },
-);
 
 export const WorkerHeartbeatAnswer = Type.Object({
   renewed: Type.Array(Type.Object({ run_id: Type.String(), lease_expires_at: Instant('renewed expiry') })),

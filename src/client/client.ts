@@ -8,6 +8,7 @@
  * with an idempotency key).
  */
 
+import { reportJson } from './report-json.js';
 import { type RequestOptions, request, requestWithStatus } from './transport.js';
 import type {
   ApiKey,
@@ -277,20 +278,14 @@ export class TockClient {
     });
   }
 
-  /**
-   * Renews one lease (with what its handler reported, if anything); a `TockApiError` with code
-   * `lease_lost` (409) when it is no longer live.
-   */
+  /** Renews one lease, with its handler's report; a `TockApiError` `lease_lost` (409) once it is not live. */
   heartbeat(runId: string, leaseToken: string, report: LeaseReport = {}): Promise<HeartbeatAnswer> {
     return this.request('POST', `/v1/runs/${segment(runId)}/heartbeat`, {
       body: { lease_token: leaseToken, ...reportJson(report) },
     });
   }
 
-  /**
-   * Renews all of a worker's leases in one request, each with what its handler reported, if
-   * anything; `lost` lists the runs it no longer holds.
-   */
+  /** Renews a worker's leases (each with its handler's report) in one request; `lost`: those it no longer holds. */
   heartbeatMany(
     workerId: string,
     leases: readonly ({ runId: string; leaseToken: string } & LeaseReport)[],
@@ -404,18 +399,4 @@ export class TockClient {
   private connection() {
     return { url: this.url, key: this.key, timeoutMs: this.timeoutMs, fetch: this.fetchImpl };
   }
-}
-
-/** A report as the heartbeat bodies carry it: only what it has. */
-function reportJson(r: LeaseReport): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  if (r.progress != null) {
-    out.progress =
-      r.progress.message == null
-        ? { value: r.progress.value }
-        : { value: r.progress.value, message: r.progress.message };
-  }
-  if (r.logs !== undefined && r.logs.length > 0) out.logs = r.logs;
-  if (r.logsDropped) out.logs_dropped = r.logsDropped;
-  return out;
 }

@@ -76,7 +76,8 @@ function reportBlocks(a: Api.Attempt): string {
   const logs = a.logs ?? [];
   const dropped = a.logs_dropped ?? 0;
   const progress = progressCell(a.progress, a.progress_message);
-  const title = dropped > 0 ? `LOG (last ${counted(logs.length, 'line')}; ${dropped} earlier dropped)` : 'LOG';
+  const title =
+    dropped > 0 ? `LOG (last ${counted(logs.length, 'line')}; ${dropped} earlier dropped)` : 'LOG';
   return (
     formatBlock('PROGRESS', progress) +
     (logs.length > 0 ? formatBlock(title, logs.join('\n')) : dropped > 0 ? `${title}\n` : '')
