@@ -104,7 +104,10 @@ export class LeaseKeeper {
     const reporting = new Promise<void>((resolve) => {
       answered = resolve;
     });
-    for (const a of sent.keys()) a.reporting = reporting;
+    // (Behind one still in flight, from `extendLease`, when there is one.)
+    for (const a of sent.keys()) {
+      a.reporting = a.reporting === null ? reporting : Promise.all([a.reporting, reporting]).then(() => {});
+    }
     let answer: HeartbeatRunsAnswer;
     try {
       answer = await this.renew(leases, now, sent.size > 0);
