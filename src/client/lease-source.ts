@@ -32,17 +32,18 @@ import {
   estimateOffset,
   type FailRunAnswer,
   type FailRunParams,
+  type HeartbeatLease,
   type HeartbeatRunsAnswer,
   LeaseLostError,
-  type LeaseRef,
   type LeaseSource,
+  type RunReport,
   SystemClock,
 } from '../core/index.js';
 import { TockClient } from './client.js';
 import { ResultBatcher } from './result-batcher.js';
 import type { ResultOptions } from './results.js';
 import { TockApiError, TockConnectionError } from './transport.js';
-import type { ResultOutcome, WorkerReport } from './types.js';
+import type { LeaseReport, ResultOutcome, WorkerReport } from './types.js';
 
 export interface HttpLeaseSourceOptions {
   /** The server, e.g. `http://127.0.0.1:8080`. */
@@ -83,6 +84,12 @@ export const CLAIM_RETRY_BACKOFF_MS = 200;
 const CLOCK_SAMPLES = 8;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
+
+/** What a handler reported that its result carries, if anything. */
+const reportOf = (r: RunReport): LeaseReport | undefined =>
+  r.progress == null && !r.logs?.length && !r.logsDropped
+    ? undefined
+    : { progress: r.progress, logs: r.logs, logsDropped: r.logsDropped };
 
 /** The server keeps the last 64 KiB of an output, an error or a stack: no more is sent. */
 const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
@@ -241,7 +248,8 @@ export class HttpLeaseSource implements LeaseSource {
     }));
   }
 
-  async heartbeatRuns(p: { leases: readonly LeaseRef[] }): Promise<HeartbeatRunsAnswer> {
+  /** Renews every lease in one request, each with what its handler reported (progress, log lines). */
+  async heartbeatRuns(p: { leases: readonly HeartbeatLease[] }): Promise<HeartbeatRunsAnswer> {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
     const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);
@@ -284,6 +292,8 @@ export class HttpLeaseSource implements LeaseSource {
           ...r,
           errorStack: details ? r.errorStack : undefined,
           startedAt: details ? r.startedAt : undefined,
+          // A server without the batch route does not know reports on results either.
+          report: undefined,
         }),
       );
       return { run_id: r.runId, outcome: 'done', status: 200, ...answer };
@@ -302,6 +312,7 @@ export class HttpLeaseSource implements LeaseSource {
           status: 'succeeded',
           output: l.output === null || l.output === undefined ? undefined : tail(l.output),
           startedAt: this.serverInstant(l.startedAt),
+          report: reportOf(l),
         }),
       ),
     );
@@ -322,6 +333,7 @@ export class HttpLeaseSource implements LeaseSource {
       retryable: p.permanent !== true,
       retryAfterMs: p.retryAfterMs,
       output: p.output === null || p.output === undefined ? undefined : tail(p.output),
+      report: reportOf(p),
     });
     if (answer.outcome !== 'done')
       throw new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });

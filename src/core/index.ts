@@ -19,6 +19,7 @@ export * from './nodes.js';
 export * from './payload-schema.js';
 export * from './periodic.js';
 export * from './priority.js';
+export * from './progress.js';
 export * from './retry.js';
 export * from './run-state.js';
 export * from './schedule/schedule.js';

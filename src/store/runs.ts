@@ -20,6 +20,7 @@ import {
 import { checkInstant, checkLeases, startedMsOf, storedText, UUID } from './checks.js';
 import { getJob } from './jobs.js';
 import { notifyRuns } from './notify.js';
+import { reportsParam } from './progress.js';
 import * as R from './queries/runs.js';
 import { type Queryable, type Row, toRef, toRun } from './rows.js';
 import type { Store } from './store.js';
@@ -71,12 +72,13 @@ export async function completeRuns(
   // In the order of `ids`: checkLeases keeps the well-formed leases in order.
   const outputs = valid.map((l) => storedText(l.output));
   const starts = valid.map((l) => startedMsOf(l.startedAt));
+  const reports = reportsParam(valid);
   const { rows } = ids.length
     ? // Named (prepared per connection), as the claim: the hot path's statements are planned once.
       await db.query({
         name: 'tock_complete',
         text: R.runCompleteMany,
-        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts],
+        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts, reports],
       })
     : { rows: [] };
   const completed = rows.map((r: Row) => r.run_id as string);
@@ -97,6 +99,7 @@ export async function failRun(
   const startedAt = startedMsOf(p.startedAt);
   const lost = () => new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
   if (!UUID.test(p.runId) || !UUID.test(p.leaseToken)) throw lost();
+  const report = reportsParam([p]);
   if (p.retryAfterMs !== undefined && !(p.retryAfterMs >= 0 && Number.isFinite(p.retryAfterMs))) {
     throw new ValidationError('retry_after must be a non-negative number of ms', { field: 'retry_after' });
   }
@@ -126,6 +129,7 @@ export async function failRun(
     storedText(p.output),
     startedAt,
     storedText(p.errorStack),
+    report,
   ]);
   if (!rows[0]) throw lost();
   return { state: next.state, attempt: rows[0].attempt, availableAt };

@@ -587,6 +587,51 @@ describe('tock dlq', () => {
   });
 });
 
+describe('tock runs show: progress and logs', () => {
+  test('a running run shows its progress; its attempt the message, the log lines and how many were dropped', async () => {
+    await ok(['jobs', 'put', 'p-job', '--schedule', '@daily', '--handler', 'reporting']);
+    const runId = (await okJson(['jobs', 'trigger', 'p-job'])).run_id;
+    const [claimed] = await db.store.claimRuns({
+      workerId: 'w-p',
+      pool: 'default',
+      max: 1,
+      handlers: ['reporting'],
+      tenantId: TENANT,
+      now: db.clock.nowMs(),
+    });
+    expect(claimed?.runId).toBe(runId);
+    const lines = Array.from({ length: 102 }, (_, i) => `copied batch ${i}`);
+    lines[101] = 'last \u001b[31mred\u001b[0m';
+    const { renewed } = await db.store.heartbeatRuns({
+      leases: [{ ...claimed!, progress: { value: 42.5, message: 'rows 425 of 1000' }, logs: lines }],
+      now: db.clock.nowMs(),
+    });
+    expect(renewed).toHaveLength(1);
+
+    const show = await ok(['runs', 'show', runId]);
+    expect(show).toMatch(/^state\s+running$/m);
+    expect(show).toMatch(/^progress\s+42\.5 {2}rows 425 of 1000$/m);
+    expect(show).toContain(
+      [
+        'attempt 1 (running):',
+        'PROGRESS',
+        '  42.5  rows 425 of 1000',
+        'LOG (last 100 lines; 2 earlier dropped)',
+        '  copied batch 2',
+        '  copied batch 3',
+      ].join('\n'),
+    );
+    // The last line, its escape sequences made harmless.
+    expect(show).toContain('  copied batch 100\n  last \ufffd[31mred\ufffd[0m\n');
+    expect(show).not.toContain('copied batch 1\n');
+    expect(show).not.toContain('\u001b');
+    const json = await okJson(['runs', 'show', runId]);
+    expect(json).toMatchObject({ progress: 42.5, progress_message: 'rows 425 of 1000' });
+    expect(json.attempts[0]).toMatchObject({ logs_dropped: 2 });
+    expect(json.attempts[0].logs).toHaveLength(100);
+  });
+});
+
 describe('tock keys', () => {
   test('create through the API prints the key alone on the last line; list; revoke shuts it out', async () => {
     const out = await tock(['keys', 'create', '--role', 'operator', '--name', 'ci']);

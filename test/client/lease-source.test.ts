@@ -276,3 +276,36 @@ test("a long-poll's wait is not taken for clock skew: handler starts go to the s
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('a worker through a server loses nothing its handler reported just before it returned: the result carries it', async () => {
+  const [runId] = await jobWithRuns('tail', 'p-tail', 1);
+  const worker = new Worker({
+    store: new HttpLeaseSource({ url: api.base, key: keys.worker, waitMs: 0, workerId: 'w-tail' }),
+    clock: new SystemClock(),
+    logger: pino({ level: 'silent' }),
+    handlers: {
+      'tail-handler': (ctx) => {
+        ctx.progress(90, 'nearly');
+        ctx.log('last words');
+        return 'done';
+      },
+    },
+    pool: 'p-tail',
+    claimAheadMs: 0,
+    pollIntervalMs: 3_600_000,
+  });
+  const done = new Promise<void>((resolve) => worker.once('run:succeeded', () => resolve()));
+  worker.start();
+  try {
+    await worker.claimOnce();
+    await done;
+  } finally {
+    await worker.stop(1000);
+  }
+  const run = await client(api.base)('GET', `/v1/runs/${runId}`, { key: keys.reader });
+  expect(run.json.attempts[0]).toMatchObject({
+    progress: 90,
+    progress_message: 'nearly',
+    logs: ['last words'],
+  });
+});
