@@ -15,6 +15,7 @@ const UNIT = [
   'test/api/database-down.test.ts',
   'test/cli/format/*.test.ts',
   'test/docs/*.test.ts',
+  'test/runtime/handlers-module.test.ts',
   'test/runtime/logger.test.ts',
   'test/scheduler/clock-sync.test.ts',
   'test/scripts/*.test.ts',
@@ -23,6 +24,7 @@ const UNIT = [
   'test/worker/lease-keeper.test.ts',
   'test/worker/producer.test.ts',
   'test/worker/config.test.ts',
+  'test/worker/define-job.test.ts',
   'test/worker/executors/*.test.ts',
 ];
 const DATABASE = ['test/setup/global-database.ts'];

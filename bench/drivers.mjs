@@ -54,6 +54,7 @@ async function withPg(pool) {
       null,
       rows.map(() => null), // outputs
       rows.map(() => null), // handler starts: unreported
+      null, // reports: none
     ]);
     done += r.rows.length;
   }
@@ -79,6 +80,7 @@ async function withPostgresJs(sql) {
         null,
         rows.map(() => null),
         rows.map(() => null),
+        null,
       ],
       { prepare: true },
     );

@@ -14,7 +14,7 @@ export const summarise = (xs) => ({ median: median(xs), min: Math.min(...xs), ma
 
 /** Empties runs, attempts, the queue and the claims, then inserts `n` ready runs of job `bench/noop` at distinct past slots, queued. */
 export async function seedBacklog(pool, n) {
-  await pool.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await pool.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');
   await pool.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
        backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)

@@ -3,9 +3,14 @@
  * worker and the API inside an application; `Worker` and its handler types for a worker of one's
  * own (through a Tock server with `HttpLeaseSource`); `TockClient` for the HTTP API, whose JSON
  * shapes are the `Api` namespace (`Api.Job`, `Api.Run`); the errors a handler throws or a caller
- * catches; and the clocks (`FakeClock` for tests). `etc/tock.api.md` is this surface as
- * API Extractor reports it (`npm run api` rewrites it; CI fails when it differs).
+ * catches; the clocks (`FakeClock` for tests); and `defineJob` with TypeBox's `Type`, a job and its
+ * typed handler in one place. `etc/tock.api.md` is this surface as API Extractor reports it
+ * (`npm run api` rewrites it; CI fails when it differs).
  */
+
+// TypeBox, for `defineJob`'s payload schemas: the same copy Tock compiles against, so that
+// `Static<typeof schema>` is what the handler's `ctx.payload` is.
+export { type Static, type TSchema, Type } from 'typebox';
 export {
   type BackfillOptions,
   type ClaimOptions,
@@ -48,8 +53,13 @@ export {
 } from './runtime/tock.js';
 export type { ClaimedRun, Run, UpsertChange } from './store/index.js';
 export {
+  type DefineJobOptions,
+  defineJob,
   type Handler,
+  type JobDefinition,
+  type JobHandler,
   type RunContext,
+  type TypedRunContext,
   Worker,
   type WorkerEvents,
   type WorkerOptions,

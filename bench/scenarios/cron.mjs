@@ -31,7 +31,7 @@ const TARGET_MS = 10;
 
 /** One round: `slots` seconds of `jobs` jobs due together; per-slot delay summaries. */
 async function measureRound({ url, admin, time, jobs, slots, workers, concurrency, prefetch }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await admin.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');
   const t0 = Math.ceil((time.dbNow() + 2500) / 1000) * 1000;
   await admin.query('UPDATE jobs SET next_run_at = $1', [new Date(t0)]);
   await admin.query('VACUUM ANALYZE jobs, runs, attempts');

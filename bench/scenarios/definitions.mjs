@@ -85,7 +85,7 @@ const dueIds = (total) => Array.from({ length: DUE }, (_, k) => `def-${Math.floo
 
 /** Makes the batch due one second ago and removes the runs an earlier tick made for it. */
 async function rearm(pool, ids) {
-  await pool.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await pool.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');
   const { rowCount } = await pool.query(
     'UPDATE jobs SET next_run_at = $1 WHERE tenant_id = $2 AND job_id = ANY($3::text[])',
     [new Date(clock.nowMs() - 1000), TENANT, ids],

@@ -36,7 +36,7 @@ async function registerHerd(admin, { n, jitterSeconds, now }) {
 
 /** One herd: every job's next_run_at set to one slot a few seconds ahead, then drained. */
 async function measureRound({ url, admin, time, n, jitterSeconds, timeoutMs }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await admin.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');
   const slot = Math.ceil((time.dbNow() + 3000) / 1000) * 1000;
   await admin.query('UPDATE jobs SET next_run_at = $1', [new Date(slot)]);
   await admin.query('VACUUM ANALYZE jobs, runs, attempts');

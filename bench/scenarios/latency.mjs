@@ -86,7 +86,7 @@ function tock({ workers, concurrency }) {
       await migrate(admin);
     },
     async window({ t0, rate, seconds, time, record }) {
-      await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
+      await admin.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');
       await admin.query('DELETE FROM jobs');
       const jobs = Array.from({ length: rate }, (_, i) => ({
         jobId: `lat-${i}`,

@@ -56,7 +56,7 @@ async function defineJob(admin, jobId, { limits = [], maxConcurrency = null } = 
  * bucket full again and its window empty.
  */
 async function seed(admin, { n, jobId, gates }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims, limit_releases');
+  await admin.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims, limit_releases');
   await admin.query(
     `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
        backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)

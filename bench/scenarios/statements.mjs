@@ -89,6 +89,7 @@ async function measureVariant({ url, batches, batch }) {
         null,
         rows.map(() => null), // outputs
         rows.map(() => null), // handler starts: unreported
+        null, // reports: none
       ]);
       if (completion.rows !== batch) throw new Error(`completed ${completion.rows} runs, expected ${batch}`);
       claims.push(claim);

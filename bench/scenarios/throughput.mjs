@@ -245,6 +245,7 @@ function bareSql({ connections, batch }) {
                 null,
                 rows.map(() => null), // outputs
                 rows.map(() => null), // handler starts: unreported
+                null, // reports: none
               ]);
             }
           };

@@ -36,7 +36,13 @@ type WithNull<F, S extends TSchema> = F extends { nullable: true } ? TUnion<[S, 
 type BodySchema<F> = F extends { default: unknown } ? TOptional<WithNull<F, Base<F>>> : WithNull<F, Base<F>>;
 type AnswerSchema<F> = WithNull<
   F,
-  F extends { type: 'enum' | 'instant' } ? TString : F extends { type: 'boolean' } ? TBoolean : Base<F>
+  F extends { type: 'enum' | 'instant' }
+    ? TString
+    : F extends { type: 'boolean' }
+      ? TBoolean
+      : F extends { type: 'strings' }
+        ? TArray<TString>
+        : Base<F>
 >;
 
 /** The properties of a request body, keyed by API name. */
@@ -91,6 +97,7 @@ function answerSchema(f: AnswerField): TSchema {
     case 'instant':
       return Type.String(options({ format: 'date-time', description: f.answerDescription }));
     case 'ids':
+    case 'strings':
       return Type.Array(Type.String(), o);
     default:
       return Type.String(o);

@@ -48,9 +48,13 @@ export function backfillJson(b: BackfillResult) {
 }
 
 export function runWithAttemptsJson(r: RunWithAttempts, waitingFor: string | null = null) {
+  // The run's progress is its latest attempt's (the attempts are in order).
+  const last = r.attempts.at(-1);
   return {
     ...runJson(r),
     waiting_for: waitingFor,
+    progress: last?.progress ?? null,
+    progress_message: last?.progressMessage ?? null,
     attempts: r.attempts.map((a) => answerOf(ATTEMPT_FIELDS, a)),
   };
 }

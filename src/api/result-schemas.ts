@@ -4,6 +4,7 @@
  * (`POST /v1/runs/complete`, or `results` on a claim), and their answers.
  */
 import { Type } from 'typebox';
+import { REPORT_PROPERTIES } from './heartbeat-schemas.js';
 
 const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
@@ -31,6 +32,8 @@ const resultProperties = {
   output: Type.Optional(
     Type.String({ maxLength: 1048576, description: 'what the handler printed; the last 64 KiB is kept' }),
   ),
+  // What the handler reported since the last heartbeat: written with the result.
+  ...REPORT_PROPERTIES,
 };
 
 /** `POST /v1/runs/{run_id}/complete`: one run's result under its lease. */

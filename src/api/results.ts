@@ -12,7 +12,7 @@
  * that refused it: the worker splits such a batch and tries again (`Completer`).
  */
 import type { Static } from 'typebox';
-import { parseInstant, splitErrorText, TockError } from '../core/index.js';
+import { parseInstant, type RunReport, splitErrorText, TockError } from '../core/index.js';
 import type * as R from './result-schemas.js';
 import type { RouteOptions } from './types.js';
 
@@ -45,6 +45,15 @@ const notFoundOutcome = (runId: string): Outcome => ({
   status: 404,
   error: { code: 'not_found', message: `run ${runId} does not exist` },
 });
+
+/** What the handler reported since the last heartbeat, as the store takes it. */
+function reportOf(e: ResultInput): RunReport {
+  return {
+    progress: e.progress && { value: e.progress.value, message: e.progress.message ?? null },
+    logs: e.logs,
+    logsDropped: e.logs_dropped,
+  };
+}
 
 /** Run ids compare as uuids do: case does not matter. */
 const key = (runId: string) => runId.toLowerCase();
@@ -112,6 +121,7 @@ async function completeAll(
         leaseToken: e.lease_token,
         output: e.output,
         startedAt: startOf(e.started_at),
+        ...reportOf(e),
       };
     }),
     now: at,
@@ -151,6 +161,7 @@ async function failOne(
       output: e.output,
       now: clock.nowMs(),
       tenantId,
+      ...reportOf(e),
     });
     (result.state === 'dead' ? metrics.deadLetters : metrics.retries).inc();
     return {

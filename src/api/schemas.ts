@@ -113,11 +113,19 @@ export const RunWithAttempts = Type.Object({
         "what holds a pending run that is due: a limit without tokens or slots, its job's overlap or max_concurrency, no live worker for its handler; null otherwise",
     }),
   ),
+  progress: Nullable(
+    Type.Number({
+      description: "the latest attempt's progress (ctx.progress); its log lines are on the attempt",
+    }),
+  ),
+  progress_message: Nullable(Type.String({ description: "that progress report's message" })),
   attempts: Type.Array(Attempt),
 });
 
 export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
 
+/** The heartbeat bodies, with what handlers reported (`RunHeartbeatBody`, `WorkerHeartbeatBody`). */
+export * from './heartbeat-schemas.js';
 /** The bodies that report results under leases, one run's or a batch's, and their answers. */
 export * from './result-schemas.js';
 /** The bodies that create runs on demand (`TriggerBody`, `BackfillBody`) and a backfill's answer. */
@@ -175,11 +183,6 @@ export const LeaseAnswer = Type.Object({
   server_time: ServerTime,
 });
 
-export const LeaseTokenBody = Type.Object(
-  { lease_token: Type.String({ minLength: 1, maxLength: 100 }) },
-  { additionalProperties: false },
-);
-
 export const ReleaseBody = Type.Object(
   {
     lease_token: Type.String({ minLength: 1, maxLength: 100 }),
@@ -197,22 +200,6 @@ export const HeartbeatAnswer = Type.Object({
   lease_expires_at: Instant('the renewed expiry'),
   server_time: ServerTime,
 });
-
-export const WorkerHeartbeatBody = Type.Object(
-  {
-    leases: Type.Array(
-      Type.Object(
-        {
-          run_id: Type.String({ minLength: 1, maxLength: 100 }),
-          lease_token: Type.String({ minLength: 1, maxLength: 100 }),
-        },
-        { additionalProperties: false },
-      ),
-      { maxItems: 1000 },
-    ),
-  },
-  { additionalProperties: false },
-);
 
 export const WorkerHeartbeatAnswer = Type.Object({
   renewed: Type.Array(Type.Object({ run_id: Type.String(), lease_expires_at: Instant('renewed expiry') })),

@@ -15,7 +15,7 @@ export const TriggerBody = Type.Object(
     payload: Type.Optional(
       Type.Unknown({
         description:
-          "this run's payload in place of the job's (any JSON value, at most 64 KiB); default the job's",
+          "this run's payload in place of the job's (any JSON value, at most 64 KiB; a job with a payload_schema takes only payloads that match it, else 400 naming the failing path); default the job's",
       }),
     ),
   },

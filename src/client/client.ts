@@ -8,6 +8,7 @@
  * with an idempotency key).
  */
 
+import { reportJson } from './report-json.js';
 import { type CompleteOptions, type ResultOptions, resultBody } from './results.js';
 import { type RequestOptions, request, requestWithStatus } from './transport.js';
 import type {
@@ -21,6 +22,7 @@ import type {
   JobBody,
   JobList,
   LeaseAnswer,
+  LeaseReport,
   Limit,
   LimitBody,
   LimitList,
@@ -263,20 +265,20 @@ export class TockClient {
     });
   }
 
-  /** Renews one lease; a `TockApiError` with code `lease_lost` (409) when it is no longer live. */
-  heartbeat(runId: string, leaseToken: string): Promise<HeartbeatAnswer> {
+  /** Renews one lease, with its handler's report; a `TockApiError` `lease_lost` (409) once it is not live. */
+  heartbeat(runId: string, leaseToken: string, report: LeaseReport = {}): Promise<HeartbeatAnswer> {
     return this.request('POST', `/v1/runs/${segment(runId)}/heartbeat`, {
-      body: { lease_token: leaseToken },
+      body: { lease_token: leaseToken, ...reportJson(report) },
     });
   }
 
-  /** Renews all of a worker's leases in one request; `lost` lists the runs it no longer holds. */
+  /** Renews a worker's leases (each with its handler's report) in one request; `lost`: those it no longer holds. */
   heartbeatMany(
     workerId: string,
-    leases: readonly { runId: string; leaseToken: string }[],
+    leases: readonly ({ runId: string; leaseToken: string } & LeaseReport)[],
   ): Promise<WorkerHeartbeatAnswer> {
     return this.request('POST', `/v1/workers/${segment(workerId)}/heartbeat`, {
-      body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken })) },
+      body: { leases: leases.map((l) => ({ run_id: l.runId, lease_token: l.leaseToken, ...reportJson(l) })) },
     });
   }
 

@@ -7,9 +7,9 @@
  * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
  * request left before the server read its clock, so a converted expiry is never later than the
  * real one, whatever the skew between the two machines. A handler's start goes the other way, to
- * the server's clock, with the offset of the last answer (its `server_time` − when its request was
- * sent): an estimate never earlier than the real start; the server keeps it within the claim and
- * its now whatever is sent.
+ * the server's clock, with the least offset of the latest answers (each one's `server_time` − when
+ * its request was sent, so a long-poll's wait is not taken for skew): an estimate never earlier than
+ * the real start; the server keeps it within the claim and its now whatever is sent.
  *
  * The source is bound to one worker (`workerId`, given at construction): its claims, heartbeats
  * and reports all go under that id, so the server's node list shows one worker, not one per
@@ -32,17 +32,18 @@ import {
   estimateOffset,
   type FailRunAnswer,
   type FailRunParams,
+  type HeartbeatLease,
   type HeartbeatRunsAnswer,
   LeaseLostError,
-  type LeaseRef,
   type LeaseSource,
+  type RunReport,
   SystemClock,
 } from '../core/index.js';
 import { TockClient } from './client.js';
 import { ResultBatcher } from './result-batcher.js';
 import type { ResultOptions } from './results.js';
 import { TockApiError, TockConnectionError } from './transport.js';
-import type { ResultOutcome, WorkerReport } from './types.js';
+import type { LeaseReport, ResultOutcome, WorkerReport } from './types.js';
 
 export interface HttpLeaseSourceOptions {
   /** The server, e.g. `http://127.0.0.1:8080`. */
@@ -83,6 +84,12 @@ export const CLAIM_RETRY_BACKOFF_MS = 200;
 const CLOCK_SAMPLES = 8;
 
 const lost = (err: unknown) => err instanceof TockApiError && err.code === 'lease_lost';
+
+/** What a handler reported that its result carries, if anything. */
+const reportOf = (r: RunReport): LeaseReport | undefined =>
+  r.progress == null && !r.logs?.length && !r.logsDropped
+    ? undefined
+    : { progress: r.progress, logs: r.logs, logsDropped: r.logsDropped };
 
 /** The server keeps the last 64 KiB of an output, an error or a stack: no more is sent. */
 const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
@@ -165,16 +172,20 @@ export class HttpLeaseSource implements LeaseSource {
     return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));
   }
 
-  /** Notes the server's clock of an answer to a request sent at `sentAt`. */
+  /**
+   * Notes the server's clock of an answer to a request sent at `sentAt`. Each answer bounds the
+   * offset from above (the server read its clock after the request left); the offset used is the
+   * least bound of the latest answers, so a long-poll's answer (whose server time is its wait
+   * later) does not move handler starts late.
+   */
   private noteServerTime(serverTime: string, sentAt: number): void {
     const referenceMs = Date.parse(serverTime);
-    const offset = referenceMs - sentAt;
-    if (Number.isFinite(offset)) this.serverOffsetMs = offset;
-    // One round trip for the clock offset reported to `tock status`.
     const receivedMs = this.clock.nowMs();
     if (!Number.isFinite(referenceMs) || receivedMs < sentAt) return;
+    // One round trip, for the offset of handler starts and the one reported to `tock status`.
     this.samples.push({ sentMs: sentAt, referenceMs, receivedMs });
     if (this.samples.length > CLOCK_SAMPLES) this.samples.shift();
+    this.serverOffsetMs = Math.min(...this.samples.map((x) => x.referenceMs - x.sentMs));
   }
 
   /** A handler start on this worker's clock as an instant on the server's, or undefined. */
@@ -237,7 +248,8 @@ export class HttpLeaseSource implements LeaseSource {
     }));
   }
 
-  async heartbeatRuns(p: { leases: readonly LeaseRef[] }): Promise<HeartbeatRunsAnswer> {
+  /** Renews every lease in one request, each with what its handler reported (progress, log lines). */
+  async heartbeatRuns(p: { leases: readonly HeartbeatLease[] }): Promise<HeartbeatRunsAnswer> {
     if (p.leases.length === 0) return { renewed: [], lost: [] };
     const sentAt = this.clock.nowMs();
     const answer = await this.client.heartbeatMany(this.workerId, p.leases);
@@ -280,6 +292,8 @@ export class HttpLeaseSource implements LeaseSource {
           ...r,
           errorStack: details ? r.errorStack : undefined,
           startedAt: details ? r.startedAt : undefined,
+          // A server without the batch route does not know reports on results either.
+          report: undefined,
         }),
       );
       return { run_id: r.runId, outcome: 'done', status: 200, ...answer };
@@ -298,6 +312,7 @@ export class HttpLeaseSource implements LeaseSource {
           status: 'succeeded',
           output: l.output === null || l.output === undefined ? undefined : tail(l.output),
           startedAt: this.serverInstant(l.startedAt),
+          report: reportOf(l),
         }),
       ),
     );
@@ -318,6 +333,7 @@ export class HttpLeaseSource implements LeaseSource {
       retryable: p.permanent !== true,
       retryAfterMs: p.retryAfterMs,
       output: p.output === null || p.output === undefined ? undefined : tail(p.output),
+      report: reportOf(p),
     });
     if (answer.outcome !== 'done')
       throw new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });

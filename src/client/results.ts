@@ -1,3 +1,6 @@
+import { reportJson } from './report-json.js';
+import type { LeaseReport } from './types.js';
+
 /**
  * A result reported under a lease, as the client takes it (camelCase) and as the API takes it: the
  * body of `POST /v1/runs/{run_id}/complete`, and each entry of `POST /v1/runs/complete`.
@@ -23,6 +26,8 @@ export interface CompleteOptions {
   retryAfterMs?: number;
   /** What the handler printed; the server keeps the last 64 KiB on the attempt. */
   output?: string;
+  /** What the handler reported since the last heartbeat (`ctx.progress`, `ctx.log`), kept with the result. */
+  report?: LeaseReport;
 }
 
 /** One result of a batch (`completeMany`, or a claim's `results`): a run and its result. */
@@ -39,5 +44,6 @@ export function resultBody(options: CompleteOptions): Record<string, unknown> {
   if (options.retryable !== undefined) body.retryable = options.retryable;
   if (options.retryAfterMs !== undefined) body.retry_after_ms = options.retryAfterMs;
   if (options.output !== undefined) body.output = options.output;
+  if (options.report !== undefined) Object.assign(body, reportJson(options.report));
   return body;
 }

@@ -67,6 +67,10 @@ export interface Run extends RunJson {}
 export interface RunWithAttempts extends Run {
   /** What holds a pending, due run (a limit, its job's overlap or cap, no live worker); else null. */
   waiting_for: string | null;
+  /** The latest attempt's progress (`ctx.progress`), or null; its log lines are on the attempt. */
+  progress: number | null;
+  /** That progress report's message, or null. */
+  progress_message: string | null;
   attempts: Attempt[];
 }
 
@@ -90,6 +94,19 @@ export interface LeaseAnswer {
 export interface HeartbeatAnswer {
   lease_expires_at: string;
   server_time: string;
+}
+
+/**
+ * What a handler reported since the last heartbeat (`ctx.progress`, `ctx.log`), sent with its
+ * lease: at most 100 lines of 1,000 characters and a message of 200 (more is refused, 400).
+ */
+export interface LeaseReport {
+  /** The latest progress: replaces the attempt's. Default: unchanged. */
+  progress?: { value: number; message?: string | null } | null;
+  /** Log lines since the last report, oldest first: appended (the attempt keeps its last 100). */
+  logs?: readonly string[];
+  /** Lines dropped before they could be sent: added to the attempt's count. Default 0. */
+  logsDropped?: number;
 }
 
 export interface WorkerHeartbeatAnswer {

@@ -15,6 +15,7 @@ import {
   type JobSpecFields,
   TENANT_KEY_PREFIX,
 } from './fields/job.js';
+import { checkPayloadAgainst, checkPayloadSchema } from './payload-schema.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
 
@@ -193,6 +194,7 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
     }
   }
   checkBacklogFields(checked as Record<JobField, unknown>);
+  checkPayloadFields(checked as Record<JobField, unknown>);
   // The spec's keys in the table's order, whatever order they were checked in.
   const spec = Object.fromEntries(PROPERTIES.map((p) => [p, checked[p]])) as unknown as JobSpec;
   const result = { spec, schedule: schedule as Schedule };
@@ -221,6 +223,16 @@ function checkBacklogFields(checked: Record<JobField, unknown>): void {
       );
     }
   }
+}
+
+/**
+ * A payload schema must be one (a JSON Schema object ajv compiles), and the job's own payload, what
+ * its scheduled runs get, must match it: a definition that fails its own schema is refused.
+ */
+function checkPayloadFields(checked: Record<JobField, unknown>): void {
+  if (checked.payloadSchema === null) return;
+  checkPayloadSchema(checked.payloadSchema);
+  checkPayloadAgainst(checked.payloadSchema, checked.payload);
 }
 
 /** The results of `validateJob`, by identity. */

@@ -9,6 +9,7 @@
  * partial write. A worker that cannot tell whether it still holds a lease steps down: it aborts the
  * handler and drops the result, because the run may already be another worker's.
  */
+import type { RunReport } from './progress.js';
 
 /** A run handed to a worker under a lease. */
 export interface ClaimedRun {
@@ -40,14 +41,23 @@ export interface LeaseRef {
   leaseToken: string;
 }
 
+/**
+ * A lease being renewed, with what its handler reported since the last heartbeat (`ctx.progress`,
+ * `ctx.log`): written in the heartbeat's statement, only under the live lease.
+ */
+export interface HeartbeatLease extends LeaseRef, RunReport {}
+
 /** A lease being ended, with when its handler started (epoch ms; absent or null: never started, or unknown). */
 export interface EndedLease extends LeaseRef {
   /** Kept within [the claim, the end] by the store: a worker's clock is trusted no further. */
   startedAt?: number | null;
 }
 
-/** A lease being completed, with the tail of what the handler printed or returned. */
-export interface Completion extends EndedLease {
+/**
+ * A lease being completed, with the tail of what the handler printed or returned, and what it
+ * reported (progress, log lines) that no heartbeat carried yet.
+ */
+export interface Completion extends EndedLease, RunReport {
   output?: string | null;
 }
 
@@ -80,7 +90,7 @@ export interface ClaimRunsParams {
 }
 
 export interface HeartbeatRunsParams {
-  leases: readonly LeaseRef[];
+  leases: readonly HeartbeatLease[];
   now: number;
   /** Only this tenant's runs (the API passes the caller's). */
   tenantId?: string;
@@ -104,7 +114,8 @@ export interface CompleteRunsAnswer {
   lost: string[];
 }
 
-export interface FailRunParams {
+/** A failed attempt, with what its handler reported (progress, log lines) that no heartbeat carried yet. */
+export interface FailRunParams extends RunReport {
   runId: string;
   leaseToken: string;
   /** The error's message (what run tables show). */

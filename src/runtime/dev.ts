@@ -11,9 +11,10 @@ import { PostgresStore } from '../store/index.js';
 import { type Handler, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
+import { loadHandlers } from './handlers-module.js';
 import { readJobsFile } from './jobs-file.js';
 import { startServices } from './services.js';
-import { defaultNodeId, loadHandlers, logRuns } from './worker.js';
+import { defaultNodeId, logRuns } from './worker.js';
 
 export interface DevOptions {
   logger: Logger;
@@ -72,10 +73,12 @@ export function isLoopback(host: string): boolean {
 export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const { logger } = o;
   refuseUnlessLoopback(o.host);
-  const jobs = await readJobsFile(o.jobsFile);
+  const fileJobs = await readJobsFile(o.jobsFile);
   // Your handlers and executors, loaded before anything starts so a bad file changes nothing; a
-  // name they share with a development handler replaces it.
-  const own = o.handlersModule || o.configFile ? await loadHandlers(o) : {};
+  // name they share with a development handler replaces it. The jobs your module defines in code
+  // are registered after the jobs file's.
+  const own = o.handlersModule || o.configFile ? await loadHandlers(o) : { handlers: {}, jobs: [] };
+  const jobs = [...fileJobs, ...own.jobs];
   const db = await openDevDatabase(o);
   try {
     const store = new PostgresStore(db.pool, {
@@ -97,7 +100,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
     });
-    const handlers = devAndOwnHandlers(clock, own, logger);
+    const handlers = devAndOwnHandlers(clock, own.handlers, logger);
     const worker = createDevWorker(o, store, clock, handlers);
     logMaterialisedRuns(services.ticks, logger);
     // The same run lines as `tock worker` (with `duration_ms`), and the metrics the API serves.

@@ -24,7 +24,7 @@ import {
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
 import { migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
-import { type Handler, Worker } from '../worker/index.js';
+import { type Handler, type JobDefinition, servingDefinitions, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { isLoopback } from './dev.js';
 import { createScheduler, type RunningApi, type Scheduler, startApi } from './services.js';
@@ -82,6 +82,12 @@ export interface TockOptions {
   database: TockDatabase;
   /** Handlers by name, run by this process's worker. Default none (then no worker runs). */
   handlers?: Record<string, Handler>;
+  /**
+   * Jobs defined in code (`defineJob`): upserted by `start()` (an upsert, so starting again with the
+   * same definitions changes nothing) and their handlers served beside `handlers` (a name in both
+   * is a `ValidationError`). Default none.
+   */
+  jobs?: readonly JobDefinition[];
   /** Run the scheduler (tick loop, reaper, shard leases): `false` to leave it to other nodes. Default `true`. */
   scheduler?: boolean | TockSchedulerOptions;
   /** Run a worker for `handlers`: `false` not to. Default `true` when `handlers` has any. */
@@ -157,10 +163,11 @@ interface Running {
 
 /** The parts as asked for, defaults applied; refuses a contradiction before anything starts. */
 function resolveParts(o: TockOptions) {
-  const handlers = o.handlers ?? {};
-  for (const name of Object.keys(handlers)) validateId(name, `handler name "${name}"`);
+  for (const name of Object.keys(o.handlers ?? {})) validateId(name, `handler name "${name}"`);
+  const { jobs, handlers } = servingDefinitions(o.jobs ?? [], o.handlers);
   const hasHandlers = Object.keys(handlers).length > 0;
-  if (o.worker && !hasHandlers) throw new ValidationError('a worker needs handlers: give `handlers`');
+  if (o.worker && !hasHandlers)
+    throw new ValidationError('a worker needs handlers: give `handlers` or `jobs`');
   // Without keys anyone who reaches the port is a cluster-admin: as `tock dev`, loopback only.
   const host = o.api?.host ?? '127.0.0.1';
   if (o.api?.auth === 'open' && !isLoopback(host))
@@ -172,6 +179,7 @@ function resolveParts(o: TockOptions) {
     );
   return {
     handlers,
+    jobs: jobs.length > 0 ? validateJobs(jobs) : [],
     scheduler: o.scheduler === false ? null : o.scheduler === true ? {} : (o.scheduler ?? {}),
     worker: o.worker === false || !hasHandlers ? null : o.worker === true ? {} : (o.worker ?? {}),
     tenantId: validateId(o.tenantId ?? 'default', 'tenantId'),
@@ -288,6 +296,8 @@ class LocalTock implements Tock {
         r.clock = measured.clock;
         r.sync = measured.sync;
       }
+      if (parts.jobs.length > 0)
+        await store.upsertJobs({ tenantId: parts.tenantId, jobs: parts.jobs, now: r.clock.nowMs() });
       await this.startParts(r, pool, shardLeaseMs);
     } catch (err) {
       await this.stopParts(r).catch(() => {});

@@ -9,27 +9,39 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import { HttpLeaseSource, TockApiError, TockConnectionError } from '../client/index.js';
+import {
+  HttpLeaseSource,
+  type JobBody,
+  TockApiError,
+  TockClient,
+  TockConnectionError,
+} from '../client/index.js';
 import {
   type Clock,
   formatDuration,
+  type JobInput,
+  jobInputToApi,
   type LeaseSource,
   OffsetClock,
   SystemClock,
   ValidationError,
-  validateId,
+  type ValidJob,
+  validateJobs,
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
 import { PostgresStore } from '../store/index.js';
-import { type Handler, readWorkerConfig, Worker } from '../worker/index.js';
+import { type Handler, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
+import { loadHandlers } from './handlers-module.js';
 
 export interface WorkerRuntimeOptions {
   logger: Logger;
-  /** A JS module whose default export (or `handlers` export) maps handler names to functions. */
+  /**
+   * A JS module of handlers by name (its default export or its `handlers` export) and of jobs
+   * defined in code (`defineJob`), which the worker upserts before it starts
+   * (`runtime/handlers-module.ts` lists what it may export).
+   */
   handlersModule?: string;
   /** A YAML worker configuration: the allow-list and the built-in executors. */
   configFile?: string;
@@ -117,66 +129,6 @@ export function defaultNodeId(role: string): string {
 /** `worker-<host>-<pid>-<random>`. */
 export const defaultWorkerId = (): string => defaultNodeId('worker');
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
-/**
- * Imports a handlers module (resolved against `cwd`): its default export, or else its `handlers`
- * export, must map handler names to functions.
- */
-export async function importHandlers(spec: string, cwd = process.cwd()): Promise<Record<string, Handler>> {
-  const file = path.resolve(cwd, spec);
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  } catch (err) {
-    throw new Error(
-      `cannot load handlers module ${file}: ${err instanceof Error ? err.message : String(err)}`,
-    );
-  }
-  const exported = isPlainObject(mod.default) ? mod.default : mod.handlers;
-  if (!isPlainObject(exported)) {
-    throw new ValidationError(
-      `handlers module ${file} must export handlers by name: \`export default { name: (ctx) => … }\` or \`export const handlers = { … }\``,
-    );
-  }
-  const entries = Object.entries(exported);
-  if (entries.length === 0) throw new ValidationError(`handlers module ${file} exports no handler`);
-  for (const [name, fn] of entries) {
-    try {
-      validateId(name, `handler name "${name}"`);
-    } catch (err) {
-      throw new ValidationError(`handlers module ${file}: ${(err as Error).message}`);
-    }
-    if (typeof fn !== 'function')
-      throw new ValidationError(`handlers module ${file}: handler "${name}" is not a function`);
-  }
-  return exported as Record<string, Handler>;
-}
-
-/** The handlers of the module and of the configuration file together; a name in both is refused. */
-export async function loadHandlers(o: {
-  handlersModule?: string;
-  configFile?: string;
-  cwd?: string;
-}): Promise<Record<string, Handler>> {
-  if (!o.handlersModule && !o.configFile)
-    throw new ValidationError('tock worker needs handlers: --handlers <module>, --config <file>, or both');
-  const cwd = o.cwd ?? process.cwd();
-  const fromModule = o.handlersModule ? await importHandlers(o.handlersModule, cwd) : {};
-  const fromConfig = o.configFile ? await readWorkerConfig(path.resolve(cwd, o.configFile)) : {};
-  for (const name of Object.keys(fromConfig)) {
-    if (Object.hasOwn(fromModule, name))
-      throw new ValidationError(
-        `handler "${name}" is defined twice: in ${o.handlersModule} and in ${o.configFile}`,
-      );
-  }
-  return { ...fromModule, ...fromConfig };
-}
-
 /** One log line as each run starts and one as it ends, with how long it took. */
 export function logRuns(worker: Worker, logger: Logger, clock: Clock): void {
   const started = new Map<string, number>();
@@ -232,12 +184,15 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
   const { logger } = o;
   refuseConflictingOptions(o);
   // Handlers first: a bad configuration fails before anything connects.
-  const handlers = await loadHandlers(o);
+  const { handlers, jobs } = await loadHandlers(o);
+  const defined = { inputs: jobs, valid: jobs.length > 0 ? validateJobs(jobs) : [] };
+  const tenantId = definitionTenant(o, jobs.length);
   const workerId = o.workerId ?? defaultWorkerId();
   const connection = o.url ? await connectToServer(o, o.url, workerId) : await connectToDatabase(o);
   const { clock, sync, db } = connection;
   let worker: Worker;
   try {
+    if (jobs.length > 0) await upsertDefinitions(o, connection, defined, tenantId);
     worker = createWorker(o, connection, handlers, workerId);
   } catch (err) {
     await sync?.stop();
@@ -275,6 +230,8 @@ export async function startWorker(o: WorkerRuntimeOptions): Promise<RunningWorke
 /** Where a worker's runs and its time come from, and what it closes when it stops. */
 interface WorkerConnection {
   store: LeaseSource;
+  /** The database's store, to upsert the module's jobs (direct connection only). */
+  pg: PostgresStore | null;
   clock: Clock;
   /** The database it opened (direct connection only). */
   db: OpenDatabase | null;
@@ -314,7 +271,7 @@ async function connectToServer(
         : 'the server could not check this worker yet; the worker keeps trying',
     );
   });
-  return { store: remote, clock, db: null, sync: null };
+  return { store: remote, pg: null, clock, db: null, sync: null };
 }
 
 /** Runs straight from the database, on the database's clock (kept measured from now on). */
@@ -332,7 +289,7 @@ async function connectToDatabase(o: WorkerRuntimeOptions): Promise<WorkerConnect
     const pg = new PostgresStore(db.pool, { leaseMs: o.leaseMs, agingStepMs: o.agingStepMs });
     const { clock, sync } = await databaseClock((local) => pg.sampleClock(local), o.logger);
     sync.start();
-    return { store: pg, clock, db, sync };
+    return { store: pg, pg, clock, db, sync };
   } catch (err) {
     await db.close();
     throw err;
@@ -369,4 +326,88 @@ function watchForRefusal(worker: Worker, url: string | undefined): Promise<Error
   return new Promise<Error>((resolve) => {
     if (url) worker.on('error', (err) => refusedByServer(err) && resolve(refusal(url, err)));
   });
+}
+
+/**
+ * The tenant a worker on the database upserts its module's jobs in: its one `--tenant`, else
+ * `default`. Through `--url` the key's tenant decides (null here).
+ */
+function definitionTenant(o: WorkerRuntimeOptions, jobs: number): string | null {
+  if (o.url || jobs === 0) return null;
+  if (!o.tenants || o.tenants.length === 0) return 'default';
+  if (o.tenants.length === 1) return o.tenants[0] as string;
+  throw new ValidationError(
+    `the handlers module defines jobs, which are upserted in one tenant: give one --tenant, not ${o.tenants.length}`,
+  );
+}
+
+/**
+ * How long a worker through a server keeps trying to upsert its module's jobs while the server
+ * cannot be reached (or answers 5xx or 429), ms: a worker started before its server waits for it,
+ * as its claims would, but not forever.
+ */
+export const UPSERT_RETRY_MS = 120_000;
+
+/** `send`, sent again with backoff (250 ms doubling to 5 s) while the server is unreachable, up to UPSERT_RETRY_MS. */
+async function whileUnreachable<T>(
+  o: WorkerRuntimeOptions,
+  clock: Clock,
+  send: () => Promise<T>,
+): Promise<T> {
+  const started = clock.nowMs();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await send();
+    } catch (err) {
+      const transient =
+        err instanceof TockConnectionError ||
+        (err instanceof TockApiError && (err.status >= 500 || err.status === 429));
+      if (!transient || clock.nowMs() - started >= UPSERT_RETRY_MS) throw err;
+      o.logger.warn(
+        { error: err instanceof Error ? err.message : String(err) },
+        'could not upsert the jobs of the handlers module yet; retrying',
+      );
+      await clock.sleep(Math.min(5000, 250 * 2 ** attempt));
+    }
+  }
+}
+
+/**
+ * Upserts the handlers module's jobs before the worker claims: on the database, or through the
+ * server (`PUT /v1/jobs`, all or nothing), which needs a key that may define jobs (role `admin`).
+ */
+async function upsertDefinitions(
+  o: WorkerRuntimeOptions,
+  connection: WorkerConnection,
+  jobs: { inputs: readonly JobInput[]; valid: readonly ValidJob[] },
+  tenantId: string | null,
+): Promise<void> {
+  if (connection.pg && tenantId !== null) {
+    const { changes } = await connection.pg.upsertJobs({
+      tenantId,
+      jobs: jobs.valid,
+      now: connection.clock.nowMs(),
+    });
+    o.logger.info(
+      { jobs: changes.map((c) => `${c.jobId}: ${c.change}`) },
+      'jobs of the handlers module upserted',
+    );
+    return;
+  }
+  const client = new TockClient({ url: o.url as string, key: o.key });
+  try {
+    const answer = await whileUnreachable(o, connection.clock, () =>
+      client.putJobs(jobs.inputs.map((j) => jobInputToApi(j) as unknown as JobBody & { job_id: string })),
+    );
+    o.logger.info(
+      { jobs: answer.jobs.map((c) => `${c.job_id}: ${c.change}`) },
+      'jobs of the handlers module upserted',
+    );
+  } catch (err) {
+    if (err instanceof TockApiError && (err.status === 401 || err.status === 403))
+      throw new Error(
+        `${o.url} refused to upsert the jobs the handlers module defines: ${err.status} ${err.code}: ${err.message}: a worker key may only work runs; give --key (TOCK_KEY) an admin key, or upsert the jobs elsewhere and export handlers by name`,
+      );
+    throw err;
+  }
 }

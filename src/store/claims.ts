@@ -14,6 +14,7 @@
 import { grainOf, ValidationError, validateId } from '../core/index.js';
 import { checkInstant, checkLeases, UUID } from './checks.js';
 import { notifyRuns } from './notify.js';
+import { reportsParam } from './progress.js';
 import * as C from './queries/claims.js';
 import { CREDIT_GRAINS } from './queries/gates.js';
 import * as R from './queries/runs.js';
@@ -199,18 +200,23 @@ export async function releaseClaim(
   return { released: rows.map((r: { run_id: string }) => r.run_id) };
 }
 
-/** Renews every live lease of `leases` in one statement; the rest (malformed ones too) are lost. */
+/**
+ * Renews every live lease of `leases` in one statement, writing what their handlers reported; the
+ * rest (malformed ones too) are lost, and their reports are not written.
+ */
 export async function heartbeatRuns(
   db: Queryable,
   p: Parameters<Store['heartbeatRuns']>[0],
 ): ReturnType<Store['heartbeatRuns']> {
-  const { ids, tokens, invalid } = checkLeases(p.leases);
+  const { ids, tokens, invalid, valid } = checkLeases(p.leases);
   const now = checkInstant(p.now, 'now');
+  // What the handlers reported (null: nothing), written in the same statement for the live leases.
+  const reports = reportsParam(valid);
   const { rows } = ids.length
     ? await db.query({
         name: 'tock_heartbeat',
         text: R.runHeartbeatMany,
-        values: [ids, tokens, now, p.tenantId ?? null],
+        values: [ids, tokens, now, p.tenantId ?? null, reports],
       })
     : { rows: [] };
   const renewed = rows.map((r: Row) => ({

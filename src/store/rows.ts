@@ -19,6 +19,7 @@ export function toJob(r: Row, misfireDefaultSeconds: number): Job {
     jobId: r.job_id,
     handler: r.handler,
     payload: r.payload,
+    payloadSchema: r.payload_schema,
     schedule: r.schedule,
     timezone: r.timezone,
     priority: r.priority,
@@ -85,6 +86,12 @@ export function toAttempt(a: Row): Attempt {
     error: a.error,
     errorStack: a.error_stack,
     output: a.output,
+    progress: a.progress ?? null,
+    progressMessage: a.progress_message ?? null,
+    logs: a.logs ?? [],
+    // bigint, read as text.
+    logsDropped: Number(a.logs_dropped ?? 0),
+    reportedAt: a.reported_at ?? null,
   };
 }
 

@@ -8,6 +8,7 @@
 import {
   ConflictError,
   checkPayload,
+  checkPayloadAgainst,
   decideRetry,
   LeaseLostError,
   NotFoundError,
@@ -19,6 +20,7 @@ import {
 import { checkInstant, checkLeases, startedMsOf, storedText, UUID } from './checks.js';
 import { getJob } from './jobs.js';
 import { notifyRuns } from './notify.js';
+import { reportsParam } from './progress.js';
 import * as R from './queries/runs.js';
 import { type Queryable, type Row, toRef, toRun } from './rows.js';
 import type { Store } from './store.js';
@@ -31,8 +33,9 @@ interface Retrying {
 }
 
 /**
- * An ad-hoc run of a job for `scheduledFor` (default now), with its own `payload` when given; a slot
- * that has a run is a conflict naming it.
+ * An ad-hoc run of a job for `scheduledFor` (default now), with its own `payload` when given (which
+ * must match the job's payload schema, if it has one: a `ValidationError` naming the failing path
+ * otherwise, nothing written); a slot that has a run is a conflict naming it.
  */
 export async function triggerRun(
   db: Queryable,
@@ -40,9 +43,12 @@ export async function triggerRun(
 ): Promise<Run> {
   const now = checkInstant(p.now, 'now');
   const slot = checkInstant(p.scheduledFor ?? p.now, 'scheduled_for');
-  // The run's own payload as JSON text; null: the job's.
-  const payload = p.payload === undefined ? null : JSON.stringify(checkPayload(p.payload));
+  const given = p.payload === undefined ? undefined : checkPayload(p.payload);
   const job = await getJob(db, p);
+  // A job with a payload schema takes only payloads that match it (its own was checked at upsert).
+  if (given !== undefined && job.payloadSchema !== null) checkPayloadAgainst(job.payloadSchema, given);
+  // The run's own payload as JSON text; null: the job's.
+  const payload = given === undefined ? null : JSON.stringify(given);
   const key = new Date(sortKey(slot.getTime(), job.priority, p.agingStepMs));
   const { rows } = await db.query(R.runInsertOne, [p.tenantId, p.jobId, slot, key, now, payload]);
   if (rows[0]) {
@@ -66,12 +72,13 @@ export async function completeRuns(
   // In the order of `ids`: checkLeases keeps the well-formed leases in order.
   const outputs = valid.map((l) => storedText(l.output));
   const starts = valid.map((l) => startedMsOf(l.startedAt));
+  const reports = reportsParam(valid);
   const { rows } = ids.length
     ? // Named (prepared per connection), as the claim: the hot path's statements are planned once.
       await db.query({
         name: 'tock_complete',
         text: R.runCompleteMany,
-        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts],
+        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts, reports],
       })
     : { rows: [] };
   const completed = rows.map((r: Row) => r.run_id as string);
@@ -92,6 +99,7 @@ export async function failRun(
   const startedAt = startedMsOf(p.startedAt);
   const lost = () => new LeaseLostError(`the lease on run ${p.runId} is not live`, { run_id: p.runId });
   if (!UUID.test(p.runId) || !UUID.test(p.leaseToken)) throw lost();
+  const report = reportsParam([p]);
   if (p.retryAfterMs !== undefined && !(p.retryAfterMs >= 0 && Number.isFinite(p.retryAfterMs))) {
     throw new ValidationError('retry_after must be a non-negative number of ms', { field: 'retry_after' });
   }
@@ -121,6 +129,7 @@ export async function failRun(
     storedText(p.output),
     startedAt,
     storedText(p.errorStack),
+    report,
   ]);
   if (!rows[0]) throw lost();
   return { state: next.state, attempt: rows[0].attempt, availableAt };

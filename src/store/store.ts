@@ -74,7 +74,9 @@ export interface Store {
   }): Promise<TickResult>;
   /**
    * An ad-hoc run of a job for `scheduledFor` (default: now), with `payload` in place of the job's
-   * when given (checked as a job's payload is). A slot that has a run is a `ConflictError` naming it.
+   * when given (checked as a job's payload is, and against the job's `payloadSchema` when it has
+   * one: a `ValidationError` naming the failing path). A slot that has a run is a `ConflictError`
+   * naming it.
    */
   triggerRun(p: {
     tenantId: string;

@@ -9,6 +9,8 @@ export interface Job {
   jobId: string;
   handler: string;
   payload: unknown;
+  /** JSON Schema every payload of the job must match; `null`: any. */
+  payloadSchema: unknown;
   schedule: string;
   timezone: string;
   priority: number;
@@ -92,6 +94,16 @@ export interface Attempt {
   errorStack: string | null;
   /** The last 64 KiB of what the handler printed or returned. */
   output: string | null;
+  /** The handler's latest progress (`ctx.progress`), or null: none reported. */
+  progress: number | null;
+  /** That progress report's message (at most `PROGRESS_MESSAGE_MAX_CHARS`), or null. */
+  progressMessage: string | null;
+  /** The attempt's last `LOG_LINES_MAX` log lines (`ctx.log`), oldest first. */
+  logs: string[];
+  /** Log lines dropped, oldest first, to keep the last `LOG_LINES_MAX`. */
+  logsDropped: number;
+  /** When progress or log lines were last written; null: none reported. */
+  reportedAt: Date | null;
 }
 
 export interface RunWithAttempts extends Run {

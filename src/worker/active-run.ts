@@ -10,6 +10,7 @@
  * exception: the store's answer says whether the lease was still live).
  */
 import type { ClaimedRun } from '../core/index.js';
+import type { ReportBuffer } from './run-report.js';
 
 export interface ActiveRun {
   run: ClaimedRun;
@@ -27,6 +28,10 @@ export interface ActiveRun {
   started: boolean;
   /** When its handler was called (epoch ms, the worker's clock): the attempt's `started_at`. */
   startedAt: number | null;
+  /** What its handler reported and no write carried yet; made on its first report (most make none). */
+  report: ReportBuffer | null;
+  /** Settles when the heartbeat carrying part of its report has been answered (or has failed). */
+  reporting: Promise<void> | null;
   done: Promise<void>;
 }
 
@@ -59,6 +64,8 @@ export function heldRun(run: ClaimedRun, sentAt: number): ActiveRun {
     finishing: false,
     started: false,
     startedAt: null,
+    report: null,
+    reporting: null,
     done: Promise.resolve(),
   };
 }

@@ -23,6 +23,7 @@ import {
   type Completion,
   LeaseLostError,
   type LeaseSource,
+  type RunReport,
   resultText,
   TockError,
 } from '../core/index.js';
@@ -47,10 +48,12 @@ export interface FailureResult {
   permanent: boolean;
   retryAfterMs?: number;
   output: string | null;
+  /** What the handler reported (progress, log lines) that no heartbeat carried. */
+  report?: RunReport;
 }
 
 type Write =
-  | { kind: 'complete'; output: string | null; startedAt: number | null }
+  | { kind: 'complete'; output: string | null; startedAt: number | null; report?: RunReport }
   | ({ kind: 'fail'; refused: boolean } & FailureResult);
 
 interface Pending {
@@ -122,8 +125,9 @@ export class Completer {
     output: string | null,
     budgetMs: number,
     startedAt: number | null = null,
+    report?: RunReport,
   ): Promise<ResultOutcome> {
-    return this.enqueue(run, { kind: 'complete', output, startedAt }, budgetMs);
+    return this.enqueue(run, { kind: 'complete', output, startedAt, report }, budgetMs);
   }
 
   /** Records a failure of the handler; resolves with how it ended. */
@@ -245,6 +249,7 @@ export class Completer {
             leaseToken: p.run.leaseToken,
             output: (p.write as { output: string | null }).output,
             startedAt: (p.write as { startedAt: number | null }).startedAt,
+            ...(p.write as { report?: RunReport }).report,
           }),
         ),
         now: this.o.clock.nowMs(),
@@ -303,6 +308,7 @@ export class Completer {
         permanent: w.permanent,
         retryAfterMs: w.retryAfterMs,
         output: w.output,
+        ...w.report,
         now: this.o.clock.nowMs(),
       });
       p.resolve({ kind: 'failed', state: r.state, error: w.error });
@@ -319,6 +325,7 @@ export class Completer {
         errorStack: null,
         retryAfterMs: undefined,
         output: null,
+        report: undefined,
       };
       await this.writeFailure(p, onOutage);
     }

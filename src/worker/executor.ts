@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { type ClaimedRun, type Clock, RetryLaterError, resultText } from '../core/index.js';
 import { type ActiveRun, abortRun, type EmitEvent, FINISHED } from './active-run.js';
 import type { Completer, ResultOutcome } from './completer.js';
+import { ReportBuffer } from './run-report.js';
 
 /** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
 export interface RunContext {
@@ -27,6 +28,19 @@ export interface RunContext {
    * resolves to this run's new expiry. Rejects with `LeaseLostError` when the lease is gone.
    */
   extendLease(): Promise<Date>;
+  /**
+   * Reports how far the run has got: any finite number (a percentage by convention, or items done)
+   * and an optional message (its first 200 characters are kept). The latest report wins. Sent with
+   * the worker's next heartbeat (within `heartbeatCheckMs`, 1 s by default), or with the result;
+   * shown by `tock runs show` and `GET /v1/runs/{id}`. Throws `ValidationError` on a value that
+   * is not a finite number.
+   */
+  progress(value: number, message?: string): void;
+  /**
+   * Adds a line to the attempt's log (its first 1,000 characters are kept). The attempt keeps its
+   * last 100 lines; older ones are dropped and counted. Sent as `progress` is.
+   */
+  log(line: string): void;
 }
 
 /**
@@ -143,6 +157,14 @@ export class Executor {
         return logger;
       },
       extendLease: () => this.o.extendLease(a),
+      progress: (value, message) => {
+        a.report ??= new ReportBuffer();
+        a.report.progress(value, message);
+      },
+      log: (line) => {
+        a.report ??= new ReportBuffer();
+        a.report.log(line);
+      },
     };
   }
 
@@ -172,10 +194,13 @@ export class Executor {
     return outcome;
   }
 
-  /** Hands the outcome to the completer; how it ended up. */
+  /** Hands the outcome to the completer, with what the handler reported that no heartbeat carried; how it ended up. */
   private async record(a: ActiveRun, outcome: Outcome): Promise<ResultOutcome> {
     const { run } = a;
     const budgetMs = this.o.resultRetryMs ?? a.leaseMs;
+    // A heartbeat carrying part of the report is in flight: what it fails to send comes back first.
+    if (a.reporting !== null) await a.reporting;
+    const report = a.report?.take() ?? undefined;
     if (outcome.ok) {
       const output = outputOf(outcome.value);
       return this.o.completer.complete(
@@ -183,6 +208,7 @@ export class Executor {
         output === null ? null : resultText(output),
         budgetMs,
         a.startedAt,
+        report,
       );
     }
     const failure = outcome.error;
@@ -199,6 +225,7 @@ export class Executor {
         permanent: code === 'permanent_failure',
         retryAfterMs: failure instanceof RetryLaterError ? failure.retryAfterMs : undefined,
         output: output === null ? null : resultText(output),
+        report,
       },
       budgetMs,
     );

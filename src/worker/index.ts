@@ -1,6 +1,15 @@
 /** Workers pull runs under leases and execute handlers. */
 export { parseWorkerConfig, readWorkerConfig } from './config.js';
 export {
+  type DefineJobOptions,
+  defineJob,
+  isJobDefinition,
+  type JobDefinition,
+  type JobHandler,
+  servingDefinitions,
+  type TypedRunContext,
+} from './define-job.js';
+export {
   DEFAULT_EXEC_TIMEOUT_MS,
   EX_TEMPFAIL,
   type ExecExecutorConfig,

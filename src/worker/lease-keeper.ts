@@ -1,14 +1,24 @@
 /**
  * Keeps this worker's leases: every `checkMs` it looks at the leases it holds and, once any of them
- * is a third of the way through its length (10 s of a 30 s lease), renews all of them in one
- * statement. The lease model it enforces: a run is ours only while its lease is live. A lease the
+ * is a third of the way through its length (10 s of a 30 s lease), or as soon as any handler has
+ * reported progress or log lines not sent yet, renews all of them in one statement, which carries
+ * those reports (written only under the live leases). The lease model it enforces: a run is ours only while its lease is live. A lease the
  * heartbeat reports lost, or one that could not be renewed before it expired (a heartbeat failing
  * through an outage), is presumed gone: the run steps down rather than guess. Its handler is
  * aborted and its result dropped, or, if it was only held for a slot, it is forgotten unstarted.
  */
 import type { Logger } from 'pino';
-import { type Clock, LeaseLostError, type LeaseSource, Periodic } from '../core/index.js';
+import {
+  type Clock,
+  type HeartbeatLease,
+  type HeartbeatRunsAnswer,
+  LeaseLostError,
+  type LeaseSource,
+  Periodic,
+  type RunReport,
+} from '../core/index.js';
 import { type ActiveRun, type ActiveRuns, abortRun, type EmitEvent } from './active-run.js';
+import { isDataError } from './completer.js';
 import { FailureLog } from './failure-log.js';
 
 export interface LeaseKeeperOptions {
@@ -30,6 +40,8 @@ export interface LeaseKeeperOptions {
 export class LeaseKeeper {
   private readonly loop: Periodic;
   private readonly failures: FailureLog;
+  /** A heartbeat with reports was refused as data: they go only with results from then on. */
+  private reportsRefused = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {
     this.failures = new FailureLog({
@@ -67,26 +79,77 @@ export class LeaseKeeper {
   }
 
   /**
-   * Once any held lease is a third of the way through, renews every held lease in one statement
-   * and aborts the handlers whose lease is gone. `force` renews regardless.
+   * Once any held lease is a third of the way through, or any handler has reported something not
+   * sent yet, renews every held lease in one statement (with those reports) and aborts the
+   * handlers whose lease is gone. `force` renews regardless.
    */
   async heartbeatOnce(force = false): Promise<void> {
     const now = this.o.clock.nowMs();
     const live = [...this.o.runs.values()].filter((a) => a.dropped === null);
-    if (!force && !live.some((a) => now >= a.renewedAt + a.leaseMs / 3)) return;
+    const reports = !this.reportsRefused;
+    const due = (a: ActiveRun) =>
+      now >= a.renewedAt + a.leaseMs / 3 || (reports && a.report?.pending === true);
+    if (!force && !live.some(due)) return;
     if (live.length === 0) return;
-    const { renewed, lost } = await this.o.source.heartbeatRuns({
-      leases: live.map((a) => ({ runId: a.run.runId, leaseToken: a.run.leaseToken })),
-      now,
+    const sent = new Map<ActiveRun, RunReport>();
+    const leases = live.map((a): HeartbeatLease => {
+      const report = reports ? (a.report?.take() ?? null) : null;
+      if (report === null) return { runId: a.run.runId, leaseToken: a.run.leaseToken };
+      sent.set(a, report);
+      return { runId: a.run.runId, leaseToken: a.run.leaseToken, ...report };
     });
-    for (const r of renewed) {
+    // A run that ends meanwhile waits for this answer before it takes what is left of its report:
+    // its result must carry the lines a failed heartbeat puts back, after these.
+    let answered = () => {};
+    const reporting = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    // (Behind one still in flight, from `extendLease`, when there is one.)
+    for (const a of sent.keys()) {
+      a.reporting = a.reporting === null ? reporting : Promise.all([a.reporting, reporting]).then(() => {});
+    }
+    let answer: HeartbeatRunsAnswer;
+    try {
+      answer = await this.renew(leases, now, sent.size > 0);
+    } catch (err) {
+      for (const [a, report] of sent) a.report?.putBack(report);
+      throw err;
+    } finally {
+      for (const a of sent.keys()) if (a.reporting === reporting) a.reporting = null;
+      answered();
+    }
+    for (const r of answer.renewed) {
       const a = this.o.runs.get(r.runId);
       if (a) {
         a.leaseExpiresAt = r.leaseExpiresAt.getTime();
         a.renewedAt = now;
       }
     }
-    for (const runId of lost) this.loseLease(runId, 'lease lost');
+    for (const runId of answer.lost) this.loseLease(runId, 'lease lost');
+  }
+
+  /**
+   * One heartbeat. Refused as data with reports on it (a server that predates them), it is sent
+   * again without them, and they are dropped (later reports go with the results only): a lease is
+   * never lost over a progress report.
+   */
+  private async renew(
+    leases: HeartbeatLease[],
+    now: number,
+    withReports: boolean,
+  ): Promise<HeartbeatRunsAnswer> {
+    try {
+      return await this.o.source.heartbeatRuns({ leases, now });
+    } catch (err) {
+      if (!withReports || !isDataError(err)) throw err;
+      this.reportsRefused = true;
+      this.o.logger.warn(
+        { err },
+        'heartbeat with progress or log lines refused; sending heartbeats without them from now on',
+      );
+      const bare = leases.map((l) => ({ runId: l.runId, leaseToken: l.leaseToken }));
+      return this.o.source.heartbeatRuns({ leases: bare, now });
+    }
   }
 
   /** Renews every lease now; this run's new expiry, or `LeaseLostError` if it is gone. */

@@ -189,3 +189,30 @@ test('the single-run route answers as before: 200 with the state, 409 lease_lost
   );
   expect((await runRow(db.pool, lost.run_id)).state).toBe('running');
 });
+
+test('a result carries what the handler reported since its last heartbeat: progress and log lines land on the attempt with it', async () => {
+  const [ok, failed] = (await claimed(acme, 'reported', 2)) as [Leased, Leased];
+  const a = await complete(acme.worker, [
+    { ...ok, status: 'succeeded', progress: { value: 100, message: 'all done' }, logs: ['one', 'two'] },
+    { ...failed, status: 'failed', retryable: false, logs: ['boom'], logs_dropped: 3 },
+  ]);
+  expect(a.json.results.map((r: { outcome: string }) => r.outcome)).toEqual(['done', 'done']);
+  const run = await http('GET', `/v1/runs/${ok.run_id}`, { key: acme.reader });
+  expect(run.json.attempts[0]).toMatchObject({
+    progress: 100,
+    progress_message: 'all done',
+    logs: ['one', 'two'],
+    logs_dropped: 0,
+  });
+  const dead = await http('GET', `/v1/runs/${failed.run_id}`, { key: acme.reader });
+  expect(dead.json.attempts[0]).toMatchObject({ logs: ['boom'], logs_dropped: 3 });
+  // Bounded as a heartbeat's report: more is a 400, nothing written.
+  const [more] = (await claimed(acme, 'reported-too-much', 1)) as [Leased];
+  const before = await snapshot(db.pool);
+  expectError(
+    await complete(acme.worker, [{ ...more, status: 'succeeded', logs: Array(101).fill('x') }]),
+    400,
+    'validation_error',
+  );
+  expect(await snapshot(db.pool)).toEqual(before);
+});

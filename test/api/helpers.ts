@@ -85,6 +85,15 @@ export function expectError(a: Answer, status: number, code: string): void {
   for (const k of Object.keys(a.json.error)) expect(['code', 'message', 'run_id']).toContain(k);
 }
 
+/** The report fields of an attempt in an answer, when its handler reported nothing (`ctx.progress`, `ctx.log`). */
+export const NO_REPORT_JSON = {
+  progress: null,
+  progress_message: null,
+  logs: [],
+  logs_dropped: 0,
+  reported_at: null,
+} as const;
+
 /** The tables every API write touches. */
 export const TABLES = [
   'jobs',
@@ -92,6 +101,7 @@ export const TABLES = [
   'run_queue',
   'run_claims',
   'attempts',
+  'attempt_progress',
   'api_keys',
   'idempotency_keys',
   'limits',

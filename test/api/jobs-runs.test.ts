@@ -7,7 +7,16 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { alignUp, attemptRows, countRows, runRow } from '../setup/factories.js';
-import { type Api, client, expectError, keysFor, type RoleKeys, snapshot, startApi } from './helpers.js';
+import {
+  type Api,
+  client,
+  expectError,
+  keysFor,
+  NO_REPORT_JSON,
+  type RoleKeys,
+  snapshot,
+  startApi,
+} from './helpers.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HOUR = 3_600_000;
@@ -50,6 +59,7 @@ describe('jobs', () => {
       timezone: 'UTC',
       handler: 'report',
       payload: { to: 'ops' },
+      payload_schema: null,
       priority: 5,
       max_attempts: 3,
       backoff_base_seconds: 2,
@@ -401,6 +411,7 @@ describe('runs', () => {
         error: 'schema missing',
         error_stack: null,
         output: null,
+        ...NO_REPORT_JSON,
       },
     ]);
 

@@ -9,6 +9,7 @@ import {
   client,
   expectError,
   keysFor,
+  NO_REPORT_JSON,
   jobWithRuns as putJobWithRuns,
   type RoleKeys,
   startApi,
@@ -274,6 +275,7 @@ test('complete succeeded: 200 {state: succeeded}; the run and its attempt record
       error: null,
       error_stack: null,
       output: null,
+      ...NO_REPORT_JSON,
     },
   ]);
 
@@ -319,6 +321,7 @@ test('complete failed (retryable by default): back to pending as attempt 2, afte
       error: 'timeout talking to smtp',
       error_stack: null,
       output: null,
+      ...NO_REPORT_JSON,
     },
   ]);
   // Not claimable before the backoff ends; claimable as attempt 2 after it.

@@ -173,6 +173,22 @@ describe('tock jobs put', () => {
     expect(changed.backoff_cap_seconds).toBe(1200);
   });
 
+  test('--payload-schema sets payload_schema; get shows it; a trigger whose payload fails it is refused', async () => {
+    const schema = { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } };
+    const base = ['jobs', 'put', 'typed', '--schedule', '@every 1h', '--handler', 'h'];
+    await ok([...base, '--payload', '{"n":1}', '--payload-schema', JSON.stringify(schema)]);
+    expect((await okJson(['jobs', 'get', 'typed'])).payload_schema).toEqual(schema);
+    expect(await ok(['jobs', 'get', 'typed'])).toContain(`payload_schema  ${JSON.stringify(schema)}\n`);
+    expect(await fails(['jobs', 'trigger', 'typed', '--payload', '{"n":"one"}'])).toMatch(
+      /payload\.n does not match the job's payload_schema: must be integer/,
+    );
+    expect(await fails([...base, '--payload-schema', JSON.stringify(schema)])).toMatch(
+      /payload\.n does not match the job's payload_schema/,
+    );
+    await ok(base);
+    expect(await ok(['jobs', 'get', 'typed'])).toMatch(/^payload_schema\s+none$/m);
+  });
+
   test('--run-timeout and --misfire-threshold set timeout_seconds and misfire_threshold_seconds; get shows both', async () => {
     const base = ['jobs', 'put', 'limits', '--schedule', '@every 1h', '--handler', 'report'];
     await ok([...base, '--run-timeout', '90s', '--misfire-threshold', '5m']);
@@ -568,6 +584,51 @@ describe('tock dlq', () => {
     // Its attempts go on from the last: the replay's first is attempt 2 (of a fresh budget of 3).
     expect(await ok(['runs', 'show', runId])).toMatch(/^attempt\s+2 of 4$/m);
     expect(await fails(['dlq', 'replay', runId])).toMatch(/^tock: 409 conflict: run \S+ is pending/);
+  });
+});
+
+describe('tock runs show: progress and logs', () => {
+  test('a running run shows its progress; its attempt the message, the log lines and how many were dropped', async () => {
+    await ok(['jobs', 'put', 'p-job', '--schedule', '@daily', '--handler', 'reporting']);
+    const runId = (await okJson(['jobs', 'trigger', 'p-job'])).run_id;
+    const [claimed] = await db.store.claimRuns({
+      workerId: 'w-p',
+      pool: 'default',
+      max: 1,
+      handlers: ['reporting'],
+      tenantId: TENANT,
+      now: db.clock.nowMs(),
+    });
+    expect(claimed?.runId).toBe(runId);
+    const lines = Array.from({ length: 102 }, (_, i) => `copied batch ${i}`);
+    lines[101] = 'last \u001b[31mred\u001b[0m';
+    const { renewed } = await db.store.heartbeatRuns({
+      leases: [{ ...claimed!, progress: { value: 42.5, message: 'rows 425 of 1000' }, logs: lines }],
+      now: db.clock.nowMs(),
+    });
+    expect(renewed).toHaveLength(1);
+
+    const show = await ok(['runs', 'show', runId]);
+    expect(show).toMatch(/^state\s+running$/m);
+    expect(show).toMatch(/^progress\s+42\.5 {2}rows 425 of 1000$/m);
+    expect(show).toContain(
+      [
+        'attempt 1 (running):',
+        'PROGRESS',
+        '  42.5  rows 425 of 1000',
+        'LOG (last 100 lines; 2 earlier dropped)',
+        '  copied batch 2',
+        '  copied batch 3',
+      ].join('\n'),
+    );
+    // The last line, its escape sequences made harmless.
+    expect(show).toContain('  copied batch 100\n  last \ufffd[31mred\ufffd[0m\n');
+    expect(show).not.toContain('copied batch 1\n');
+    expect(show).not.toContain('\u001b');
+    const json = await okJson(['runs', 'show', runId]);
+    expect(json).toMatchObject({ progress: 42.5, progress_message: 'rows 425 of 1000' });
+    expect(json.attempts[0]).toMatchObject({ logs_dropped: 2 });
+    expect(json.attempts[0].logs).toHaveLength(100);
   });
 });
 

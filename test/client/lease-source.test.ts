@@ -220,3 +220,92 @@ test('a worker on a long-polling source claims again at once after a short answe
     await worker.stop(1000);
   }
 });
+
+test("a long-poll's wait is not taken for clock skew: handler starts go to the server's clock with the least offset seen", async () => {
+  // Found by the http benchmark: the offset was the last answer's server_time − when its request
+  // left, and after a claim that waited 5 s on the server every start was sent 5 s late.
+  const clock = new FakeClock(Date.parse('2026-12-04T10:00:00Z'));
+  const bodies: Record<string, unknown>[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => {
+      text += chunk;
+    });
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      const now = clock.nowMs();
+      if (req.url === '/v1/leases') {
+        // Answered after a 5 s wait on the server (the worker's clock is not moved: only the
+        // answer's time says how long it took).
+        res.end(JSON.stringify({ runs: [], server_time: new Date(now + 5000).toISOString() }));
+        return;
+      }
+      if (req.url?.endsWith('/heartbeat')) {
+        res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(now).toISOString() }));
+        return;
+      }
+      const body = JSON.parse(text) as { results: { run_id: string }[] };
+      bodies.push(body);
+      res.end(
+        JSON.stringify({
+          results: body.results.map((r) => ({
+            run_id: r.run_id,
+            outcome: 'done',
+            status: 200,
+            state: 'succeeded',
+          })),
+          server_time: new Date(now).toISOString(),
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const source = new HttpLeaseSource({ url, key: 'k', clock, waitMs: 5000, workerId: 'w-offset' });
+    await source.heartbeatRuns({
+      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
+    });
+    await source.claimRuns({ workerId: 'w-offset', pool: 'p', max: 1 });
+    const startedAt = clock.nowMs() - 100;
+    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't', startedAt };
+    expect(await source.completeRuns({ leases: [lease] })).toEqual({ completed: [lease.runId], lost: [] });
+    // Unfixed: 5 s later, the claim's wait.
+    expect(bodies[0]).toMatchObject({ results: [{ started_at: new Date(startedAt).toISOString() }] });
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test('a worker through a server loses nothing its handler reported just before it returned: the result carries it', async () => {
+  const [runId] = await jobWithRuns('tail', 'p-tail', 1);
+  const worker = new Worker({
+    store: new HttpLeaseSource({ url: api.base, key: keys.worker, waitMs: 0, workerId: 'w-tail' }),
+    clock: new SystemClock(),
+    logger: pino({ level: 'silent' }),
+    handlers: {
+      'tail-handler': (ctx) => {
+        ctx.progress(90, 'nearly');
+        ctx.log('last words');
+        return 'done';
+      },
+    },
+    pool: 'p-tail',
+    claimAheadMs: 0,
+    pollIntervalMs: 3_600_000,
+  });
+  const done = new Promise<void>((resolve) => worker.once('run:succeeded', () => resolve()));
+  worker.start();
+  try {
+    await worker.claimOnce();
+    await done;
+  } finally {
+    await worker.stop(1000);
+  }
+  const run = await client(api.base)('GET', `/v1/runs/${runId}`, { key: keys.reader });
+  expect(run.json.attempts[0]).toMatchObject({
+    progress: 90,
+    progress_message: 'nearly',
+    logs: ['last words'],
+  });
+});

@@ -66,6 +66,11 @@ const RUN: RunWithAttempts = {
       error: 'boom',
       errorStack: 'Error: boom',
       output: null,
+      progress: 40,
+      progressMessage: 'two of five',
+      logs: ['a', 'b'],
+      logsDropped: 3,
+      reportedAt: T2,
     },
   ],
 };
@@ -86,10 +91,13 @@ describe('the answer schemas derived from the tables', () => {
         ).toBe(Boolean(f.nullable));
         const value = alternatives.find((a) => a.type !== 'null');
         expect(value.description, f.api).toBe(f.answerDescription);
-        const type = { integer: 'integer', number: 'number', boolean: 'boolean', json: undefined } as Record<
-          string,
-          string | undefined
-        >;
+        const type = {
+          integer: 'integer',
+          number: 'number',
+          boolean: 'boolean',
+          json: undefined,
+          strings: 'array',
+        } as Record<string, string | undefined>;
         expect(value.type, f.api).toBe(f.type in type ? type[f.type] : 'string');
         expect(value.format, f.api).toBe(f.type === 'instant' ? 'date-time' : undefined);
       }
@@ -119,6 +127,9 @@ describe('answerOf and the present functions', () => {
       claimed_at: '2026-01-01T00:00:00.000Z',
       finished_at: '2026-01-01T00:00:05.250Z',
       waiting_for: null,
+      // The latest attempt's.
+      progress: 40,
+      progress_message: 'two of five',
       attempts: [
         {
           attempt: 1,
@@ -130,6 +141,11 @@ describe('answerOf and the present functions', () => {
           error: 'boom',
           error_stack: 'Error: boom',
           output: null,
+          progress: 40,
+          progress_message: 'two of five',
+          logs: ['a', 'b'],
+          logs_dropped: 3,
+          reported_at: '2026-01-01T00:00:05.250Z',
         },
       ],
     });
@@ -197,6 +213,7 @@ describe('answerOf and the present functions', () => {
       jobId: 'nightly',
       handler: 'report',
       payload: {},
+      payloadSchema: null,
       schedule: '0 3 * * *',
       timezone: 'UTC',
       priority: 0,
@@ -248,6 +265,7 @@ declare namespace Before {
     timezone?: string;
     handler: string;
     payload?: unknown;
+    payload_schema?: unknown;
     priority?: number;
     max_attempts?: number;
     backoff_base_seconds?: number;
@@ -269,6 +287,7 @@ declare namespace Before {
     timezone: string;
     handler: string;
     payload: unknown;
+    payload_schema: unknown;
     priority: number;
     max_attempts: number;
     backoff_base_seconds: number;
@@ -301,6 +320,11 @@ declare namespace Before {
     error: string | null;
     error_stack: string | null;
     output: string | null;
+    progress: number | null;
+    progress_message: string | null;
+    logs: string[];
+    logs_dropped: number;
+    reported_at: string | null;
   }
   interface Run {
     run_id: string;

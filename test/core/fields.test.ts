@@ -72,10 +72,16 @@ function outsideAndInside(f: Field): { outside: unknown[]; inside: unknown[] } {
     case 'string':
       return { outside: [5], inside: [] };
     case 'json':
-      return {
-        outside: ['x'.repeat(f.maxBytes as number), 10n],
-        inside: ['x'.repeat((f.maxBytes as number) - 2)],
-      };
+      // A payload schema is a JSON Schema object: the largest one allowed, 34 bytes of frame.
+      return f.api === 'payload_schema'
+        ? {
+            outside: ['x'.repeat(f.maxBytes as number), 10n, 'not a schema', { type: 'nonsense' }],
+            inside: [{ type: 'object', description: 'x'.repeat((f.maxBytes as number) - 34) }],
+          }
+        : {
+            outside: ['x'.repeat(f.maxBytes as number), 10n],
+            inside: ['x'.repeat((f.maxBytes as number) - 2)],
+          };
     case 'ids': {
       const full = Array.from({ length: f.maxItems as number }, (_, i) => `k${i}`);
       return { outside: ['a', [...full, 'one-more'], ['a', 'a'], ['a b'], [5]], inside: [[], full] };
@@ -253,6 +259,7 @@ describe('validateJob, derived from JOB_FIELDS', () => {
       payload: 10n,
       misfire: 'never',
       leaseSeconds: 0,
+      payloadSchema: 10n,
       priority: -1,
       maxAttempts: 0,
       backoffBaseSeconds: 0,

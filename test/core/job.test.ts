@@ -50,6 +50,7 @@ describe('validateJob', () => {
       overlap: 'allow',
       maxConcurrency: null,
       limits: [],
+      payloadSchema: null,
     } satisfies JobSpec);
     expect(schedule.kind).toBe('cron');
   });
@@ -75,6 +76,7 @@ describe('validateJob', () => {
       overlap: 'queue',
       maxConcurrency: 1,
       limits: ['payments-api', 'tenant.db'],
+      payloadSchema: { type: 'object', properties: { list: { type: 'array' } }, required: ['list'] },
     };
     const { spec, schedule } = validateJob(input);
     expect(spec).toEqual({ ...input, schedule: '@every 5m' });

@@ -37,7 +37,7 @@ afterAll(async () => {
   await rm(project, { recursive: true, force: true });
 });
 
-test('examples/hello.ts registers its job, runs it, records the success and stops on SIGTERM', async () => {
+test('examples/hello.ts upserts its defined job, runs it, records the success and stops on SIGTERM', async () => {
   const child = spawn(process.execPath, ['hello.mjs'], {
     cwd: project,
     env: { ...process.env, DATABASE_URL: db.url, TOCK_SCHEMA: db.schema },
@@ -70,6 +70,8 @@ test('examples/hello.ts registers its job, runs it, records the success and stop
     const run = await db.store.getRun({ tenantId: 'default', runId: String(line.run_id) });
     expect(run?.jobId).toBe('hello');
     expect(run?.state).toBe('succeeded');
+    // The handler read the job's typed payload.
+    expect(run?.attempts[0]?.output).toMatch(/^hello, world at \d{4}-/);
   } finally {
     child.kill('SIGTERM');
   }

@@ -191,8 +191,17 @@ test('the tarball installs into a new project: strict TypeScript compiles agains
   await writeFile(
     path.join(project, 'main.ts'),
     [
-      "import { type Api, createTock, type Handler, HttpLeaseSource, TockClient, type TockOptions, Worker } from 'tock';",
+      "import { type Api, createTock, defineJob, type Handler, HttpLeaseSource, TockClient, type TockOptions, Type, Worker } from 'tock';",
       '',
+      '// A job in code: the payload type flows from the schema into the handler.',
+      'const mail = defineJob({',
+      "  id: 'mail',",
+      "  schedule: '@daily',",
+      '  payload: Type.Object({ to: Type.String() }),',
+      "  defaultPayload: { to: 'ops' },",
+      '  handler: (ctx) => ctx.payload.to.toUpperCase(),',
+      '});',
+      "export const typed = createTock({ database: 'postgres://127.0.0.1/app', jobs: [mail] });",
       'const handler: Handler = async (ctx) => {',
       '  console.log(ctx.runId, ctx.jobId, ctx.payload);',
       '};',

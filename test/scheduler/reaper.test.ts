@@ -9,7 +9,7 @@ import { retryDelayMs, seededRandom } from '../../src/core/index.js';
 import { Reaper } from '../../src/scheduler/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { WatchedClock } from '../setup/events.js';
-import { upsertJob } from '../setup/factories.js';
+import { NO_REPORT, upsertJob } from '../setup/factories.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -75,6 +75,7 @@ test('reapOnce requeues an expired lease with the next attempt and emits reap', 
       error: 'lease expired',
       errorStack: null,
       output: null,
+      ...NO_REPORT,
     },
   ]);
 

@@ -11,8 +11,15 @@ export interface Api {
   close(): Promise<void>;
 }
 
-/** Builds the app as the brief fixes it (keys, silent logs, ready), then listens on a free loopback port. */
-export async function startApi(db: TestDatabase, overrides: Partial<AppOptions> = {}): Promise<Api> {
+/**
+ * Builds the app as the brief fixes it (keys, silent logs, ready), then listens on a loopback port:
+ * `port`, or a free one.
+ */
+export async function startApi(
+  db: TestDatabase,
+  overrides: Partial<AppOptions> = {},
+  port = 0,
+): Promise<Api> {
   const metrics = overrides.metrics ?? new Metrics({ processMetrics: false });
   const app = await buildApp({
     store: db.store,
@@ -23,7 +30,7 @@ export async function startApi(db: TestDatabase, overrides: Partial<AppOptions> 
     readiness: async () => ({ database: true, migrations: true }),
     ...overrides,
   });
-  await app.listen({ host: '127.0.0.1', port: 0 });
+  await app.listen({ host: '127.0.0.1', port });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('the app is not listening on TCP');
   return { app, metrics, base: `http://127.0.0.1:${address.port}`, close: () => app.close() };

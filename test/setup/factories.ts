@@ -117,6 +117,15 @@ export async function attemptRows(pool: pg.Pool, runId: string): Promise<Record<
   return rows;
 }
 
+/** The report fields of an attempt whose handler reported nothing (`ctx.progress`, `ctx.log`). */
+export const NO_REPORT = {
+  progress: null,
+  progressMessage: null,
+  logs: [],
+  logsDropped: 0,
+  reportedAt: null,
+} as const;
+
 /** Rounds `ms` up to the next multiple of `step` (the next `@every` slot at or after `ms`). */
 export function alignUp(ms: number, step: number): number {
   return Math.ceil(ms / step) * step;

@@ -18,6 +18,7 @@ import {
   countRows,
   expectTockError,
   job,
+  NO_REPORT,
   runRow,
   uniqueId,
   upsertJob,
@@ -107,6 +108,7 @@ describe('cancelRun', () => {
         error: null,
         errorStack: null,
         output: null,
+        ...NO_REPORT,
       },
     ]);
     expect(await runRow(db.pool, a.runId)).toMatchObject({
@@ -233,6 +235,7 @@ describe('cancel and complete of one running attempt', () => {
         null,
         [null],
         [null],
+        null,
       ]);
       expect(done.rows).toHaveLength(1);
       const cancel = db.newStore().cancelRun({ tenantId: 't', runId: a.runId, now });

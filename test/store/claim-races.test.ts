@@ -61,6 +61,7 @@ for (const [name, second] of [
         null,
         [null],
         [null],
+        null,
       ]);
       expect(done.rows).toHaveLength(1);
       const other = db.newStore();

@@ -170,9 +170,9 @@ describe('plans', () => {
       [
         'complete',
         R.runCompleteMany,
-        [ids, tokens, new Date(now), null, ids.map(() => null), ids.map(() => null)],
+        [ids, tokens, new Date(now), null, ids.map(() => null), ids.map(() => null), null],
       ],
-      ['heartbeat', R.runHeartbeatMany, [ids, tokens, new Date(now), null]],
+      ['heartbeat', R.runHeartbeatMany, [ids, tokens, new Date(now), null, null]],
       ['release', R.runReleaseMany, [ids, tokens, new Date(now), 'test', null, ids.map(() => null)]],
     ];
     for (const [name, sql, params] of statements) {

@@ -7,7 +7,7 @@ import { RUN_STATES } from '../../src/core/index.js';
 import type { Run } from '../../src/store/index.js';
 import * as R from '../../src/store/queries/run-reads.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { expectTockError, job, uniqueId, upsertJob } from '../setup/factories.js';
+import { expectTockError, job, NO_REPORT, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -334,6 +334,7 @@ describe('attempts (a row for each that failed, was released or expired)', () =>
         error: null,
         errorStack: null,
         output: null,
+        ...NO_REPORT,
       },
     ]);
     await db.store.completeRuns({ leases: [{ ...lease!, output: 'done' }], now: now + 5 });
@@ -348,6 +349,7 @@ describe('attempts (a row for each that failed, was released or expired)', () =>
         error: null,
         errorStack: null,
         output: 'done',
+        ...NO_REPORT,
       },
     ]);
     // The succeeded attempt is the run row itself: no attempt row is written for it.

@@ -12,6 +12,7 @@ import {
   countRows,
   expectTockError,
   job,
+  NO_REPORT,
   runRow,
   uniqueId,
   upsertJob,
@@ -463,6 +464,7 @@ describe('attempt record', () => {
         error: 'handler threw',
         errorStack: null,
         output: null,
+        ...NO_REPORT,
       },
       {
         attempt: 2,
@@ -474,6 +476,7 @@ describe('attempt record', () => {
         error: null,
         errorStack: null,
         output: null,
+        ...NO_REPORT,
       },
     ]);
   });

@@ -53,6 +53,8 @@ function ctx(): RunContext {
     signal: new AbortController().signal,
     logger: pino({ level: 'silent' }),
     extendLease: async () => new Date(),
+    progress: () => {},
+    log: () => {},
   };
 }
 

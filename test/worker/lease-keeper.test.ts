@@ -10,9 +10,11 @@ import {
   FakeClock,
   type HeartbeatRunsParams,
   LeaseLostError,
+  ValidationError,
 } from '../../src/core/index.js';
 import { type ActiveRun, ActiveRuns, heldRun, type WorkerEvents } from '../../src/worker/active-run.js';
 import { LeaseKeeper } from '../../src/worker/lease-keeper.js';
+import { ReportBuffer } from '../../src/worker/run-report.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const LEASE_MS = 30_000;
@@ -37,7 +39,10 @@ function claimed(runId: string, leaseExpiresAt = T0 + LEASE_MS): ClaimedRun {
 }
 
 /** A keeper over `runs` (each started unless named in `held`), its source's calls and its events. */
-function setup(ids: string[], o: { held?: string[]; lost?: string[]; fail?: boolean } = {}) {
+function setup(
+  ids: string[],
+  o: { held?: string[]; lost?: string[]; fail?: boolean; refuse?: (p: HeartbeatRunsParams) => boolean } = {},
+) {
   const clock = new FakeClock(T0);
   const runs = new ActiveRuns();
   for (const id of ids) {
@@ -54,7 +59,9 @@ function setup(ids: string[], o: { held?: string[]; lost?: string[]; fail?: bool
     source: {
       heartbeatRuns: async (p) => {
         calls.push(p);
+        const refused = o.refuse?.(p) ?? false;
         if (o.fail) throw new Error('connect ECONNREFUSED');
+        if (refused) throw new ValidationError('refused as data');
         return {
           renewed: p.leases
             .filter((l) => !lost.has(l.runId))
@@ -185,5 +192,125 @@ describe('LeaseKeeper', () => {
     } finally {
       await keeper.stop();
     }
+  });
+});
+
+describe('LeaseKeeper with reports (ctx.progress, ctx.log)', () => {
+  /** `id`'s report buffer, made as the executor's context makes it. */
+  const buffer = (a: ActiveRun) => {
+    a.report ??= new ReportBuffer();
+    return a.report;
+  };
+
+  it('a run with an unsent report makes the next check renew at once, carrying it; sent, it is gone', async () => {
+    const { clock, keeper, calls, run } = setup(['a', 'b']);
+    clock.advance(1000);
+    await keeper.heartbeatOnce();
+    expect(calls).toEqual([]);
+    buffer(run('a')).progress(30, 'three of ten');
+    buffer(run('a')).log('first');
+    await keeper.heartbeatOnce();
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.leases).toEqual([
+      {
+        runId: 'a',
+        leaseToken: 'token-a',
+        progress: { value: 30, message: 'three of ten' },
+        logs: ['first'],
+      },
+      { runId: 'b', leaseToken: 'token-b' },
+    ]);
+    expect(run('a').report!.pending).toBe(false);
+    expect(run('a').reporting).toBeNull();
+    clock.advance(1000);
+    await keeper.heartbeatOnce();
+    expect(calls).toHaveLength(1);
+  });
+
+  it('a failed heartbeat puts its report back before what came since; the next one sends it all', async () => {
+    let inFlight = () => {};
+    const o = {
+      fail: true,
+      refuse: () => {
+        inFlight();
+        return false;
+      },
+    };
+    const { keeper, calls, run } = setup(['a'], o);
+    const a = run('a');
+    buffer(a).log('one');
+    // The handler logs while the heartbeat is in flight.
+    inFlight = () => buffer(a).log('two');
+    await expect(keeper.heartbeatOnce()).rejects.toThrow('ECONNREFUSED');
+    expect(a.reporting).toBeNull();
+    inFlight = () => {};
+    o.fail = false;
+    await keeper.heartbeatOnce();
+    expect(calls.map((c) => c.leases[0]!.logs)).toEqual([['one'], ['one', 'two']]);
+    expect(a.report!.pending).toBe(false);
+  });
+
+  it('refused as data with reports on it, the heartbeat goes again without them, and reports stop going', async () => {
+    const { keeper, calls, run, errors } = setup(['a'], {
+      refuse: (p) => p.leases.some((l) => l.logs !== undefined || l.progress !== undefined),
+    });
+    buffer(run('a')).log('one');
+    await keeper.heartbeatOnce();
+    expect(calls.map((c) => c.leases)).toEqual([
+      [{ runId: 'a', leaseToken: 'token-a', logs: ['one'] }],
+      [{ runId: 'a', leaseToken: 'token-a' }],
+    ]);
+    expect(run('a').dropped).toBeNull();
+    expect(errors).toEqual([]);
+    // From then on a report does not make a heartbeat due, nor goes with one: it waits for the result.
+    buffer(run('a')).log('two');
+    await keeper.heartbeatOnce();
+    expect(calls).toHaveLength(2);
+    await keeper.heartbeatOnce(true);
+    expect(calls[2]!.leases).toEqual([{ runId: 'a', leaseToken: 'token-a' }]);
+    expect(run('a').report!.take()).toEqual({ logs: ['two'] });
+  });
+});
+
+describe('ReportBuffer', () => {
+  it('keeps the latest progress and the last 100 lines, counting the dropped ones; text cut and sanitised', () => {
+    const b = new ReportBuffer();
+    expect(b.pending).toBe(false);
+    expect(b.take()).toBeNull();
+    b.progress(1, 'first');
+    b.progress(2.5, `${'m'.repeat(250)}`);
+    for (let i = 0; i < 130; i++) b.log(`line ${i}`);
+    b.log(`bad \u0000 \uD800 ${'x'.repeat(2000)}`);
+    const r = b.take()!;
+    expect(r.progress).toEqual({ value: 2.5, message: 'm'.repeat(200) });
+    expect(r.logs).toHaveLength(100);
+    expect(r.logs![0]).toBe('line 31');
+    expect(r.logs![99]).toBe(`bad \uFFFD \uFFFD ${'x'.repeat(1000 - 8)}`);
+    expect(r.logsDropped).toBe(31);
+    expect(b.pending).toBe(false);
+  });
+
+  it('refuses a progress that is not a finite number', () => {
+    const b = new ReportBuffer();
+    for (const v of [Number.NaN, Number.POSITIVE_INFINITY, '5' as unknown as number]) {
+      expect(() => b.progress(v)).toThrow(ValidationError);
+    }
+    expect(b.pending).toBe(false);
+  });
+
+  it('putBack: the newer progress wins, the older lines go first, the bound holds', () => {
+    const b = new ReportBuffer();
+    b.progress(1);
+    b.log('old');
+    const sent = b.take()!;
+    b.progress(2);
+    for (let i = 0; i < 100; i++) b.log(`new ${i}`);
+    b.putBack(sent);
+    const r = b.take()!;
+    expect(r.progress).toEqual({ value: 2, message: null });
+    expect(r.logs![0]).toBe('new 0');
+    expect(r.logsDropped).toBe(1);
+    b.putBack({ progress: { value: 7 }, logs: ['x'], logsDropped: 4 });
+    expect(b.take()).toEqual({ progress: { value: 7 }, logs: ['x'], logsDropped: 4 });
   });
 });

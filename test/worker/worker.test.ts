@@ -455,6 +455,12 @@ test('graceful stop releases unfinished runs without spending an attempt', async
         claimed_at: new Date(T0),
         finished_at: new Date(T0 + 1000),
         output: null,
+        // Its handler reported nothing (ctx.progress, ctx.log): no attempt_progress row.
+        progress: null,
+        progress_message: null,
+        logs: null,
+        logs_dropped: null,
+        reported_at: null,
       },
     ]);
   }

@@ -4,7 +4,8 @@
  * write under a lease carries its token: a lease that is not live any more answers 409
  * `lease_lost` (404 when the run is not the caller's tenant's), never a partial write.
  */
-import { NotFoundError, TockError } from '../../core/index.js';
+import type { Static } from 'typebox';
+import { type HeartbeatLease, NotFoundError, TockError } from '../../core/index.js';
 import type { Store } from '../../store/index.js';
 import type { LongPolls } from '../long-poll.js';
 import { leasedRunJson } from '../present.js';
@@ -144,7 +145,7 @@ function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
         summary: "Renew one run's lease; 409 when lost",
         tags: ['workers'],
         params: S.RunParams,
-        body: S.LeaseTokenBody,
+        body: S.RunHeartbeatBody,
         response: { 200: S.HeartbeatAnswer, ...errors },
       },
     },
@@ -152,7 +153,7 @@ function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
       const { run_id } = request.params;
       const tenantId = request.principal.tenantId;
       const { renewed } = await store.heartbeatRuns({
-        leases: [{ runId: run_id, leaseToken: request.body.lease_token }],
+        leases: [heartbeatLease(run_id, request.body)],
         now: clock.nowMs(),
         tenantId,
       });
@@ -160,6 +161,17 @@ function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
       return { lease_expires_at: renewed[0].leaseExpiresAt.toISOString(), server_time: serverTime(o) };
     },
   );
+}
+
+/** A lease of a heartbeat's body, with what its handler reported. */
+function heartbeatLease(runId: string, l: Static<typeof S.RunHeartbeatBody>): HeartbeatLease {
+  return {
+    runId,
+    leaseToken: l.lease_token,
+    progress: l.progress && { value: l.progress.value, message: l.progress.message ?? null },
+    logs: l.logs,
+    logsDropped: l.logs_dropped,
+  };
 }
 
 /** A worker's bulk heartbeat: every lease it holds renewed in one statement, the lost ones named. */
@@ -180,7 +192,7 @@ function workerHeartbeatRoute(app: RouteApp, o: RouteOptions, workers: RemoteWor
     async (request) => {
       workers.touch(request.params.worker_id, request.principal.tenantId);
       const result = await store.heartbeatRuns({
-        leases: request.body.leases.map((l) => ({ runId: l.run_id, leaseToken: l.lease_token })),
+        leases: request.body.leases.map((l) => heartbeatLease(l.run_id, l)),
         now: clock.nowMs(),
         tenantId: request.principal.tenantId,
       });

@@ -18,6 +18,7 @@ const JOB_FIELDS = {
   handler: 'handler',
   timezone: 'timezone',
   payload: 'payload',
+  payloadSchema: 'payload_schema',
   priority: 'priority',
   maxAttempts: 'max_attempts',
   misfire: 'misfire',

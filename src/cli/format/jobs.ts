@@ -26,6 +26,7 @@ export function jobFields(j: Api.Job): string {
     ['timezone', j.timezone],
     ['handler', j.handler],
     ['payload', j.payload],
+    ['payload_schema', j.payload_schema ?? 'none'],
     ['pool', j.pool],
     ['priority', j.priority],
     ['max_attempts', j.max_attempts],

@@ -42,7 +42,7 @@ const dev = {
   handlers: {
     flags: '--handlers <module>',
     description:
-      'JS module of your handlers for the worker (as tock worker takes); a name it shares with a built-in dev handler replaces it',
+      'JS module of your handlers and defined jobs for the worker (as tock worker takes; its jobs are registered after --jobs); a name it shares with a built-in dev handler replaces it',
     env: 'TOCK_HANDLERS',
   },
   config: {
@@ -166,7 +166,8 @@ const worker = {
   ...heldRuns,
   handlers: {
     flags: '--handlers <module>',
-    description: 'JS module whose default export (or `handlers` export) maps handler names to functions',
+    description:
+      'JS module whose default export (or `handlers` export) maps handler names to functions, and/or that exports jobs defined with defineJob (upserted at start, their handlers served)',
     env: 'TOCK_HANDLERS',
   },
   config: {
@@ -263,6 +264,12 @@ const jobDefinition = {
     description: 'IANA timezone the cron expression is read in (default UTC)',
   },
   payload: { flags: '--payload <json>', description: 'JSON given to the handler (default {})', parse: json },
+  payloadSchema: {
+    flags: '--payload-schema <json>',
+    description:
+      "a JSON Schema every payload must match, the job's own and each trigger's, at most 16 KiB (default: any payload)",
+    parse: json,
+  },
   priority: {
     flags: '--priority <n>',
     description: '0-100, higher first (default 0)',

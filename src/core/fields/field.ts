@@ -24,12 +24,12 @@ export type PgType = 'text' | 'integer' | 'double precision' | 'jsonb' | 'text[]
 
 /**
  * A field as answers show it. Beside the types of `FieldType`, answers carry `instant` (a `Date`
- * stored, an ISO-8601 string in UTC in the API) and `boolean`.
+ * stored, an ISO-8601 string in UTC in the API), `boolean` and `strings` (a list of any strings).
  */
 export interface AnswerField {
   /** The name in the HTTP API (snake_case). */
   readonly api: string;
-  readonly type: FieldType | 'instant' | 'boolean';
+  readonly type: FieldType | 'instant' | 'boolean' | 'strings';
   /** `null` is a value. In a definition field, given as `null` it means the default. */
   readonly nullable?: boolean;
   /**
@@ -102,7 +102,9 @@ export type AnswerValueOf<F> =
           ? string
           : F extends { type: 'boolean' }
             ? boolean
-            : ValueOf<F>)
+            : F extends { type: 'strings' }
+              ? string[]
+              : ValueOf<F>)
   | OrNull<F>;
 
 /** The type of a field's value as the store holds it: an `instant` is a `Date`. */

@@ -21,6 +21,8 @@ export const TENANT_KEY_PREFIX = 'tenant:';
 export const JOB_KEY_PREFIX = 'job:';
 /** Longest serialised payload, bytes: 64 KiB. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+/** Longest serialised payload schema, bytes: 16 KiB. */
+export const MAX_PAYLOAD_SCHEMA_BYTES = 16 * 1024;
 /** Largest `misfire_threshold_seconds` a job may set: a day. */
 export const MAX_MISFIRE_THRESHOLD_SECONDS = 86_400;
 /** Longest `lease_seconds`, `jitter_seconds` and `timeout_seconds` a job may set: a day. */
@@ -74,6 +76,25 @@ export const JOB_FIELDS = {
     answerDescription: 'any JSON value',
     column: 'payload',
     pgType: 'jsonb',
+  },
+  /**
+   * A JSON Schema (draft-07; TypeBox's `Type.Object(…)` is one) every payload of the job must match:
+   * its own `payload`, checked when the job is upserted, and each triggered run's, checked before
+   * the run is written (a mismatch is a `ValidationError` naming the failing path). At most 16 KiB
+   * once serialised; no `$ref` outside the schema. Default `null`: any JSON payload.
+   */
+  payloadSchema: {
+    api: 'payload_schema',
+    type: 'json',
+    nullable: true,
+    default: null,
+    maxBytes: MAX_PAYLOAD_SCHEMA_BYTES,
+    description:
+      'JSON Schema every payload must match (at most 16 KiB; no pattern or patternProperties); default null: any payload',
+    answerDescription: 'JSON Schema every payload must match; null: any payload',
+    column: 'payload_schema',
+    pgType: 'jsonb',
+    hashedOnlyWhenSet: true,
   },
   /** 0–100, higher first. Default 0. */
   priority: {

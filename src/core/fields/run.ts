@@ -104,6 +104,40 @@ export const ATTEMPT_FIELDS = {
     nullable: true,
     answerDescription: 'the last 64 KiB of what the handler printed',
   },
+  /** The handler's latest `ctx.progress` value (any finite number; by convention a percentage), or null. */
+  progress: {
+    api: 'progress',
+    type: 'number',
+    nullable: true,
+    answerDescription: "the handler's latest progress (ctx.progress: any finite number); null: none reported",
+  },
+  /** The message of that progress report (at most 200 characters), or null. */
+  progressMessage: {
+    api: 'progress_message',
+    type: 'string',
+    nullable: true,
+    answerDescription: 'the message of that progress report (at most 200 characters)',
+  },
+  /** The attempt's last 100 `ctx.log` lines (each at most 1,000 characters), oldest first. */
+  logs: {
+    api: 'logs',
+    type: 'strings',
+    answerDescription:
+      "the attempt's last 100 log lines (ctx.log; each at most 1,000 characters), oldest first",
+  },
+  /** Log lines dropped (oldest first) to keep the last 100. */
+  logsDropped: {
+    api: 'logs_dropped',
+    type: 'integer',
+    answerDescription: 'log lines dropped, oldest first, to keep the last 100',
+  },
+  /** When the handler last reported progress or log lines that were written, or null. */
+  reportedAt: {
+    api: 'reported_at',
+    type: 'instant',
+    nullable: true,
+    answerDescription: 'when progress or log lines were last written; null: none reported',
+  },
 } as const satisfies AnswerFields;
 
 /** A run handed to a worker under a lease (`POST /v1/leases`). */

@@ -10,6 +10,7 @@
  */
 
 import { gatesOf, giveBack } from './gates.js';
+import { REPORT_COLUMNS, writeReports } from './progress.js';
 
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
   payload, pool, priority, available_at, lease_owner, lease_expires_at, last_error, created_at,
@@ -126,22 +127,27 @@ export const runBySlot = `SELECT run_id FROM runs WHERE tenant_id = $1 AND job_i
 /**
  * $1 run. The attempts that ended in failure, release or expiry have rows; the running attempt is
  * its claim, the succeeded one its run row. (A row an earlier version wrote at claim, outcome still
- * null, is one of those again, so it is not shown.)
+ * null, is one of those again, so it is not shown.) Each with what its handler reported, if it did
+ * (`attempt_progress`, by the attempt's token).
  */
 export const attemptsOfRun = `
-SELECT attempt, worker_id, started_at, claimed_at, finished_at, outcome, error, error_stack, output
-FROM attempts WHERE run_id = $1 AND outcome IS NOT NULL
+SELECT a.attempt, a.worker_id, a.started_at, a.claimed_at, a.finished_at, a.outcome, a.error, a.error_stack,
+  a.output, ${REPORT_COLUMNS}
+FROM attempts a LEFT JOIN attempt_progress p ON p.run_id = a.run_id AND p.lease_token = a.lease_token
+WHERE a.run_id = $1 AND a.outcome IS NOT NULL
 UNION ALL
 SELECT r.attempt, r.lease_owner, r.started_at, r.claimed_at,
   CASE WHEN r.state = 'succeeded' THEN r.finished_at END,
-  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, NULL, r.output
-FROM run_states r WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
+  CASE WHEN r.state = 'succeeded' THEN 'succeeded' END, NULL, NULL, r.output, ${REPORT_COLUMNS}
+FROM run_states r LEFT JOIN attempt_progress p ON p.run_id = r.run_id AND p.lease_token = r.lease_token
+WHERE r.run_id = $1 AND r.state IN ('running', 'succeeded')
 ORDER BY attempt, started_at`;
 
 /**
- * $1 run ids, $2 tokens, $3 now, $4 tenant (or null).
+ * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 reports (jsonb, or null: see `writeReports`).
  * Renews the live claims the leases belong to (each by its own lease length), and returns each
- * given run its claim still lists; the rest are lost. A claim is renewed only when it holds a given
+ * given run its claim still lists; the rest are lost. What the handlers reported is written for
+ * those runs alone. A claim is renewed only when it holds a given
  * (run, token) pair, and with a tenant only when that run is the tenant's: a token alone renews
  * nothing, so another tenant's leaked token cannot pin that tenant's runs as running. (The pair
  * is checked against the claim's array with `= ANY`, which stops at the first match; `given` is
@@ -157,15 +163,18 @@ WITH given AS (
     AND EXISTS (SELECT 1 FROM given g WHERE g.lease_token = c.lease_token AND g.run_id = ANY(c.run_ids))
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
 ), members AS MATERIALIZED (${MEMBERS('renewed', 'lease_expires_at')}
-)
-SELECT g.run_id, m.lease_expires_at FROM given g
-JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token`;
+), kept AS (
+  SELECT g.run_id, g.lease_token, m.lease_expires_at FROM given g
+  JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
+), ${writeReports('$5', 'kept', '$3::timestamptz')}
+SELECT run_id, lease_expires_at FROM kept`;
 
 /**
  * $1 run ids, $2 tokens, $3 now, $4 tenant (or null), $5 output tails (or nulls), $6 handler starts
- * (epoch ms, or nulls: numbers cost the driver a third of what dates do to send).
+ * (epoch ms, or nulls: numbers cost the driver a third of what dates do to send), $7 reports (jsonb,
+ * or null: see `writeReports`).
  * Success, only under a live lease. The succeeded attempt is the run row (worker, claim, start,
- * finish, output): no attempt row is written.
+ * finish, output): no attempt row is written; what its handler reported last is.
  */
 export const runCompleteMany = `
 WITH given AS (
@@ -178,7 +187,7 @@ WITH given AS (
   FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
   RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id, r.gates
-), ${unclaim}, ${giveBack('$3::timestamptz', 'live')}
+), ${unclaim}, ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$7', 'ended', '$3::timestamptz')}
 SELECT run_id, tenant_id, job_id FROM ended`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
@@ -189,7 +198,8 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
 
 /**
  * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error
- * message, $8 output tail (or null), $9 handler start (epoch ms, or null), $10 error stack (or null).
+ * message, $8 output tail (or null), $9 handler start (epoch ms, or null), $10 error stack (or null),
+ * $11 report (jsonb, or null: see `writeReports`).
  * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter.
  */
 export const runFail = `
@@ -213,7 +223,7 @@ WITH live AS (
     r.claimed_at, 'failed'::text AS outcome, $7::text AS error, $10::text AS error_stack, $8::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz', 'live')}
+), ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$11', 'ended', '$3::timestamptz')}
 SELECT attempt, available_at FROM ended`;
 
 /**

@@ -66,6 +66,8 @@ function ctx(overrides: Partial<RunContext> = {}): RunContext {
     signal: new AbortController().signal,
     logger: pino({ level: 'silent' }),
     extendLease: async () => new Date(SLOT.getTime() + 30_000),
+    progress: () => {},
+    log: () => {},
     ...overrides,
   };
 }
