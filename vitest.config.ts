@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
  * Four projects, cheapest first (AGENTS.md, "Tests"): `unit` needs no database (pure code, and the
  * tests of other folders that need none); `store` is the store's contract against PostgreSQL;
  * `integration` runs the API, worker, scheduler, client, CLI and runtime against a database in the
- * test process; `e2e` starts real processes (`bin/tock.js`, `npm pack`). Only the last three get the
+ * test process; `e2e` starts real processes (`bin/tock.js`, `npm pack`, the example workers of
+ * other languages). Only the last three get the
  * database of test/setup/global-database.ts.
  */
 const UNIT = [
@@ -42,11 +43,19 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          exclude: [...UNIT, 'test/store/**', 'test/e2e/**', '**/node_modules/**'],
+          exclude: [...UNIT, 'test/store/**', 'test/e2e/**', 'test/examples/**', '**/node_modules/**'],
           globalSetup: DATABASE,
         },
       },
-      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], globalSetup: DATABASE } },
+      {
+        extends: true,
+        // test/examples: the workers in other languages of examples/workers, against `tock server`.
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts', 'test/examples/**/*.test.ts'],
+          globalSetup: DATABASE,
+        },
+      },
     ],
   },
 });

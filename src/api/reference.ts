@@ -174,6 +174,9 @@ export function httpReference(doc: Json): string {
     '`tock server --insecure` take none); roles, errors, limits and the operational endpoints are in',
     '[operations.md](operations.md#http-api).',
     '',
+    'To write a worker in any language (the four calls, the lease rules, what to do on 409), see',
+    '[workers-any-language.md](workers-any-language.md).',
+    '',
     ...table(
       ['method, path', 'what it does'],
       operations.map(({ method, path, op }) => [

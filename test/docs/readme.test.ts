@@ -28,9 +28,17 @@ test('every relative link of the README and docs/ points at a file that exists',
   const pages = [
     'README.md',
     'AGENTS.md',
-    ...['cli', 'http-api', 'configuration', 'operations', 'guarantees', 'benchmarks'].map(
-      (p) => `docs/${p}.md`,
-    ),
+    'examples/workers/python/README.md',
+    'examples/workers/shell/README.md',
+    ...[
+      'cli',
+      'http-api',
+      'configuration',
+      'operations',
+      'guarantees',
+      'benchmarks',
+      'workers-any-language',
+    ].map((p) => `docs/${p}.md`),
   ];
   for (const page of pages) {
     const text = readFileSync(path.join(ROOT, page), 'utf8');

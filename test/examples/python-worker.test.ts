@@ -1,0 +1,198 @@
+/**
+ * examples/workers/python/worker.py (standard library only) against a real `tock server` with API
+ * keys: it runs triggered runs and records their outputs, a permanent failure is dead-lettered at
+ * once and a retryable one retried, SIGTERM drains it (a handler within the grace finishes, one past
+ * it is released without spending an attempt) and it exits 0, a run whose lease was revoked is
+ * dropped, one past its timeout fails, it rides out a server killed and
+ * started again mid-run, and a refused key (wrong, revoked, or without the `work` permission) stops
+ * it with exit code 2.
+ */
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { createKey, EXAMPLES, Operator, Server, WorkerProcess } from './harness.js';
+
+const PYTHON = process.env.PYTHON ?? 'python3';
+const WORKER = path.join(EXAMPLES, 'python', 'worker.py');
+
+let db: TestDatabase;
+let server: Server;
+let op: Operator;
+let workerKey: string;
+const workers: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  db = await setupDatabase();
+  const admin = (await createKey(db, 'admin')).secret;
+  workerKey = (await createKey(db, 'worker')).secret;
+  server = await Server.start(db);
+  op = new Operator(server, admin);
+});
+
+afterEach(async (ctx) => {
+  // A failed test shows what its workers said.
+  if (ctx.task.result?.state === 'fail') for (const w of workers) console.log(w.output);
+  await Promise.all(workers.splice(0).map((w) => w.kill()));
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await db?.teardown();
+});
+
+function startWorker(args: string[] = [], key = workerKey): WorkerProcess {
+  const w = new WorkerProcess(PYTHON, [WORKER, '--url', server.url, '--wait-ms', '2000', ...args], {
+    TOCK_KEY: key,
+    TOCK_LOG_FORMAT: 'json',
+  });
+  workers.push(w);
+  return w;
+}
+
+/** The worker's JSON log lines about `runId`. */
+function about(w: WorkerProcess, runId: string): string[] {
+  return w.lines.filter((l) => l.includes(runId)).map((l) => JSON.parse(l).msg);
+}
+
+describe('the Python example worker', () => {
+  test('runs triggered runs: outputs kept, a permanent failure dead at once, a retryable one retried', async () => {
+    const w = startWorker(['--concurrency', '4']);
+    await w.waitFor('worker started');
+    const echoes = await Promise.all(
+      [1, 2, 3].map((i) => op.trigger(`py-echo-${i}`, 'echo', { greeting: 'hello', i })),
+    );
+    const failing = await op.trigger('py-fail', 'fail', { message: 'bad input' }, { max_attempts: 5 });
+    const flaky = await op.trigger(
+      'py-flaky',
+      'flaky',
+      { succeed_on: 2, retry_after_ms: 100 },
+      { max_attempts: 3, backoff_base_seconds: 1.1, backoff_cap_seconds: 1 },
+    );
+
+    for (const [i, runId] of echoes.entries()) {
+      const run = await op.runIn(runId, 'succeeded');
+      expect(run.attempts).toHaveLength(1);
+      expect(JSON.parse(run.attempts[0].output)).toEqual({ greeting: 'hello', i: i + 1 });
+      expect(run.attempts[0].worker_id).toMatch(/^py-/);
+    }
+
+    // retryable: false dead-letters at once, whatever max_attempts says; the dead-letter view lists it.
+    const dead = await op.runIn(failing, 'dead');
+    expect(dead.attempts).toHaveLength(1);
+    expect(dead.attempts[0].error).toBe('PermanentError: bad input');
+    expect(dead.attempts[0].error_stack).toContain('raise PermanentError');
+    const dlq = await op.ok('GET', '/v1/runs?state=dead');
+    expect(dlq.runs.map((r: { run_id: string }) => r.run_id)).toContain(failing);
+
+    const retried = await op.runIn(flaky, 'succeeded');
+    expect(retried.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['failed', 'succeeded']);
+    expect(retried.attempts[0].error).toBe('RetryableError: flaky on attempt 1');
+    expect(retried.attempts[1].output).toBe('succeeded on attempt 2');
+
+    await w.waitFor(`"run_id": "${failing}"`);
+    expect(about(w, failing)).toContain('run failed; dead-lettered');
+
+    w.child.kill('SIGTERM');
+    expect(await w.exitCode(10_000)).toBe(0);
+    expect(w.output).toContain('worker stopped');
+    // The results went through the batched route, not the per-run fallback.
+    expect(w.output).not.toContain('completing one run per request');
+  });
+
+  test('SIGTERM: a handler within the grace finishes, one past it is released (no attempt spent); exit 0', async () => {
+    const w = startWorker(['--concurrency', '2', '--grace', '2']);
+    await w.waitFor('worker started');
+    const quick = await op.trigger('py-quick', 'sleep', { seconds: 1 });
+    const long = await op.trigger('py-long', 'sleep', { seconds: 60 });
+    await op.runIn(quick, 'running');
+    await op.runIn(long, 'running');
+    await w.waitFor(`"run_id": "${long}"`);
+    const signalled = Date.now();
+    w.child.kill('SIGTERM');
+    expect(await w.exitCode(10_000)).toBe(0);
+    // The grace (2 s) and a release, not a lease expiring.
+    expect(Date.now() - signalled).toBeLessThan(6_000);
+
+    const q = await op.runIn(quick, 'succeeded');
+    expect(q.attempts[0].output).toBe('slept 1s');
+    const l = await op.runIn(long, 'pending');
+    expect(l.attempt).toBe(1);
+    expect(l.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['released']);
+    expect(about(w, long)).toContain('run released');
+    expect(w.output).toContain('worker stopped');
+    // Nothing else claims it in this test: cancel it so that later tests start clean.
+    await op.ok('POST', `/v1/runs/${long}/cancel`);
+  });
+
+  test('a run whose lease is revoked (cancelled) is dropped at the next heartbeat; its handler is told to stop', async () => {
+    const w = startWorker(['--concurrency', '2']);
+    await w.waitFor('worker started');
+    const runId = await op.trigger('py-cancelled', 'sleep', { seconds: 60 });
+    await op.runIn(runId, 'running');
+    await op.ok('POST', `/v1/runs/${runId}/cancel`);
+    // A third of the 6 s lease: the heartbeat after the cancel reports it lost.
+    await w.waitFor(`"msg": "run dropped: lease lost", "run_id": "${runId}"`, 10_000);
+    // The sleep handler saw `cancelled` and returned; its result is dropped, not sent.
+    await w.waitFor(`"msg": "result dropped: the run is no longer ours", "run_id": "${runId}"`, 5_000);
+    expect((await op.ok('GET', `/v1/runs/${runId}`)).state).toBe('cancelled');
+    // The worker has room again and goes on.
+    const next = await op.trigger('py-after-cancel', 'echo', 'next');
+    expect((await op.runIn(next, 'succeeded')).attempts[0].output).toBe('next');
+  });
+
+  test('a handler past its timeout_seconds fails the attempt (retryable); its late result is ignored', async () => {
+    const w = startWorker(['--concurrency', '2']);
+    await w.waitFor('worker started');
+    const runId = await op.trigger(
+      'py-too-slow',
+      'sleep',
+      { seconds: 60 },
+      { timeout_seconds: 1, max_attempts: 1 },
+    );
+    // Retryable, but its only attempt is spent: dead.
+    const run = await op.runIn(runId, 'dead', 10_000);
+    expect(run.attempts).toHaveLength(1);
+    expect(run.attempts[0].error).toBe('TimeoutError: the handler ran past 1s');
+    // The handler saw `cancelled` and returned; what it returned is not sent.
+    await w.waitFor(`"msg": "result dropped: the run is no longer ours", "run_id": "${runId}"`, 5_000);
+  });
+
+  test('a wrong key, a key without the work permission, and a revoked key stop it with exit code 2', async () => {
+    const wrong = startWorker([], 'tock_not-a-key');
+    expect(await wrong.exitCode(10_000)).toBe(2);
+    expect(wrong.output).toContain('the server refused the key (401');
+
+    const reader = startWorker([], (await createKey(db, 'reader')).secret);
+    expect(await reader.exitCode(10_000)).toBe(2);
+    expect(reader.output).toContain('the server refused the key (403');
+
+    const revokable = await createKey(db, 'worker');
+    const w = startWorker(['--wait-ms', '500'], revokable.secret);
+    const runId = await op.trigger('py-before-revoke', 'echo', 'still mine');
+    await op.runIn(runId, 'succeeded');
+    await op.ok('DELETE', `/v1/keys/${revokable.keyId}`);
+    expect(await w.exitCode(10_000)).toBe(2);
+    expect(w.output).toContain('the server refused the key (401');
+  });
+
+  test('rides out a server killed and started again mid-run: the run completes under its lease', async () => {
+    const w = startWorker(['--concurrency', '2']);
+    await w.waitFor('worker started');
+    const runId = await op.trigger('py-across-restart', 'sleep', { seconds: 3 });
+    await op.runIn(runId, 'running');
+    await server.kill();
+    // Down for a while: the worker's heartbeat and claim fail meanwhile, and are retried.
+    await w.waitFor('request failed; retrying', 10_000);
+    await server.restart();
+
+    const run = await op.runIn(runId, 'succeeded');
+    expect(run.attempts).toHaveLength(1);
+    expect(run.attempts[0].output).toBe('slept 3s');
+    // And it goes on claiming from the new server process.
+    const after = await op.trigger('py-after-restart', 'echo', 'again');
+    expect((await op.runIn(after, 'succeeded')).attempts[0].output).toBe('again');
+
+    w.child.kill('SIGTERM');
+    expect(await w.exitCode(10_000)).toBe(0);
+  });
+});
