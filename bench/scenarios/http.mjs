@@ -272,7 +272,7 @@ async function registerLatencyJobs(admin, rate) {
  * from a whole second LEAD_MS ahead, `warmupS` seconds not counted, then `seconds` measured.
  */
 async function latencyWindow({ procs, admin, url, key, server, via, time, concurrency, w, round }) {
-  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims');
+  await admin.query('TRUNCATE runs, attempts, run_queue, run_claims, attempt_progress');
   const before = await requestCounts(server);
   const worker = startWorker(procs, {
     name: `bench-latency-${via}-${round}`,
