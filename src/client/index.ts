@@ -17,6 +17,7 @@ export {
   CLAIM_RETRY_BACKOFF_MS,
   CLAIM_RETRY_WINDOW_MS,
   DEFAULT_CLAIM_TIMEOUT_MS,
+  DEFAULT_RESULT_LINGER_MS,
   type HttpClaimParams,
   HttpLeaseSource,
   type HttpLeaseSourceOptions,

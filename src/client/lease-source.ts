@@ -67,7 +67,16 @@ export interface HttpLeaseSourceOptions {
    * claim answered late holds runs whose leases are running out.
    */
   claimTimeoutMs?: number;
+  /**
+   * How long a result waits for others to join its request, ms (0–1000; default 10,
+   * `DEFAULT_RESULT_LINGER_MS`): fewer, larger requests (at 1,000 runs/s about 80 instead of 300 a
+   * second) for a few ms more before a result is recorded. 0 sends what is handed in within one turn.
+   */
+  resultLingerMs?: number;
 }
+
+/** The default of `resultLingerMs`, ms. */
+export const DEFAULT_RESULT_LINGER_MS = 10;
 
 /** The default of `claimTimeoutMs`, ms. */
 export const DEFAULT_CLAIM_TIMEOUT_MS = 5000;
@@ -130,7 +139,7 @@ export class HttpLeaseSource implements LeaseSource {
   private sendsAttemptDetails = true;
   /** False once the server answered that it has no batch route for results (an older server). */
   private batchesResults = true;
-  private readonly results = new ResultBatcher((batch) => this.sendResults(batch));
+  private readonly results: ResultBatcher;
 
   /**
    * Sends a result with the fields older servers do not know (`started_at`, `error_stack`), or,
@@ -155,7 +164,11 @@ export class HttpLeaseSource implements LeaseSource {
     this.client = new TockClient({ url: o.url, key: o.key, timeoutMs: o.timeoutMs });
     this.waitMs = o.waitMs ?? 20_000;
     this.waitsForWork = this.waitMs > 0;
+    const lingerMs = o.resultLingerMs ?? DEFAULT_RESULT_LINGER_MS;
+    if (!(Number.isFinite(lingerMs) && lingerMs >= 0 && lingerMs <= 1000))
+      throw new RangeError('resultLingerMs must be from 0 to 1000 ms');
     this.clock = o.clock ?? new SystemClock();
+    this.results = new ResultBatcher((batch) => this.sendResults(batch), { clock: this.clock, lingerMs });
     this.claimTimeoutMs = o.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   }
 

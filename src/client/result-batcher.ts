@@ -1,10 +1,12 @@
 /**
- * Results on their way to a Tock server. Those handed in within one turn of the event loop (a
- * worker's batch of completions, and the failures written beside it) go in one request, split only
+ * Results on their way to a Tock server. Those handed in within a short linger (a worker's batch of
+ * completions, the failures written beside it, and the results of the next few ms: at 1,000 runs/s
+ * a request per result would be a request per ms) go in one request, split only
  * by the request's bounds: {@link MAX_BATCH} results, and about {@link MAX_BATCH_CHARS} of text so
  * that the body stays under the server's 1 MiB. Each caller gets its own result's outcome; a request
  * that fails fails every result it carried, and the caller decides whether to send them again.
  */
+import type { Clock } from '../core/index.js';
 import type { ResultOptions } from './results.js';
 import type { ResultOutcome } from './types.js';
 
@@ -48,22 +50,42 @@ export function chunksOf<T extends { result: ResultOptions }>(items: readonly T[
 export class ResultBatcher {
   private queue: Queued[] = [];
   private scheduled = false;
+  /** Aborted when the queue is sent before the linger ends (it filled a request). */
+  private linger: AbortController | null = null;
 
-  /** `send` writes one request's results and answers their outcomes, in order. */
-  constructor(private readonly send: (results: ResultOptions[]) => Promise<ResultOutcome[]>) {}
+  /**
+   * `send` writes one request's results and answers their outcomes, in order. A result waits up to
+   * `lingerMs` on `clock` for others to join its request (0: only those of the same turn).
+   */
+  constructor(
+    private readonly send: (results: ResultOptions[]) => Promise<ResultOutcome[]>,
+    private readonly o: { clock: Clock; lingerMs: number },
+  ) {}
 
-  /** Sends `result` with the others handed in this turn; resolves with its outcome. */
+  /** Sends `result` with the others handed in within the linger; resolves with its outcome. */
   submit(result: ResultOptions): Promise<ResultOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ result, resolve, reject });
+      if (this.queue.length >= MAX_BATCH) return this.flush();
       if (this.scheduled) return;
       this.scheduled = true;
-      setImmediate(() => this.flush());
+      if (this.o.lingerMs <= 0) {
+        setImmediate(() => this.flush());
+        return;
+      }
+      const linger = new AbortController();
+      this.linger = linger;
+      this.o.clock.sleep(this.o.lingerMs, linger.signal).then(
+        () => this.flush(),
+        () => undefined,
+      );
     });
   }
 
   private flush(): void {
     this.scheduled = false;
+    this.linger?.abort();
+    this.linger = null;
     const items = this.queue;
     this.queue = [];
     for (const chunk of chunksOf(items)) void this.sendChunk(chunk);

@@ -241,6 +241,7 @@ test('HttpLeaseSource: a claim whose answer is lost is retried with its claim id
       key: keys.worker,
       waitMs: 0,
       clock: db.clock,
+      resultLingerMs: 0,
       workerId: 'w-lossy',
     });
     const claimed = await store.claimRuns({ workerId: 'w-lossy', pool, max: 2 });
@@ -329,7 +330,13 @@ test('a Worker over HTTP whose claim answer arrives after the lease expired does
   const proxy = await slowProxy(api.base);
   const calls: string[] = [];
   const worker = new Worker({
-    store: new HttpLeaseSource({ url: proxy.url, key: keys.worker, waitMs: 0, clock: db.clock }),
+    store: new HttpLeaseSource({
+      url: proxy.url,
+      key: keys.worker,
+      waitMs: 0,
+      clock: db.clock,
+      resultLingerMs: 0,
+    }),
     clock: db.clock,
     logger: pino({ level: 'silent' }),
     handlers: { h: (ctx) => void calls.push(ctx.runId) },

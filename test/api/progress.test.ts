@@ -175,7 +175,13 @@ test('more than the bounds, or text PostgreSQL refuses, is 400 with nothing writ
 
 test("HttpLeaseSource.heartbeatRuns sends each lease's report", async () => {
   const [l] = await claimed('beat-source');
-  const source = new HttpLeaseSource({ url: api.base, key: keys.worker, clock: db.clock, workerId: 'w-1' });
+  const source = new HttpLeaseSource({
+    url: api.base,
+    key: keys.worker,
+    clock: db.clock,
+    resultLingerMs: 0,
+    workerId: 'w-1',
+  });
   const { renewed } = await source.heartbeatRuns({
     leases: [
       {

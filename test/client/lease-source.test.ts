@@ -61,6 +61,7 @@ test("HttpLeaseSource puts the server's lease expiries on the worker's own clock
     key: keys.worker,
     clock: workerClock,
     waitMs: 0,
+    resultLingerMs: 0,
     workerId: 'w-skew',
   });
   const [claimed] = await store.claimRuns({ workerId: 'w-skew', pool: 'p-skew', max: 1 });
@@ -123,7 +124,13 @@ test('HttpLeaseSource talking to a server from before started_at, error_stack an
   await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
   try {
     const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`;
-    const store = new HttpLeaseSource({ url, key: 'k', clock: new FakeClock(db.clock.nowMs()), waitMs: 0 });
+    const store = new HttpLeaseSource({
+      url,
+      key: 'k',
+      clock: new FakeClock(db.clock.nowMs()),
+      waitMs: 0,
+      resultLingerMs: 0,
+    });
     const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
     expect(await store.completeRuns({ leases: [{ ...lease, startedAt: db.clock.nowMs() }] })).toEqual({
       completed: [lease.runId],
@@ -262,7 +269,14 @@ test("a long-poll's wait is not taken for clock skew: handler starts go to the s
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const source = new HttpLeaseSource({ url, key: 'k', clock, waitMs: 5000, workerId: 'w-offset' });
+    const source = new HttpLeaseSource({
+      url,
+      key: 'k',
+      clock,
+      waitMs: 5000,
+      workerId: 'w-offset',
+      resultLingerMs: 0,
+    });
     await source.heartbeatRuns({
       leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
     });
@@ -308,4 +322,53 @@ test('a worker through a server loses nothing its handler reported just before i
     progress_message: 'nearly',
     logs: ['last words'],
   });
+});
+
+test('results handed in within the linger go in one request; with no linger, each turn sends its own', async () => {
+  const batches: number[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => {
+      text += chunk;
+    });
+    req.on('end', () => {
+      const body = JSON.parse(text) as { results: { run_id: string }[] };
+      batches.push(body.results.length);
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({
+          results: body.results.map((r) => ({
+            run_id: r.run_id,
+            outcome: 'done',
+            status: 200,
+            state: 'succeeded',
+          })),
+          server_time: new Date().toISOString(),
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const lease = (i: number) => ({ runId: `00000000-0000-4000-8000-00000000000${i}`, leaseToken: 't' });
+  const spaced = async (source: HttpLeaseSource) => {
+    const sent: Promise<unknown>[] = [];
+    for (let i = 1; i <= 3; i++) {
+      sent.push(source.completeRuns({ leases: [lease(i)] }));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return Promise.all(sent);
+  };
+  try {
+    const lingering = new HttpLeaseSource({ url, key: 'k', waitMs: 0, resultLingerMs: 200 });
+    const answers = await spaced(lingering);
+    expect(answers).toEqual([1, 2, 3].map((i) => ({ completed: [lease(i).runId], lost: [] })));
+    expect(batches).toEqual([3]);
+    batches.length = 0;
+    await spaced(new HttpLeaseSource({ url, key: 'k', waitMs: 0, resultLingerMs: 0 }));
+    expect(batches).toEqual([1, 1, 1]);
+    expect(() => new HttpLeaseSource({ url, resultLingerMs: -1 })).toThrow(RangeError);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

@@ -272,7 +272,7 @@ test('a remote worker (HttpLeaseSource) records NUL output and a NUL error sanit
   const api = await startApi(db);
   cleanups.push(() => api.close());
   const keys = await keysFor(db, 't');
-  const store = new HttpLeaseSource({ url: api.base, key: keys.worker, clock, waitMs: 0 });
+  const store = new HttpLeaseSource({ url: api.base, key: keys.worker, clock, waitMs: 0, resultLingerMs: 0 });
   const { worker, ended, untilEnded } = newWorker(
     {
       poison: () => ({ output: 'binary\u0000output' }),
