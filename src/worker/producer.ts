@@ -168,9 +168,10 @@ export class Producer {
 
   /**
    * One claim for the free capacity: true when it filled the capacity it asked for, the instant the
-   * next run of the pool becomes available when it did not and the source can tell, else false.
+   * next run of the pool becomes available when it did not and the source can tell, else false; on
+   * a source that waits for work, when to claim again (`afterLongPoll`).
    */
-  private async claim(): Promise<boolean | Date> {
+  private async claim(): Promise<boolean | number | Date> {
     const { runs, scope, clock, source } = this.o;
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
@@ -201,10 +202,7 @@ export class Producer {
     this.pump();
     this.starved = claimed.length < free;
     if (claimed.length === free) return runs.size - runs.finishing < capacity;
-    // The claim waited for work on the server: claim again at once, and that claim waits in turn.
-    // Not after an empty answer that did not wait (a server closing): that waits the poll interval.
-    if (source.waitsForWork)
-      return claimed.length > 0 || clock.nowMs() - sentAt >= LONG_POLL_ANSWERED_EARLY_MS;
+    if (source.waitsForWork) return this.afterLongPoll(claimed.length, sentAt);
     if (this.claiming && source.nextAvailableAt) {
       // As of the claim: what frees between it and this answer (a limit's window) is then in it.
       const next = await source.nextAvailableAt({
@@ -217,6 +215,18 @@ export class Producer {
       if (next !== null) return next;
     }
     return false;
+  }
+
+  /**
+   * When to claim again after a claim that waited for work on the server (a long-poll) and came
+   * back short: after some runs, in half the claim-ahead (those runs were claimed ahead; the runs
+   * due next are then still claimed ahead of their instant, by fewer, larger claims), or at once
+   * without claim-ahead; after none, at once (that claim waits in its turn), unless the answer did
+   * not wait (a server closing): then after the poll interval.
+   */
+  private afterLongPoll(claimed: number, sentAt: number): boolean | number {
+    if (claimed > 0) return Math.floor(this.o.scope.claimAheadMs / 2) || true;
+    return this.o.clock.nowMs() - sentAt >= LONG_POLL_ANSWERED_EARLY_MS;
   }
 
   private hold(run: ClaimedRun, sentAt: number): void {
