@@ -18,12 +18,12 @@
 // scrapes `tock server --metrics-port` instead (loopback, no key: no key lookup per scrape).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
 import { databaseUrl, fmt, markdownTable, recreateDatabase, seedBacklog } from '../lib.mjs';
+import { freePort } from '../processes.mjs';
 import { percentiles, sleep } from '../timing.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -43,17 +43,6 @@ function run(cmd, args, env) {
     child.stderr.on('data', (d) => (stderr += d));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
   });
 }
 

@@ -8,9 +8,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import pino from 'pino';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Role } from '../../src/core/index.js';
 import { createKeyOnDatabase } from '../../src/runtime/keys.js';
-import type { TestDatabase } from '../setup/database.js';
+import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { TockProcess } from '../setup/proc.js';
 
 export const EXAMPLES = path.resolve(import.meta.dirname, '../../examples/workers');
@@ -251,4 +252,40 @@ export class WorkerProcess {
     }
     if (this.child.exitCode === null && this.child.signalCode === null) await this.exited;
   }
+}
+
+/** What a test file of an example worker shares: set by `exampleSetup`'s hooks. */
+export interface ExampleSetup {
+  db: TestDatabase;
+  server: Server;
+  /** An admin's requests to the server. */
+  op: Operator;
+  /** A key of role `worker`. */
+  workerKey: string;
+  /** The workers a test starts: killed after it (a failed test prints what they said). */
+  workers: WorkerProcess[];
+}
+
+/**
+ * Registers the hooks of an example worker's test file: a database, a `tock server` on it, an admin
+ * and a worker key before all tests; the test's workers killed after each; the rest after all.
+ */
+export function exampleSetup(): ExampleSetup {
+  const s = { workers: [] as WorkerProcess[] } as ExampleSetup;
+  beforeAll(async () => {
+    s.db = await setupDatabase();
+    const admin = (await createKey(s.db, 'admin')).secret;
+    s.workerKey = (await createKey(s.db, 'worker')).secret;
+    s.server = await Server.start(s.db);
+    s.op = new Operator(s.server, admin);
+  });
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state === 'fail') for (const w of s.workers) console.log(w.output);
+    await Promise.all(s.workers.splice(0).map((w) => w.kill()));
+  });
+  afterAll(async () => {
+    await s.server?.stop();
+    await s.db?.teardown();
+  });
+  return s;
 }

@@ -8,44 +8,20 @@
  * it with exit code 2.
  */
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { createKey, EXAMPLES, Operator, Server, WorkerProcess } from './harness.js';
+import { describe, expect, test } from 'vitest';
+import { createKey, EXAMPLES, exampleSetup, WorkerProcess } from './harness.js';
 
 const PYTHON = process.env.PYTHON ?? 'python3';
 const WORKER = path.join(EXAMPLES, 'python', 'worker.py');
 
-let db: TestDatabase;
-let server: Server;
-let op: Operator;
-let workerKey: string;
-const workers: WorkerProcess[] = [];
+const s = exampleSetup();
 
-beforeAll(async () => {
-  db = await setupDatabase();
-  const admin = (await createKey(db, 'admin')).secret;
-  workerKey = (await createKey(db, 'worker')).secret;
-  server = await Server.start(db);
-  op = new Operator(server, admin);
-});
-
-afterEach(async (ctx) => {
-  // A failed test shows what its workers said.
-  if (ctx.task.result?.state === 'fail') for (const w of workers) console.log(w.output);
-  await Promise.all(workers.splice(0).map((w) => w.kill()));
-});
-
-afterAll(async () => {
-  await server?.stop();
-  await db?.teardown();
-});
-
-function startWorker(args: string[] = [], key = workerKey): WorkerProcess {
-  const w = new WorkerProcess(PYTHON, [WORKER, '--url', server.url, '--wait-ms', '2000', ...args], {
+function startWorker(args: string[] = [], key = s.workerKey): WorkerProcess {
+  const w = new WorkerProcess(PYTHON, [WORKER, '--url', s.server.url, '--wait-ms', '2000', ...args], {
     TOCK_KEY: key,
     TOCK_LOG_FORMAT: 'json',
   });
-  workers.push(w);
+  s.workers.push(w);
   return w;
 }
 
@@ -59,10 +35,10 @@ describe('the Python example worker', () => {
     const w = startWorker(['--concurrency', '4']);
     await w.waitFor('worker started');
     const echoes = await Promise.all(
-      [1, 2, 3].map((i) => op.trigger(`py-echo-${i}`, 'echo', { greeting: 'hello', i })),
+      [1, 2, 3].map((i) => s.op.trigger(`py-echo-${i}`, 'echo', { greeting: 'hello', i })),
     );
-    const failing = await op.trigger('py-fail', 'fail', { message: 'bad input' }, { max_attempts: 5 });
-    const flaky = await op.trigger(
+    const failing = await s.op.trigger('py-fail', 'fail', { message: 'bad input' }, { max_attempts: 5 });
+    const flaky = await s.op.trigger(
       'py-flaky',
       'flaky',
       { succeed_on: 2, retry_after_ms: 100 },
@@ -70,21 +46,21 @@ describe('the Python example worker', () => {
     );
 
     for (const [i, runId] of echoes.entries()) {
-      const run = await op.runIn(runId, 'succeeded');
+      const run = await s.op.runIn(runId, 'succeeded');
       expect(run.attempts).toHaveLength(1);
       expect(JSON.parse(run.attempts[0].output)).toEqual({ greeting: 'hello', i: i + 1 });
       expect(run.attempts[0].worker_id).toMatch(/^py-/);
     }
 
     // retryable: false dead-letters at once, whatever max_attempts says; the dead-letter view lists it.
-    const dead = await op.runIn(failing, 'dead');
+    const dead = await s.op.runIn(failing, 'dead');
     expect(dead.attempts).toHaveLength(1);
     expect(dead.attempts[0].error).toBe('PermanentError: bad input');
     expect(dead.attempts[0].error_stack).toContain('raise PermanentError');
-    const dlq = await op.ok('GET', '/v1/runs?state=dead');
+    const dlq = await s.op.ok('GET', '/v1/runs?state=dead');
     expect(dlq.runs.map((r: { run_id: string }) => r.run_id)).toContain(failing);
 
-    const retried = await op.runIn(flaky, 'succeeded');
+    const retried = await s.op.runIn(flaky, 'succeeded');
     expect(retried.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['failed', 'succeeded']);
     expect(retried.attempts[0].error).toBe('RetryableError: flaky on attempt 1');
     expect(retried.attempts[1].output).toBe('succeeded on attempt 2');
@@ -102,10 +78,10 @@ describe('the Python example worker', () => {
   test('SIGTERM: a handler within the grace finishes, one past it is released (no attempt spent); exit 0', async () => {
     const w = startWorker(['--concurrency', '2', '--grace', '2']);
     await w.waitFor('worker started');
-    const quick = await op.trigger('py-quick', 'sleep', { seconds: 1 });
-    const long = await op.trigger('py-long', 'sleep', { seconds: 60 });
-    await op.runIn(quick, 'running');
-    await op.runIn(long, 'running');
+    const quick = await s.op.trigger('py-quick', 'sleep', { seconds: 1 });
+    const long = await s.op.trigger('py-long', 'sleep', { seconds: 60 });
+    await s.op.runIn(quick, 'running');
+    await s.op.runIn(long, 'running');
     await w.waitFor(`"run_id": "${long}"`);
     const signalled = Date.now();
     w.child.kill('SIGTERM');
@@ -113,44 +89,44 @@ describe('the Python example worker', () => {
     // The grace (2 s) and a release, not a lease expiring.
     expect(Date.now() - signalled).toBeLessThan(6_000);
 
-    const q = await op.runIn(quick, 'succeeded');
+    const q = await s.op.runIn(quick, 'succeeded');
     expect(q.attempts[0].output).toBe('slept 1s');
-    const l = await op.runIn(long, 'pending');
+    const l = await s.op.runIn(long, 'pending');
     expect(l.attempt).toBe(1);
     expect(l.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['released']);
     expect(about(w, long)).toContain('run released');
     expect(w.output).toContain('worker stopped');
     // Nothing else claims it in this test: cancel it so that later tests start clean.
-    await op.ok('POST', `/v1/runs/${long}/cancel`);
+    await s.op.ok('POST', `/v1/runs/${long}/cancel`);
   });
 
   test('a run whose lease is revoked (cancelled) is dropped at the next heartbeat; its handler is told to stop', async () => {
     const w = startWorker(['--concurrency', '2']);
     await w.waitFor('worker started');
-    const runId = await op.trigger('py-cancelled', 'sleep', { seconds: 60 });
-    await op.runIn(runId, 'running');
-    await op.ok('POST', `/v1/runs/${runId}/cancel`);
+    const runId = await s.op.trigger('py-cancelled', 'sleep', { seconds: 60 });
+    await s.op.runIn(runId, 'running');
+    await s.op.ok('POST', `/v1/runs/${runId}/cancel`);
     // A third of the 6 s lease: the heartbeat after the cancel reports it lost.
     await w.waitFor(`"msg": "run dropped: lease lost", "run_id": "${runId}"`, 10_000);
     // The sleep handler saw `cancelled` and returned; its result is dropped, not sent.
     await w.waitFor(`"msg": "result dropped: the run is no longer ours", "run_id": "${runId}"`, 5_000);
-    expect((await op.ok('GET', `/v1/runs/${runId}`)).state).toBe('cancelled');
+    expect((await s.op.ok('GET', `/v1/runs/${runId}`)).state).toBe('cancelled');
     // The worker has room again and goes on.
-    const next = await op.trigger('py-after-cancel', 'echo', 'next');
-    expect((await op.runIn(next, 'succeeded')).attempts[0].output).toBe('next');
+    const next = await s.op.trigger('py-after-cancel', 'echo', 'next');
+    expect((await s.op.runIn(next, 'succeeded')).attempts[0].output).toBe('next');
   });
 
   test('a handler past its timeout_seconds fails the attempt (retryable); its late result is ignored', async () => {
     const w = startWorker(['--concurrency', '2']);
     await w.waitFor('worker started');
-    const runId = await op.trigger(
+    const runId = await s.op.trigger(
       'py-too-slow',
       'sleep',
       { seconds: 60 },
       { timeout_seconds: 1, max_attempts: 1 },
     );
     // Retryable, but its only attempt is spent: dead.
-    const run = await op.runIn(runId, 'dead', 10_000);
+    const run = await s.op.runIn(runId, 'dead', 10_000);
     expect(run.attempts).toHaveLength(1);
     expect(run.attempts[0].error).toBe('TimeoutError: the handler ran past 1s');
     // The handler saw `cancelled` and returned; what it returned is not sent.
@@ -162,15 +138,15 @@ describe('the Python example worker', () => {
     expect(await wrong.exitCode(10_000)).toBe(2);
     expect(wrong.output).toContain('the server refused the key (401');
 
-    const reader = startWorker([], (await createKey(db, 'reader')).secret);
+    const reader = startWorker([], (await createKey(s.db, 'reader')).secret);
     expect(await reader.exitCode(10_000)).toBe(2);
     expect(reader.output).toContain('the server refused the key (403');
 
-    const revokable = await createKey(db, 'worker');
+    const revokable = await createKey(s.db, 'worker');
     const w = startWorker(['--wait-ms', '500'], revokable.secret);
-    const runId = await op.trigger('py-before-revoke', 'echo', 'still mine');
-    await op.runIn(runId, 'succeeded');
-    await op.ok('DELETE', `/v1/keys/${revokable.keyId}`);
+    const runId = await s.op.trigger('py-before-revoke', 'echo', 'still mine');
+    await s.op.runIn(runId, 'succeeded');
+    await s.op.ok('DELETE', `/v1/keys/${revokable.keyId}`);
     expect(await w.exitCode(10_000)).toBe(2);
     expect(w.output).toContain('the server refused the key (401');
   });
@@ -178,19 +154,19 @@ describe('the Python example worker', () => {
   test('rides out a server killed and started again mid-run: the run completes under its lease', async () => {
     const w = startWorker(['--concurrency', '2']);
     await w.waitFor('worker started');
-    const runId = await op.trigger('py-across-restart', 'sleep', { seconds: 3 });
-    await op.runIn(runId, 'running');
-    await server.kill();
+    const runId = await s.op.trigger('py-across-restart', 'sleep', { seconds: 3 });
+    await s.op.runIn(runId, 'running');
+    await s.server.kill();
     // Down for a while: the worker's heartbeat and claim fail meanwhile, and are retried.
     await w.waitFor('request failed; retrying', 10_000);
-    await server.restart();
+    await s.server.restart();
 
-    const run = await op.runIn(runId, 'succeeded');
+    const run = await s.op.runIn(runId, 'succeeded');
     expect(run.attempts).toHaveLength(1);
     expect(run.attempts[0].output).toBe('slept 3s');
     // And it goes on claiming from the new server process.
-    const after = await op.trigger('py-after-restart', 'echo', 'again');
-    expect((await op.runIn(after, 'succeeded')).attempts[0].output).toBe('again');
+    const after = await s.op.trigger('py-after-restart', 'echo', 'again');
+    expect((await s.op.runIn(after, 'succeeded')).attempts[0].output).toBe('again');
 
     w.child.kill('SIGTERM');
     expect(await w.exitCode(10_000)).toBe(0);

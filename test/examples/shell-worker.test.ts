@@ -7,53 +7,29 @@
  * with exit code 2.
  */
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { createKey, EXAMPLES, Operator, Server, WorkerProcess } from './harness.js';
+import { describe, expect, test } from 'vitest';
+import { createKey, EXAMPLES, exampleSetup, WorkerProcess } from './harness.js';
 
 const WORKER = path.join(EXAMPLES, 'shell', 'worker.sh');
 
-let db: TestDatabase;
-let server: Server;
-let op: Operator;
-let workerKey: string;
-const workers: WorkerProcess[] = [];
+const s = exampleSetup();
 
-beforeAll(async () => {
-  db = await setupDatabase();
-  const admin = (await createKey(db, 'admin')).secret;
-  workerKey = (await createKey(db, 'worker')).secret;
-  server = await Server.start(db);
-  op = new Operator(server, admin);
-});
-
-afterEach(async (ctx) => {
-  // A failed test shows what its workers said.
-  if (ctx.task.result?.state === 'fail') for (const w of workers) console.log(w.output);
-  await Promise.all(workers.splice(0).map((w) => w.kill()));
-});
-
-afterAll(async () => {
-  await server?.stop();
-  await db?.teardown();
-});
-
-function startWorker(env: Record<string, string> = {}, key = workerKey): WorkerProcess {
+function startWorker(env: Record<string, string> = {}, key = s.workerKey): WorkerProcess {
   const w = new WorkerProcess('bash', [WORKER], {
-    TOCK_URL: server.url,
+    TOCK_URL: s.server.url,
     TOCK_KEY: key,
     TOCK_WAIT_MS: '2000',
     ...env,
   });
-  workers.push(w);
+  s.workers.push(w);
   return w;
 }
 
 describe('the shell example worker', () => {
   test('runs a claimed batch: outputs kept, exit 100 dead at once, another exit retried', async () => {
-    const echo = await op.trigger('sh-echo', 'echo', { greeting: 'hello' });
-    const failing = await op.trigger('sh-fail', 'fail', { message: 'bad input' }, { max_attempts: 5 });
-    const flaky = await op.trigger(
+    const echo = await s.op.trigger('sh-echo', 'echo', { greeting: 'hello' });
+    const failing = await s.op.trigger('sh-fail', 'fail', { message: 'bad input' }, { max_attempts: 5 });
+    const flaky = await s.op.trigger(
       'sh-flaky',
       'flaky',
       {},
@@ -62,17 +38,17 @@ describe('the shell example worker', () => {
     // All three are claimable before the worker starts: its first claim takes them as one batch.
     const w = startWorker({ TOCK_BATCH: '10' });
 
-    const e = await op.runIn(echo, 'succeeded');
+    const e = await s.op.runIn(echo, 'succeeded');
     expect(JSON.parse(e.attempts[0].output)).toEqual({ greeting: 'hello' });
     expect(e.attempts[0].worker_id).toMatch(/^sh-/);
 
-    const dead = await op.runIn(failing, 'dead');
+    const dead = await s.op.runIn(failing, 'dead');
     expect(dead.attempts).toHaveLength(1);
     expect(dead.attempts[0].error).toBe('exit 100: bad input');
-    const dlq = await op.ok('GET', '/v1/runs?state=dead');
+    const dlq = await s.op.ok('GET', '/v1/runs?state=dead');
     expect(dlq.runs.map((r: { run_id: string }) => r.run_id)).toContain(failing);
 
-    const retried = await op.runIn(flaky, 'succeeded');
+    const retried = await s.op.runIn(flaky, 'succeeded');
     expect(retried.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['failed', 'succeeded']);
     expect(retried.attempts[0].error).toBe('exit 1: flaky on attempt 1');
     expect(retried.attempts[1].output).toBe('succeeded on attempt 2\n');
@@ -93,25 +69,25 @@ describe('the shell example worker', () => {
     // are claimable before the worker starts: its first claim takes them as one batch.
     const job = { lease_seconds: 3 };
     const runs = [
-      await op.trigger('sh-long-1', 'sleep', { seconds: 5 }, job),
-      await op.trigger('sh-long-2', 'sleep', { seconds: 5 }, job),
+      await s.op.trigger('sh-long-1', 'sleep', { seconds: 5 }, job),
+      await s.op.trigger('sh-long-2', 'sleep', { seconds: 5 }, job),
     ];
     const w = startWorker({ TOCK_BATCH: '2', TOCK_GRACE: '10' });
     await w.waitFor('run started');
     const [first, second] = w.output.includes(`run started run_id=${runs[0]}`) ? runs : [runs[1]!, runs[0]!];
-    const started = await op.ok('GET', `/v1/runs/${first}`);
+    const started = await s.op.ok('GET', `/v1/runs/${first}`);
     const signalled = Date.now();
     w.child.kill('SIGTERM');
     expect(await w.exitCode(20_000)).toBe(0);
     expect(Date.now() - signalled).toBeLessThan(12_000);
 
     // The running handler finished under its first lease, renewed past the 3 s it was claimed for.
-    const f = await op.runIn(first!, 'succeeded');
+    const f = await s.op.runIn(first!, 'succeeded');
     expect(f.attempts).toHaveLength(1);
     expect(f.attempts[0].output).toBe('slept 5s\n');
     expect(Date.parse(f.attempts[0].finished_at)).toBeGreaterThan(Date.parse(started.lease_expires_at));
     // The other run of the batch was never started: released, no attempt spent.
-    const r = await op.runIn(second!, 'pending');
+    const r = await s.op.runIn(second!, 'pending');
     expect(
       r.attempts.map((a: { outcome: string }) => a.outcome),
       JSON.stringify(r),
@@ -119,7 +95,7 @@ describe('the shell example worker', () => {
     expect(w.output).toContain(`run released run_id=${second}`);
     expect(w.output).not.toContain(`run started run_id=${second}`);
     // No worker takes it in this test: cancel it so that the next tests start clean.
-    await op.ok('POST', `/v1/runs/${second}/cancel`);
+    await s.op.ok('POST', `/v1/runs/${second}/cancel`);
   });
 
   test('a wrong key and a revoked key stop it with exit code 2', async () => {
@@ -127,29 +103,29 @@ describe('the shell example worker', () => {
     expect(await wrong.exitCode(10_000)).toBe(2);
     expect(wrong.output).toContain('the server refused the key (401');
 
-    const revokable = await createKey(db, 'worker');
+    const revokable = await createKey(s.db, 'worker');
     const w = startWorker({ TOCK_WAIT_MS: '500' }, revokable.secret);
     await w.waitFor('worker started');
-    const runId = await op.trigger('sh-before-revoke', 'echo', 'still mine');
-    await op.runIn(runId, 'succeeded');
-    await op.ok('DELETE', `/v1/keys/${revokable.keyId}`);
+    const runId = await s.op.trigger('sh-before-revoke', 'echo', 'still mine');
+    await s.op.runIn(runId, 'succeeded');
+    await s.op.ok('DELETE', `/v1/keys/${revokable.keyId}`);
     expect(await w.exitCode(10_000)).toBe(2);
     expect(w.output).toContain('the server refused the key (401');
   });
 
   test('rides out a server killed and started again mid-run: the run completes under its lease', async () => {
     const w = startWorker();
-    const runId = await op.trigger('sh-across-restart', 'sleep', { seconds: 2 });
+    const runId = await s.op.trigger('sh-across-restart', 'sleep', { seconds: 2 });
     await w.waitFor(`run started run_id=${runId}`);
-    await server.kill();
+    await s.server.kill();
     await w.waitFor('failed (curl exit 7', 10_000); // connection refused: retried
-    await server.restart();
+    await s.server.restart();
 
-    const run = await op.runIn(runId, 'succeeded');
+    const run = await s.op.runIn(runId, 'succeeded');
     expect(run.attempts).toHaveLength(1);
     expect(run.attempts[0].output).toBe('slept 2s\n');
-    const after = await op.trigger('sh-after-restart', 'echo', 'again');
-    expect((await op.runIn(after, 'succeeded')).attempts[0].output).toBe('again\n');
+    const after = await s.op.trigger('sh-after-restart', 'echo', 'again');
+    expect((await s.op.runIn(after, 'succeeded')).attempts[0].output).toBe('again\n');
 
     w.child.kill('SIGTERM');
     expect(await w.exitCode(15_000)).toBe(0);
