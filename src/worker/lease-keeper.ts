@@ -2,10 +2,11 @@
  * Keeps this worker's leases: every `checkMs` it looks at the leases it holds and, once any of them
  * is a third of the way through its length (10 s of a 30 s lease), or as soon as any handler has
  * reported progress or log lines not sent yet, renews all of them in one statement, which carries
- * those reports (written only under the live leases). The lease model it enforces: a run is ours only while its lease is live. A lease the
- * heartbeat reports lost, or one that could not be renewed before it expired (a heartbeat failing
- * through an outage), is presumed gone: the run steps down rather than guess. Its handler is
- * aborted and its result dropped, or, if it was only held for a slot, it is forgotten unstarted.
+ * those reports (written only under the live leases). The lease model it enforces: a run is ours
+ * only while its lease is live. A lease the heartbeat reports lost, or one that could not be
+ * renewed before it expired (a heartbeat failing through an outage), is presumed gone: the run
+ * steps down rather than guess. Its handler is aborted and its result dropped, or, if it was only
+ * held for a slot, it is forgotten unstarted.
  */
 import type { Logger } from 'pino';
 import {
