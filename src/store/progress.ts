@@ -45,7 +45,8 @@ export function reportsParam(leases: readonly (LeaseRef & RunReport)[]): string 
     if (!hasReport(l)) continue;
     const progress = l.progress == null ? null : checkProgressValue(l.progress.value);
     const lines = (l.logs ?? []).map(logLine);
-    const key = `${l.runId} ${l.leaseToken}`;
+    // As uuids compare: one (run, token) pair in two spellings is one row of the upsert.
+    const key = `${l.runId.toLowerCase()} ${l.leaseToken.toLowerCase()}`;
     const row = byLease.get(key);
     if (row) {
       if (progress !== null) {

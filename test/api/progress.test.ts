@@ -201,3 +201,20 @@ test("HttpLeaseSource.heartbeatRuns sends each lease's report", async () => {
     logs_dropped: 1,
   });
 });
+
+test('one lease named twice in a batched heartbeat, in two spellings of its uuids, writes both reports once (not a 500)', async () => {
+  // Found in review: the reports were merged by the ids as sent, so the same run in upper and
+  // lower case made two rows for one (run, token) pair and the upsert failed (21000), a 500.
+  const [l] = await claimed('beat-twice');
+  const a = await http('POST', '/v1/workers/w-1/heartbeat', {
+    key: keys.worker,
+    body: {
+      leases: [
+        { ...l!, logs: ['first'] },
+        { run_id: l!.run_id.toUpperCase(), lease_token: l!.lease_token.toUpperCase(), logs: ['second'] },
+      ],
+    },
+  });
+  expect(a.status, a.text).toBe(200);
+  expect((await getRun(l!.run_id)).attempts[0].logs).toEqual(['first', 'second']);
+});
