@@ -71,7 +71,7 @@ export async function writeResults(
   const seen = new Map<string, number>();
   for (const e of entries) seen.set(key(e.run_id), (seen.get(key(e.run_id)) ?? 0) + 1);
   const successes: number[] = [];
-  const failures: number[] = [];
+  let failures: number[] = [];
   entries.forEach((e, i) => {
     if ((seen.get(key(e.run_id)) ?? 0) > 1) {
       outcomes[i] = {
@@ -83,6 +83,18 @@ export async function writeResults(
     } else (e.status === 'failed' ? failures : successes).push(i);
   });
   await completeAll(o, tenantId, entries, successes, outcomes);
+  // Failures are written one by one: only those whose lease one read finds live (a batch of stale
+  // or forged entries costs that read, not a write each).
+  const live = failures.length
+    ? await o.store.liveRunIds({
+        tenantId,
+        leases: failures.map((i) => ({ runId: entries[i]!.run_id, leaseToken: entries[i]!.lease_token })),
+        now: o.clock.nowMs(),
+      })
+    : new Set<string>();
+  for (const i of failures)
+    if (!live.has(key(entries[i]!.run_id))) outcomes[i] = lostOutcome(entries[i]!.run_id);
+  failures = failures.filter((i) => live.has(key(entries[i]!.run_id)));
   for (let at = 0; at < failures.length; at += FAIL_CONCURRENCY) {
     // Settled, not raced: no write is still in flight when an error answers the request.
     const settled = await Promise.allSettled(

@@ -15,6 +15,7 @@ import {
   DEFAULT_MISFIRE_THRESHOLD_MS,
   isValidatedJob,
   type JobInput,
+  type LeaseRef,
   type NextAvailableParams,
   parseSchedule,
   type Random,
@@ -230,6 +231,10 @@ export class PostgresStore implements Store {
 
   tenantRunIds(p: { tenantId: string; runIds: readonly string[] }): Promise<Set<string>> {
     return reads.tenantRunIds(this.pool, p);
+  }
+
+  liveRunIds(p: { tenantId: string; leases: readonly LeaseRef[]; now: number }): Promise<Set<string>> {
+    return reads.liveRunIds(this.pool, p);
   }
 
   waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null> {

@@ -7,13 +7,14 @@ import {
   DEFAULT_NODE_LIVE_MS,
   describeWaits,
   isRunState,
+  type LeaseRef,
   NotFoundError,
   RUN_STATES,
   type RunState,
   ValidationError,
   validateId,
 } from '../core/index.js';
-import { checkInstant, checkLimit, UUID } from './checks.js';
+import { checkInstant, checkLeases, checkLimit, UUID } from './checks.js';
 import { tenantFilter } from './claims.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
 import { pacingOf } from './limits.js';
@@ -55,6 +56,22 @@ export async function tenantRunIds(
   const ids = [...new Set(p.runIds.filter((id) => UUID.test(id)))];
   if (ids.length === 0) return new Set();
   const { rows } = await db.query(Q.runIdsOfTenant, [p.tenantId, ids]);
+  return new Set(rows.map((r) => r.run_id as string));
+}
+
+/** Which runs of `leases` hold a live lease under their token and are the tenant's (malformed ids: none). */
+export async function liveRunIds(
+  db: Queryable,
+  p: { tenantId: string; leases: readonly LeaseRef[]; now: number },
+): Promise<Set<string>> {
+  const { ids, tokens } = checkLeases(p.leases);
+  if (ids.length === 0) return new Set();
+  const { rows } = await db.query(Q.runIdsLiveOfTenant, [
+    p.tenantId,
+    ids,
+    tokens,
+    checkInstant(p.now, 'now'),
+  ]);
   return new Set(rows.map((r) => r.run_id as string));
 }
 

@@ -13,6 +13,7 @@ import type {
   FailRunParams,
   HeartbeatRunsAnswer,
   HeartbeatRunsParams,
+  LeaseRef,
   Limit,
   LimitInput,
   NextAvailableParams,
@@ -149,6 +150,11 @@ export interface Store {
   getRun(p: { tenantId: string; runId: string }): Promise<RunWithAttempts>;
   /** Which of `runIds` (at most 1000) are the tenant's runs: the rest are another tenant's, or none. */
   tenantRunIds(p: { tenantId: string; runIds: readonly string[] }): Promise<Set<string>>;
+  /**
+   * Which runs of `leases` (at most 1000) hold a live lease under their token and are the tenant's,
+   * as of `now`: one read, so that a batch of results does not spend a write on each stale one.
+   */
+  liveRunIds(p: { tenantId: string; leases: readonly LeaseRef[]; now: number }): Promise<Set<string>>;
   /**
    * What holds a queued, due run ("limit payments-api: no token before …", "overlap: run … still
    * running", "max_concurrency 2", "no live worker serves handler x in pool p"), or null.

@@ -216,3 +216,41 @@ test('a result carries what the handler reported since its last heartbeat: progr
   );
   expect(await snapshot(db.pool)).toEqual(before);
 });
+
+test('a batch of stale or forged failures costs one read, not a write each: only live leases reach failRun', async () => {
+  // Found in review: each failure of a batch went to failRun (two statements under a lock), so
+  // 500 forged entries made 500 of them; a tenant's key could load the shared database that way.
+  let failRuns = 0;
+  const counting = new Proxy(db.store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (prop !== 'failRun' || typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        failRuns += 1;
+        return value.apply(target, args);
+      };
+    },
+  });
+  const counted = await startApi(db, { store: counting });
+  try {
+    const [live] = (await claimed(acme, 'forged', 1)) as [Leased];
+    const forged = Array.from({ length: 499 }, (_, i) => ({
+      run_id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      lease_token: live.lease_token,
+      status: 'failed',
+      error: 'x',
+    }));
+    const a = await client(counted.base)('POST', '/v1/runs/complete', {
+      key: acme.worker,
+      body: { results: [...forged, { ...live, status: 'failed', retryable: false }] },
+    });
+    expect(a.status, a.text).toBe(200);
+    expect(a.json.results.at(-1)).toMatchObject({ outcome: 'done', state: 'dead' });
+    expect(a.json.results.slice(0, -1).every((r: { outcome: string }) => r.outcome === 'not_found')).toBe(
+      true,
+    );
+    expect(failRuns).toBe(1);
+  } finally {
+    await counted.close();
+  }
+});

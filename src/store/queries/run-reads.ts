@@ -13,6 +13,16 @@ import { RUN_COLUMNS, WRITTEN_COLUMNS } from './runs.js';
 /** $1 tenant, $2 run */
 export const runGet = `SELECT ${RUN_COLUMNS} FROM run_states WHERE tenant_id = $1 AND run_id = $2`;
 
+/**
+ * $1 tenant, $2 run ids (uuid[]), $3 lease tokens (uuid[], pairwise), $4 now: the runs of those
+ * pairs whose lease is live and which are the tenant's, on the claims' and the runs' primary keys.
+ */
+export const runIdsLiveOfTenant = `
+SELECT r.run_id
+FROM unnest($2::uuid[], $3::uuid[]) AS l(run_id, lease_token)
+JOIN run_claims c ON c.lease_token = l.lease_token AND l.run_id = ANY(c.run_ids) AND c.lease_expires_at > $4
+JOIN runs r ON r.run_id = l.run_id AND r.state = 'pending' AND r.tenant_id = $1`;
+
 /** $1 tenant, $2 run ids (uuid[]): those of them that are the tenant's runs, on the primary key. */
 export const runIdsOfTenant = `SELECT run_id FROM runs WHERE run_id = ANY($2::uuid[]) AND tenant_id = $1`;
 
