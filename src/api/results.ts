@@ -46,8 +46,15 @@ const notFoundOutcome = (runId: string): Outcome => ({
   error: { code: 'not_found', message: `run ${runId} does not exist` },
 });
 
+/** A report as the API bodies carry it (`REPORT_PROPERTIES`): on a heartbeat's lease or a result. */
+export interface ReportBody {
+  progress?: { value: number; message?: string | null };
+  logs?: string[];
+  logs_dropped?: number;
+}
+
 /** What the handler reported since the last heartbeat, as the store takes it. */
-function reportOf(e: ResultInput): RunReport {
+export function reportOf(e: ReportBody): RunReport {
   return {
     progress: e.progress && { value: e.progress.value, message: e.progress.message ?? null },
     logs: e.logs,
@@ -71,7 +78,7 @@ export async function writeResults(
   const seen = new Map<string, number>();
   for (const e of entries) seen.set(key(e.run_id), (seen.get(key(e.run_id)) ?? 0) + 1);
   const successes: number[] = [];
-  let failures: number[] = [];
+  const failures: number[] = [];
   entries.forEach((e, i) => {
     if ((seen.get(key(e.run_id)) ?? 0) > 1) {
       outcomes[i] = {
@@ -92,13 +99,15 @@ export async function writeResults(
         now: o.clock.nowMs(),
       })
     : new Set<string>();
-  for (const i of failures)
-    if (!live.has(key(entries[i]!.run_id))) outcomes[i] = lostOutcome(entries[i]!.run_id);
-  failures = failures.filter((i) => live.has(key(entries[i]!.run_id)));
-  for (let at = 0; at < failures.length; at += FAIL_CONCURRENCY) {
+  const writable: number[] = [];
+  for (const i of failures) {
+    if (live.has(key(entries[i]!.run_id))) writable.push(i);
+    else outcomes[i] = lostOutcome(entries[i]!.run_id);
+  }
+  for (let at = 0; at < writable.length; at += FAIL_CONCURRENCY) {
     // Settled, not raced: no write is still in flight when an error answers the request.
     const settled = await Promise.allSettled(
-      failures.slice(at, at + FAIL_CONCURRENCY).map(async (i) => {
+      writable.slice(at, at + FAIL_CONCURRENCY).map(async (i) => {
         outcomes[i] = await failOne(o, tenantId, entries[i]!);
       }),
     );

@@ -34,8 +34,10 @@ import {
   type FailRunParams,
   type HeartbeatLease,
   type HeartbeatRunsAnswer,
+  hasReport,
   LeaseLostError,
   type LeaseSource,
+  RESULT_TEXT_MAX_CHARS,
   type RunReport,
   SystemClock,
 } from '../core/index.js';
@@ -96,12 +98,10 @@ const lost = (err: unknown) => err instanceof TockApiError && err.code === 'leas
 
 /** What a handler reported that its result carries, if anything. */
 const reportOf = (r: RunReport): LeaseReport | undefined =>
-  r.progress == null && !r.logs?.length && !r.logsDropped
-    ? undefined
-    : { progress: r.progress, logs: r.logs, logsDropped: r.logsDropped };
+  hasReport(r) ? { progress: r.progress, logs: r.logs, logsDropped: r.logsDropped } : undefined;
 
 /** The server keeps the last 64 KiB of an output, an error or a stack: no more is sent. */
-const tail = (s: string) => (s.length > 65_536 ? s.slice(-65_536) : s);
+const tail = (s: string) => (s.length > RESULT_TEXT_MAX_CHARS ? s.slice(-RESULT_TEXT_MAX_CHARS) : s);
 
 /**
  * A server from before `started_at` and `error_stack` refusing them as unknown fields (its bodies

@@ -11,7 +11,7 @@ import type { LongPolls } from '../long-poll.js';
 import { leasedRunJson } from '../present.js';
 import { RemoteWorkers } from '../remote-workers.js';
 import { MAX_RESULTS } from '../result-schemas.js';
-import { startOf, writeResults } from '../results.js';
+import { reportOf, startOf, writeResults } from '../results.js';
 import * as S from '../schemas.js';
 import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
@@ -165,13 +165,7 @@ function runHeartbeatRoute(app: RouteApp, o: RouteOptions): void {
 
 /** A lease of a heartbeat's body, with what its handler reported. */
 function heartbeatLease(runId: string, l: Static<typeof S.RunHeartbeatBody>): HeartbeatLease {
-  return {
-    runId,
-    leaseToken: l.lease_token,
-    progress: l.progress && { value: l.progress.value, message: l.progress.message ?? null },
-    logs: l.logs,
-    logsDropped: l.logs_dropped,
-  };
+  return { runId, leaseToken: l.lease_token, ...reportOf(l) };
 }
 
 /** A worker's bulk heartbeat: every lease it holds renewed in one statement, the lost ones named. */
