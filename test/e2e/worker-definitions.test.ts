@@ -127,22 +127,16 @@ describe('tock worker --handlers with job definitions', () => {
       await api.close();
     });
 
+    /** `tock worker --handlers` with the module, through the server at `url` with `key`. */
+    const throughServer = (url: string, key: string) =>
+      new Proc(['worker', '--handlers', handlersModule, '--url', url, '--key', key, '--log-format', 'json']);
+
     const keyOf = async (tenantId: string, role: 'admin' | 'worker') =>
       (await db.store.createApiKey({ tenantId, role, now: new SystemClock().nowMs() })).secret;
 
     test("with an admin key: upserts them in the key's tenant through PUT /v1/jobs", async () => {
       const key = await keyOf('remote', 'admin');
-      const w = new Proc([
-        'worker',
-        '--handlers',
-        handlersModule,
-        '--url',
-        api.base,
-        '--key',
-        key,
-        '--log-format',
-        'json',
-      ]);
+      const w = throughServer(api.base, key);
       expect((await w.waitFor(upserted, 'the upsert')).jobs).toEqual(['mail: created', 'ping: created']);
       await w.waitFor(running, 'start');
       w.child.kill('SIGTERM');
@@ -155,17 +149,7 @@ describe('tock worker --handlers with job definitions', () => {
       // (its claims, before definitions, kept trying).
       const key = await keyOf('remote-late', 'admin');
       const port = await freePort();
-      const w = new Proc([
-        'worker',
-        '--handlers',
-        handlersModule,
-        '--url',
-        `http://127.0.0.1:${port}`,
-        '--key',
-        key,
-        '--log-format',
-        'json',
-      ]);
+      const w = throughServer(`http://127.0.0.1:${port}`, key);
       const late = await w.waitFor(
         (l) => l.msg === 'could not upsert the jobs of the handlers module yet; retrying',
         'a retried upsert',
@@ -185,17 +169,7 @@ describe('tock worker --handlers with job definitions', () => {
 
     test('with a worker key: exit 1, saying that the key may not define jobs', async () => {
       const key = await keyOf('remote-worker', 'worker');
-      const p = new Proc([
-        'worker',
-        '--handlers',
-        handlersModule,
-        '--url',
-        api.base,
-        '--key',
-        key,
-        '--log-format',
-        'json',
-      ]);
+      const p = throughServer(api.base, key);
       expect(await p.exited).toBe(1);
       expect(p.stderr).toMatch(
         new RegExp(
