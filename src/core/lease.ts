@@ -87,6 +87,13 @@ export interface ClaimRunsParams {
    * (same tokens) are the answer and nothing more is claimed. Default: none (every call claims).
    */
   claimId?: string;
+  /**
+   * The worker has never sent `claimId` before (not a retry), so no claim can hold it yet: the
+   * store skips the lookup of `claimId`'s claim, one round trip per claim. A claim that the same id
+   * made meanwhile (the same claim sent twice at once) is still answered, through the claim ids'
+   * unique index. Default: false (the lookup is made).
+   */
+  firstTry?: boolean;
 }
 
 export interface HeartbeatRunsParams {

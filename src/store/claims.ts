@@ -114,7 +114,8 @@ const isMarker = (r: Row) => r.run_id === null;
 
 /**
  * Leases up to `max` claimable runs; with a claim id that names a live claim of this worker and
- * tenant, answers that claim instead. The lookup runs only when a claim id is given. `leaseMs`: the
+ * tenant, answers that claim instead. The lookup runs only when a claim id is given and may have
+ * been sent before (not `firstTry`). `leaseMs`: the
  * lease of runs whose job sets none; `mode`: the store's, which statement to try first.
  */
 export async function claimRuns(
@@ -123,7 +124,7 @@ export async function claimRuns(
 ): Promise<ClaimedRun[]> {
   const aheadMs = checkClaim(p);
   const claimId = p.claimId;
-  if (claimId !== undefined) {
+  if (claimId !== undefined && p.firstTry !== true) {
     const again = await claimAgain(db, { ...p, claimId });
     if (again.length > 0) return again;
   }

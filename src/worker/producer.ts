@@ -183,10 +183,12 @@ export class Producer {
     const sentAt = clock.nowMs();
     // Retry-safe: a claim that failed (its answer may have been lost after it claimed) is sent
     // again with its claim id, which answers what it claimed; a new claim gets a new id.
+    const firstTry = this.claimId === null;
     this.claimId ??= randomUUID();
     const claimedAt = clock.nowMs();
     const claimed = await source.claimRuns({
       claimId: this.claimId,
+      firstTry,
       signal: this.stopping.signal,
       workerId: scope.workerId,
       pool: scope.pool,

@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { PostgresStore } from '../../src/store/index.js';
 import * as C from '../../src/store/queries/claims.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job, uniqueId, upsertJob } from '../setup/factories.js';
@@ -51,6 +52,30 @@ test('the same claim id, again and from a second store, answers the same runs an
   const next = await db.store.claimRuns({ ...p, claimId: randomUUID() });
   expect(next.map((r) => r.runId)).not.toContain(first[0]!.runId);
   expect(next).toHaveLength(2);
+});
+
+test('a first try makes one statement; the same id sent as a first try again is still answered with its claim', async () => {
+  const pool = await readyPool('t-first', 4);
+  const claimId = randomUUID();
+  const now = db.clock.nowMs();
+  const p = { workerId: 'w-1', pool, max: 2, now, tenantId: 't-first', claimId, firstTry: true };
+  const sent: string[] = [];
+  const counted = db.newPool();
+  const query = counted.query.bind(counted);
+  counted.query = ((q: string | { text: string }, values?: unknown[]) => {
+    sent.push(typeof q === 'string' ? q : q.text);
+    return query(q as never, values as never);
+  }) as typeof counted.query;
+  const store = new PostgresStore(counted);
+  const first = await store.claimRuns(p);
+  expect(first).toHaveLength(2);
+  // No lookup of the claim id: the claim alone.
+  expect(sent).toEqual([C.runClaim]);
+  // Sent twice at once (both as first tries): the second claim's row collides on the claim ids'
+  // unique index, takes nothing, and answers the first claim.
+  const twice = await store.claimRuns({ ...p, now: now + 1000 });
+  expect(twice.map((r) => [r.runId, r.leaseToken])).toEqual(first.map((r) => [r.runId, r.leaseToken]));
+  expect(await count('SELECT 1 FROM run_queue WHERE pool = $1', [pool])).toBe(2);
 });
 
 test("another tenant's or worker's claim id finds nothing of theirs, and claims their own runs", async () => {
