@@ -54,14 +54,14 @@ function toClaimed(r: Record<string, unknown>): ClaimedRun {
     handler: r.handler as string,
     payload: r.payload,
     pool: r.pool as string,
-    scheduledFor: r.scheduled_for as Date,
+    scheduledFor: new Date(r.scheduled_for as number),
     attempt: r.attempt as number,
     maxAttempts: r.max_attempts as number,
     leaseToken: r.lease_token as string,
-    leaseExpiresAt: r.lease_expires_at as Date,
-    availableAt: r.available_at as Date,
+    leaseExpiresAt: new Date(r.lease_expires_at as number),
+    availableAt: new Date(r.available_at as number),
     timeoutMs: timeout === null ? null : timeout * 1000,
-    createdAt: r.created_at as Date,
+    createdAt: new Date(r.created_at as number),
   };
 }
 
@@ -222,7 +222,7 @@ export async function heartbeatRuns(
     : { rows: [] };
   const renewed = rows.map((r: Row) => ({
     runId: r.run_id as string,
-    leaseExpiresAt: r.lease_expires_at as Date,
+    leaseExpiresAt: new Date(r.lease_expires_at as number),
   }));
   const ok = new Set(renewed.map((r) => r.runId));
   return { renewed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };

@@ -73,6 +73,26 @@ const claimRows = async (tenantId: string) =>
   ).rows;
 
 describe('claim rows', () => {
+  test("a claimed run's instants are its run's, to the millisecond", async () => {
+    const tenantId = uniqueId('t-instants');
+    const now = db.clock.nowMs();
+    const [id] = await runsOf(tenantId, [now - 1_234_567.999]);
+    const [early] = await runsOf(tenantId, [Date.UTC(1970, 0, 1, 0, 0, 0, 1)]);
+    const got = await claim(tenantId, 10);
+    expect(got.map((c) => c.runId).sort()).toEqual([id, early].sort());
+    for (const c of got) {
+      const run = await db.store.getRun({ tenantId, runId: c.runId });
+      expect([c.scheduledFor, c.availableAt, c.createdAt]).toEqual([
+        run.scheduledFor,
+        run.availableAt,
+        run.createdAt,
+      ]);
+      expect(c.scheduledFor).toBeInstanceOf(Date);
+    }
+    expect(got.find((c) => c.runId === early)?.scheduledFor.toISOString()).toBe('1970-01-01T00:00:00.001Z');
+    expect(got[0]?.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
+  });
+
   test('one claim takes runs of two lease lengths: one token per length, each run expiring by its own', async () => {
     const tenantId = uniqueId('t-lengths');
     const now = db.clock.nowMs();

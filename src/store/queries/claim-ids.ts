@@ -2,6 +2,7 @@
  * The statements that find a claim by its claim id (migration 0009): a retried claim answers the
  * claim it made before, and a server whose client went away releases what it claimed.
  */
+import { CLAIMED_COLUMNS } from './claimed.js';
 import { giveBack } from './gates.js';
 import { enqueue, MEMBERS, recordEnded, startOf, unclaim } from './runs.js';
 
@@ -20,8 +21,7 @@ WITH found AS (
   RETURNING c.lease_token, c.lease_expires_at, c.run_ids
 ), members AS MATERIALIZED (${MEMBERS('found', 'lease_expires_at')}
 )
-SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt, r.max_attempts,
-  m.lease_token, m.lease_expires_at, r.available_at, r.timeout_seconds, r.created_at
+SELECT ${CLAIMED_COLUMNS('r', 'm')}
 FROM members m JOIN runs r ON r.run_id = m.run_id
 WHERE r.state = 'pending'
 ORDER BY r.sort_key`;

@@ -4,6 +4,8 @@
  * not (`runClaimCredited`, migration 0017). The statements that find a claim by its claim id are in
  * `claim-ids.ts`; the heartbeat and the attempt's end in `runs.ts`.
  */
+
+import { CLAIMED_COLUMNS } from './claimed.js';
 import {
   CREDIT_BATCHES,
   CREDIT_GRAINS,
@@ -275,8 +277,7 @@ const LEASE = (slots: string, after = '') => `held AS (
   RETURNING lease_token, lease_ms, lease_expires_at
 )`;
 
-const CLAIMED = `SELECT h.run_id, h.tenant_id, h.job_id, h.handler, h.payload, h.pool, h.scheduled_for, h.attempt,
-  h.max_attempts, c.lease_token, c.lease_expires_at, h.available_at, h.timeout_seconds, h.created_at
+const CLAIMED = `SELECT ${CLAIMED_COLUMNS('h', 'c')}
 FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
 
 /**

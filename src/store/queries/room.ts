@@ -13,6 +13,9 @@ import { creditedTokens } from './gates.js';
 export const tokensNow = (l: string, now = '$2') =>
   `LEAST(${l}.burst - ${creditedTokens(l)}, ${l}.tokens + ${l}.rate * GREATEST(0, extract(epoch FROM (${now}::timestamptz - ${l}.refilled_at))))`;
 
+/** An instant as epoch ms (float8: `date_part`, not `extract`, which makes a numeric). */
+export const epochMs = (instant: string) => `date_part('epoch', ${instant}) * 1000`;
+
 /** The sub-window index of `now` (core's `grainOf`): floor(epoch ms / WINDOW_GRAIN_MS). */
 export const grainNow = (now: string) =>
   `floor(extract(epoch FROM ${now}::timestamptz) * 1000 / ${WINDOW_GRAIN_MS})::bigint`;
