@@ -267,6 +267,67 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
   });
 });
 
+describe('the fair order', () => {
+  /** The claim of `pool` under EXPLAIN ANALYZE (rolled back): its plan, and the runs it would take. */
+  const analyse = async (pool: string) => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${C.runClaim}`, [
+        pool,
+        new Date(db.clock.nowMs()),
+        10,
+        'w',
+        LEASE_MS,
+        null,
+        null,
+        0,
+        null,
+        null,
+      ]);
+      return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  };
+  // The fair order's sort by turn and place (run, or "never executed"): only when it can change the order.
+  const fairSort = /Sort \(actual rows=\d+ loops=1\)\n\s+Sort Key: c(_\d+)?\.turn/;
+
+  test("with one tenant's runs ready, the claim takes them in sort_key order without the fair order's sorts", async () => {
+    const pool = uniqueId('p-one');
+    const tenantId = uniqueId('t-one');
+    const now = db.clock.nowMs();
+    const def = job({ pool });
+    await upsertJob(db.store, { tenantId, job: def, now });
+    const slots = [now - 1000, now - 3000, now - 2000];
+    for (const scheduledFor of slots)
+      await db.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor, now });
+    expect(await analyse(pool)).not.toMatch(fairSort);
+    const got = await db.store.claimRuns({ workerId: 'w-one', pool, max: 10, now });
+    expect(got.map((r) => r.scheduledFor.getTime())).toEqual([now - 3000, now - 2000, now - 1000]);
+  });
+
+  test("with two tenants' runs ready, the fair order is computed: each tenant's first before a second", async () => {
+    const pool = uniqueId('p-two');
+    const now = db.clock.nowMs();
+    const [a, b] = [uniqueId('t-a'), uniqueId('t-b')];
+    const def = job({ pool });
+    for (const tenantId of [a, b]) await upsertJob(db.store, { tenantId, job: def, now });
+    for (const scheduledFor of [now - 3000, now - 2000]) {
+      await db.store.triggerRun({ tenantId: a, jobId: def.jobId, scheduledFor, now });
+    }
+    await db.store.triggerRun({ tenantId: b, jobId: def.jobId, scheduledFor: now - 1000, now });
+    expect(await analyse(pool)).toMatch(fairSort);
+    // Two of three: each tenant's first, not a's two earliest.
+    const got = await db.store.claimRuns({ workerId: 'w-two', pool, max: 2, now });
+    expect(got.map((r) => [r.tenantId, r.scheduledFor.getTime()])).toEqual([
+      [a, now - 3000],
+      [b, now - 1000],
+    ]);
+  });
+});
+
 describe('listing a tenant’s runs by state', () => {
   test('queued, claimed, succeeded and dead runs each list under their state, newest first, page by page', async () => {
     const tenantId = uniqueId('t-list');

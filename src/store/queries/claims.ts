@@ -287,7 +287,9 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
  *
  * The claim while no limit exists at all (`limits` is empty): the candidates (see `candidates`) in
  * fair order — a tenant's first before anyone's second, then `sort_key`, so a batch holds one run
- * of each of up to $3 tenants before a second of any — up to $3, leave the queue onto one claim row
+ * of each of up to $3 tenants before a second of any; when one tenant has ready runs (`one_tenant`),
+ * that order is `sort_key`'s, taken without the fair order's sorts (`ordered` is then never read,
+ * so never computed) — up to $3, leave the queue onto one claim row
  * per lease length, with the claim id and tenant. When a limit exists it takes nothing and answers
  * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead, and
  * goes on with it until that says no limit is left. A
@@ -297,8 +299,12 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
 export const runClaim = `
 WITH RECURSIVE limited AS MATERIALIZED (
   SELECT EXISTS (SELECT 1 FROM limits) AS yes
-), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, chosen AS (
-  SELECT run_id FROM ordered ORDER BY pos LIMIT $3
+), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, one_tenant AS MATERIALIZED (
+  SELECT count(*) <= 1 AS yes FROM heads
+), chosen AS (
+  (SELECT run_id FROM first_pass WHERE (SELECT yes FROM one_tenant) ORDER BY sort_key, run_id LIMIT $3)
+  UNION ALL
+  (SELECT run_id FROM ordered WHERE NOT (SELECT yes FROM one_tenant) ORDER BY pos LIMIT $3)
 ), taken AS (${TAKE}
 ), ${LEASE('NULL::text[]')}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
