@@ -38,8 +38,12 @@ const claimable = (
     AND NOT (SELECT yes FROM limited)`
     }`;
 
-/** The columns of a candidate (a locked row of `run_queue q`). */
-const CANDIDATE = 'q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at';
+/**
+ * The columns of a candidate (a locked row of `run_queue q`), with its row's place (`qtid`, its
+ * ctid): the row is locked by this statement, and queue rows are never updated, so that place holds
+ * it until the claim commits, and `TAKE` deletes by it without probing the primary key per run.
+ */
+const CANDIDATE = 'q.run_id, q.tenant_id, q.job_id, q.gates, q.sort_key, q.available_at, q.ctid AS qtid';
 
 /** The most tenants one claim looks at for their first ready run (the fair share's reach). */
 export const MAX_FAIR_TENANTS = 1000;
@@ -100,9 +104,12 @@ const fairOrder = (pool: string) => `ordered AS (
   ) c
 )`;
 
-/** The chosen runs leave the queue. By primary key: as a join, the planner may hash-join a scan of the whole queue. */
+/**
+ * The chosen runs leave the queue, by the places their candidates were locked at (a TID scan). As
+ * a join, the planner may hash-join a scan of the whole queue.
+ */
 const TAKE = `
-  DELETE FROM run_queue q WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM chosen))
+  DELETE FROM run_queue q WHERE q.ctid = ANY(ARRAY(SELECT qtid FROM chosen))
   RETURNING q.run_id, q.sort_key, q.tenant_id, q.job_id, q.gates, q.available_at`;
 
 /** Per gate, how many of the candidates `from` (rows `o`) pass it; counted per distinct gate set. */
@@ -202,7 +209,7 @@ const GATES = `saturated AS MATERIALIZED (
     FROM gate_rows g WHERE g.run_id NOT IN (SELECT run_id FROM overlapped)
   ) t WHERE t.rank > t.room
 ), chosen AS (
-  SELECT o.run_id FROM ordered o
+  SELECT o.run_id, o.qtid FROM ordered o
   WHERE o.run_id NOT IN (SELECT run_id FROM unfit) AND o.run_id NOT IN (SELECT run_id FROM overlapped)
   ORDER BY o.pos LIMIT $3
 ), taken AS (${TAKE}
@@ -302,9 +309,9 @@ WITH RECURSIVE limited AS MATERIALIZED (
 ), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, one_tenant AS MATERIALIZED (
   SELECT count(*) <= 1 AS yes FROM heads
 ), chosen AS (
-  (SELECT run_id FROM first_pass WHERE (SELECT yes FROM one_tenant) ORDER BY sort_key, run_id LIMIT $3)
+  (SELECT run_id, qtid FROM first_pass WHERE (SELECT yes FROM one_tenant) ORDER BY sort_key, run_id LIMIT $3)
   UNION ALL
-  (SELECT run_id FROM ordered WHERE NOT (SELECT yes FROM one_tenant) ORDER BY pos LIMIT $3)
+  (SELECT run_id, qtid FROM ordered WHERE NOT (SELECT yes FROM one_tenant) ORDER BY pos LIMIT $3)
 ), taken AS (${TAKE}
 ), ${LEASE('NULL::text[]')}
 SELECT * FROM (${CLAIMED} ORDER BY h.sort_key) claimed
@@ -388,7 +395,7 @@ WITH RECURSIVE exhausted AS MATERIALIZED (${EXHAUSTED}
 ), paid AS MATERIALIZED (
   SELECT (SELECT count(*) FROM lanes) = (SELECT count(*) FROM gated) AND EXISTS (SELECT 1 FROM limits) AS yes
 ), chosen AS (
-  SELECT run_id FROM ordered WHERE (SELECT yes FROM paid) ORDER BY pos LIMIT $3
+  SELECT run_id, qtid FROM ordered WHERE (SELECT yes FROM paid) ORDER BY pos LIMIT $3
 ), taken AS (${TAKE}
 ), spent AS (
   UPDATE limit_credits c SET
