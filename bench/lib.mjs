@@ -6,6 +6,17 @@ import os from 'node:os';
 import { Queue as BullQueue } from 'bullmq';
 import pg from 'pg';
 
+/**
+ * The statements this process's `pg` clients send while `on` (each one round trip to the server):
+ * every PostgreSQL system here (Tock, graphile-worker, pg-boss) speaks through this one `pg`.
+ */
+export const statements = { count: 0, on: false };
+const sendQuery = pg.Client.prototype.query;
+pg.Client.prototype.query = function countedQuery(...args) {
+  if (statements.on) statements.count += 1;
+  return sendQuery.apply(this, args);
+};
+
 /** The median of a list of numbers (the upper one of the middle two for an even count). */
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 

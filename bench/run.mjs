@@ -16,7 +16,8 @@
 // (`name` must be the file's name) and runs it after those in DEFAULT_ORDER.
 //
 // Options: --database-url <url> (default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres),
-// --concurrency <n> (throughput: total worker concurrency, default 100), --only <prefix,…>
+// --concurrency <n> (throughput: total worker concurrency, default 100), --runs <n> (throughput,
+// embedded: runs per drain, default 100,000), --only <prefix,…>
 // (throughput, embedded: systems whose name starts so), --out <file>.
 //
 // It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):
@@ -49,6 +50,7 @@ const { values: args, positionals } = parseArgs({
     rounds: { type: 'string' },
     'database-url': { type: 'string' },
     concurrency: { type: 'string' },
+    runs: { type: 'string' },
     only: { type: 'string' },
     out: { type: 'string' },
     help: { type: 'boolean', default: false },
@@ -115,7 +117,9 @@ function markdownReport(report, names) {
 async function main() {
   const scenarios = await loadScenarios();
   if (args.help) {
-    console.log('npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--only a,b]');
+    console.log(
+      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b]',
+    );
     for (const s of scenarios) console.log(`  ${s.name.padEnd(16)} ${s.description}`);
     return 0;
   }
@@ -131,8 +135,11 @@ async function main() {
     args['database-url'] ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const rounds = Number(args.rounds ?? (args.smoke ? 1 : 3));
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
+  if (args.runs !== undefined && !(Number.isInteger(Number(args.runs)) && Number(args.runs) >= 100))
+    throw new Error('--runs must be an integer of at least 100');
   const options = {
     concurrency: args.concurrency === undefined ? undefined : Number(args.concurrency),
+    runs: args.runs === undefined ? undefined : Number(args.runs),
     only: args.only?.split(',').filter(Boolean),
   };
 

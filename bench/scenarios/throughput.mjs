@@ -30,6 +30,7 @@ import {
   redisUrl,
   seedBacklog,
   serverCpuSync,
+  statements,
   summarise,
   waitUntil,
   walPosition,
@@ -70,7 +71,8 @@ class Drain {
  * the database confirms every run complete (stopping the workers is not timed). CPU per run: this
  * process's (the workers', and the polls of `countDone`) and the database server's (every process
  * named `server`), over the same span. `walBytes()`, where given, reads the server's WAL position: WAL written per run over
- * the drain (from before the workers start).
+ * the drain (from before the workers start). Statements per run: what this process's `pg` clients
+ * sent from the start until the last completion is confirmed, less the confirming polls.
  */
 async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgres', walBytes }) {
   const drain = new Drain(n, server);
@@ -80,6 +82,10 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
   let t1;
   let cpu;
   let walPerRun = null;
+  let polls = 0;
+  let sent;
+  statements.count = 0;
+  statements.on = true;
   try {
     await start(drain);
     const timeout = new Promise((_, reject) => {
@@ -92,12 +98,15 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
     await Promise.race([drain.all, timeout]);
     await waitUntil(
       async () => {
+        polls += 1;
         done = await countDone();
         return done >= n;
       },
       { timeoutMs: 30_000, what: `the database to show ${n} runs complete (it shows ${done})` },
     );
     t1 = performance.now();
+    statements.on = false;
+    sent = statements.count - polls;
     const node = process.cpuUsage(drain.cpu.node);
     const serverMs = cpuDelta(drain.cpu.server, serverCpuSync(server));
     cpu = {
@@ -106,6 +115,7 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
     };
     if (walBytes) walPerRun = ((await walBytes()) - wal0) / n;
   } finally {
+    statements.on = false;
     await stop();
   }
   if (done !== n) throw new Error(`completed ${done} of ${n}`);
@@ -117,6 +127,8 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
     nodeCpuUsPerRun: cpu.nodeUs,
     serverCpuUsPerRun: cpu.serverUs,
     walBytesPerRun: walPerRun,
+    // BullMQ speaks to Redis: no PostgreSQL statements.
+    statementsPerRun: server === 'postgres' ? sent / n : null,
   };
 }
 
@@ -482,6 +494,12 @@ function bullmq({ concurrency }) {
   };
 }
 
+/**
+ * Runs per drain (`--runs` sets another): long enough for a steady state (each system drains for
+ * seconds, past its JIT's and its pools' warm-up), which a drain of 20,000 (half a second) is not.
+ */
+export const RUNS = 100_000;
+
 /** Builds the contestants for a concurrency; `only` filters them by name prefix. */
 export function contestants({ concurrency, only }) {
   const all = [
@@ -566,6 +584,9 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
     serverCpuUsPerRun: s.rounds.some((f) => f.serverCpuUsPerRun === null)
       ? null
       : summarise(s.rounds.map((f) => f.serverCpuUsPerRun)),
+    statementsPerRun: s.rounds.some((f) => f.statementsPerRun === null)
+      ? null
+      : summarise(s.rounds.map((f) => f.statementsPerRun)),
   }));
 }
 
@@ -573,7 +594,7 @@ export default {
   name: 'throughput',
   description: 'a backlog of ready runs drained by in-process workers (no-op handler), runs/s',
   async run(ctx) {
-    const n = ctx.smoke ? 500 : 20_000;
+    const n = ctx.smoke ? 500 : (ctx.options.runs ?? RUNS);
     const concurrency = ctx.options.concurrency ?? 100;
     const systems = contestants({ concurrency, only: ctx.options.only });
     const settings = { runs: n, concurrency, handler: 'no-op', rounds: ctx.rounds };
@@ -599,6 +620,7 @@ export default {
         fmt(r.nodeCpuUsPerRun.median, 1),
         r.serverCpuUsPerRun ? fmt(r.serverCpuUsPerRun.median, 1) : '–',
         r.walBytesPerRun ? fmt(r.walBytesPerRun.median) : '–',
+        r.statementsPerRun ? fmt(r.statementsPerRun.median * 1000, 1) : '–',
       ];
     });
     const table = markdownTable(
@@ -610,6 +632,7 @@ export default {
         'this process, CPU µs/run',
         'database server, CPU µs/run',
         'WAL bytes/run',
+        'statements per 1,000 runs',
       ],
       rows,
     );
@@ -638,6 +661,7 @@ export default {
         'Peers run at the settings their own docs give for speed. pg-boss: burstWhenBatchFull (its docs: while each fetch returns a full batch, the worker fetches again with no delay); without it a work() loop waits out pollingIntervalSeconds (at least 0.5 s) between batches: two batches a second a loop, 200 runs/s with 100 jobs in flight. Its docs give no batch size or localConcurrency, so the concurrency is split into 2 loops (the fastest of 1, 2, 4 and 5 loops measured here). BullMQ: concurrency 100 is within the 100–300 its docs call a standard setting for IO-bound jobs.',
         'The bare SQL loop has no handler and no Worker: 8 connections, each claiming 100 and completing them in one statement.',
         'CPU per run is over the measured span: this process (the workers, and the polls that confirm completion) and every process of the database server on the machine (PostgreSQL: backends, WAL writer, checkpointer; BullMQ: redis-server). Both share the 2 cores. CPU time per run moves with the machine (a busy spell raises every system’s): compare within a round. WAL bytes per run (the server’s WAL position before the workers start and when the last completion is confirmed) do not depend on the machine’s speed.',
+        'Statements per 1,000 runs: what the system’s `pg` clients sent over the drain (each a round trip: claims or fetches, completions, and any BEGIN/COMMIT), counted in this process, less the polls that confirm completion.',
       ],
     };
   },
