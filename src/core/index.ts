@@ -18,6 +18,7 @@ export * from './misfire.js';
 export * from './nodes.js';
 export * from './payload-schema.js';
 export * from './periodic.js';
+export * from './prefetch.js';
 export * from './priority.js';
 export * from './progress.js';
 export * from './retry.js';

@@ -67,8 +67,11 @@ export interface TockWorkerOptions {
   pool?: string;
   /** Most runs executing at once. Default 10. */
   concurrency?: number;
-  /** Runs held claimed beyond `concurrency`. Default 0. */
-  prefetch?: number;
+  /**
+   * Runs held claimed beyond `concurrency`: `auto` (about 100 ms of the worker's recent pace) or a
+   * fixed number from 0 to 1000 (Worker `prefetch`). Default `auto`.
+   */
+  prefetch?: number | 'auto';
   /** Claim runs this long before they are due, ms. Default 250. */
   claimAheadMs?: number;
   /** Wait between claims when idle, ms. Default 1000. */

@@ -51,8 +51,8 @@ export interface WorkerRuntimeOptions {
   pool: string;
   /** Runs executed at once. */
   concurrency: number;
-  /** Runs held claimed beyond `concurrency` (Worker `prefetch`). Default 0. */
-  prefetch?: number;
+  /** Runs held claimed beyond `concurrency`: `auto` or 0–1000 (Worker `prefetch`). Default `auto`. */
+  prefetch?: number | 'auto';
   /** Claim runs this long before they are due, ms (Worker `claimAheadMs`). Default 250. */
   claimAheadMs?: number;
   /** Time running handlers get to finish on stop, ms. */

@@ -3,7 +3,9 @@
  * its instant has come. Claimed runs wait in `held`, in claim (`sort_key`) order, leased like
  * running ones; a run claimed ahead starts at its `availableAt`, not before. Idle, it sleeps until
  * woken (a notification from the source's `listen`, or a slot freeing), until the next run of the
- * pool becomes claimable, or for the poll interval (`core/wakeups.ts`).
+ * pool becomes claimable, or for the poll interval (`core/wakeups.ts`). How many runs it may hold
+ * beyond its concurrency is its prefetch: fixed, or (`auto`) about 100 ms of the pace at which it
+ * has started runs over the last second (`pace.ts`, `core/prefetch.ts`).
  *
  * Invariants: a held run is started only with at least {@link START_MARGIN_MS} of its lease left
  * (else it is released, or dropped if its lease is gone), because a claim answered late may hand
@@ -13,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
+  autoPrefetch,
   type ClaimedRun,
   type Clock,
   idleSleepMs,
@@ -22,6 +25,7 @@ import {
 } from '../core/index.js';
 import { type ActiveRun, type ActiveRuns, type EmitEvent, FINISHED, heldRun } from './active-run.js';
 import { FailureLog } from './failure-log.js';
+import { PaceMeter } from './pace.js';
 
 /**
  * The least lease a held run must have left for its handler to start, ms (a quarter of the lease,
@@ -48,7 +52,11 @@ export interface ClaimScope {
   pool: string;
   handlers: readonly string[];
   concurrency: number;
-  prefetch: number;
+  /**
+   * Runs to hold claimed beyond `concurrency`: a fixed number (0: none), or `auto`, which sizes
+   * them at each claim to about 100 ms of the handlers' recent pace (`core/prefetch.ts`).
+   */
+  prefetch: number | 'auto';
   claimAheadMs: number;
   tenantId?: string;
   tenants?: readonly string[];
@@ -89,6 +97,8 @@ export class Producer {
   /** Aborted when stop begins: cuts a waiting (long-poll) claim short. */
   private stopping = new AbortController();
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
+  /** Handler starts, for an `auto` prefetch. */
+  private readonly pace = new PaceMeter();
 
   constructor(private readonly o: ProducerOptions) {
     this.failures = new FailureLog({
@@ -175,7 +185,7 @@ export class Producer {
     const { runs, scope, clock, source } = this.o;
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
-    const capacity = scope.concurrency + scope.prefetch;
+    const capacity = scope.concurrency + this.prefetchNow();
     const free = Math.min(1000, capacity - (runs.size - runs.finishing));
     if (!this.claiming || free <= 0) return false;
     // The leases start no earlier than this: their length is measured from it, not from the
@@ -217,6 +227,13 @@ export class Producer {
       if (next !== null) return next;
     }
     return false;
+  }
+
+  /** Runs to hold beyond concurrency now: the fixed prefetch, or `auto`'s for the recent pace. */
+  private prefetchNow(): number {
+    const { prefetch, concurrency } = this.o.scope;
+    if (prefetch !== 'auto') return prefetch;
+    return autoPrefetch({ startsPerSecond: this.pace.perSecond(this.o.clock.nowMs()), concurrency });
   }
 
   /**
@@ -267,6 +284,7 @@ export class Producer {
     }
     this.held = waiting;
     if (stale.length > 0) this.giveBackStale(stale, now);
+    this.pace.count(now, due.length);
     for (const a of due) this.o.begin(a);
     if (running < scope.concurrency && nextDue < Number.POSITIVE_INFINITY) this.wakeAt(nextDue);
   }

@@ -64,12 +64,16 @@ export interface WorkerOptions {
    */
   tenants?: readonly string[];
   /**
-   * Runs to hold claimed beyond `concurrency`, waiting for a free slot (0–1000; default 0). The next
-   * batch is then in hand when slots free, so claims overlap with running. Held runs are leased like
+   * Runs to hold claimed beyond `concurrency`, waiting for a free slot: `auto` (the default) or a
+   * fixed number from 0 to 1000 (0: none). Held runs put the next batch in hand when slots free, so
+   * claims overlap with running and each claim takes many runs instead of one slot's worth. `auto`
+   * holds about 100 ms of the worker's own work: at each claim, the handler starts of the last
+   * second × 0.1, up to 1000 − `concurrency` (none while the worker is new or idle), so a held run
+   * waits about 100 ms for its slot whether handlers are fast or slow. Held runs are leased like
    * running ones (renewed by the heartbeat), released at once by a graceful stop, and, if the
    * process dies, retried once their leases expire, which spends an attempt.
    */
-  prefetch?: number;
+  prefetch?: number | 'auto';
   /**
    * Claim runs up to this many ms before they become claimable and start each at its `availableAt`
    * (0–10000; default 250). Runs are materialised ahead of their slot, so a run then starts on its
@@ -112,9 +116,9 @@ function settingsOf(o: WorkerOptions) {
     }
     tenants = [...new Set(o.tenants.map((t) => validateId(t, 'tenant')))];
   }
-  const prefetch = o.prefetch ?? 0;
-  if (!Number.isInteger(prefetch) || prefetch < 0 || prefetch > 1000) {
-    throw new RangeError('worker prefetch must be an integer from 0 to 1000');
+  const prefetch = o.prefetch ?? 'auto';
+  if (prefetch !== 'auto' && !(Number.isInteger(prefetch) && prefetch >= 0 && prefetch <= 1000)) {
+    throw new RangeError('worker prefetch must be "auto" or an integer from 0 to 1000');
   }
   const claimAheadMs = o.claimAheadMs ?? 250;
   if (!Number.isInteger(claimAheadMs) || claimAheadMs < 0 || claimAheadMs > 10_000) {
@@ -140,7 +144,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly workerId: string;
   readonly pool: string;
   readonly concurrency: number;
-  readonly prefetch: number;
+  /** Runs it may hold claimed beyond `concurrency`: a fixed number, or `auto` (sized by its pace). */
+  readonly prefetch: number | 'auto';
   readonly claimAheadMs: number;
   /** The tenants whose runs it claims; undefined: every tenant's. */
   readonly tenants: readonly string[] | undefined;

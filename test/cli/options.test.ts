@@ -184,6 +184,40 @@ describe('the options table', () => {
     expect(() => OPTIONS.server.agingStep.parse('0')).toThrow('expected a duration from 1s to 1d');
     expect(OPTIONS.worker.agingStep.parse('1d')).toBe(86_400_000);
   });
+
+  test('--prefetch (TOCK_PREFETCH) is auto by default, or a count from 0 to 1000, on tock dev and worker', () => {
+    const parse = (command: 'dev' | 'worker', args: string[], env?: string) => {
+      const cmd = addOptions(new Command(command).exitOverride(), OPTIONS[command]).configureOutput({
+        writeErr: () => {},
+      });
+      if (env !== undefined) process.env.TOCK_PREFETCH = env;
+      try {
+        cmd.parse(args, { from: 'user' });
+      } finally {
+        delete process.env.TOCK_PREFETCH;
+      }
+      return cmd.opts<OptionsFor<typeof command>>().prefetch;
+    };
+    for (const command of ['dev', 'worker'] as const) {
+      expect(parse(command, []), command).toBe('auto');
+      expect(parse(command, ['--prefetch', 'auto']), command).toBe('auto');
+      expect(parse(command, ['--prefetch', '50']), command).toBe(50);
+      expect(parse(command, ['--prefetch', '0']), command).toBe(0);
+      expect(parse(command, ['--prefetch', '1000']), command).toBe(1000);
+      expect(parse(command, [], '390'), command).toBe(390);
+      expect(parse(command, [], 'auto'), command).toBe('auto');
+      for (const bad of ['abc', '-1', '1001', '1.5', 'AUTO', ''])
+        expect(() => parse(command, ['--prefetch', bad]), `${command} ${bad}`).toThrow(
+          `option '--prefetch <n|auto>' argument '${bad}' is invalid. expected auto or an integer from 0 to 1000`,
+        );
+      expect(() => parse(command, [], 'abc'), command).toThrow('expected auto or an integer from 0 to 1000');
+    }
+    expect(
+      workerSettings(
+        addOptions(new Command('w'), OPTIONS.worker).parse([], { from: 'user' }).opts<OptionsFor<'worker'>>(),
+      ).prefetch,
+    ).toBe('auto');
+  });
 });
 
 describe('the options types derived from the table', () => {
@@ -195,6 +229,7 @@ describe('the options types derived from the table', () => {
     expectTypeOf<OptionsFor<'server'>['insecure']>().toEqualTypeOf<boolean>();
     expectTypeOf<OptionsFor<'server'>['metricsPort']>().toEqualTypeOf<number | undefined>();
     expectTypeOf<OptionsFor<'worker'>['tenant']>().toEqualTypeOf<string[] | undefined>();
+    expectTypeOf<OptionsFor<'worker'>['prefetch']>().toEqualTypeOf<number | 'auto'>();
     expectTypeOf<OptionsFor<'jobs put'>['payload']>().toEqualTypeOf<unknown>();
     expectTypeOf<OptionsFor<'jobs put'>['misfire']>().toEqualTypeOf<
       'skip' | 'fire_once' | 'catch_up' | undefined

@@ -40,8 +40,10 @@ function claimed(runId: string, o: { availableAt?: number; leaseExpiresAt?: numb
 function setup(
   o: {
     concurrency?: number;
-    prefetch?: number;
+    prefetch?: number | 'auto';
     claimAheadMs?: number;
+    /** Each started run's handler returns this many ms of the test's clock later (0: at once). */
+    handlerMs?: number;
     next?: Date | null;
     pollIntervalMs?: number;
     /** A source whose claims long-poll (an HTTP source's). */
@@ -99,6 +101,9 @@ function setup(
       a.started = true;
       a.startedAt = clock.nowMs();
       started.push(a);
+      const { handlerMs } = o;
+      if (handlerMs === 0) queueMicrotask(() => end(a));
+      else if (handlerMs !== undefined) void clock.sleep(handlerMs).then(() => end(a));
     },
     onError: () => {},
   });
@@ -318,5 +323,85 @@ describe('Producer', () => {
     } finally {
       await idle.producer.stop();
     }
+  });
+
+  describe("prefetch 'auto': held runs are about 100 ms of the handlers' recent pace", () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => claimed(`r${i}`));
+
+    it('with handlers that return at once, claims grow beyond concurrency after a warm-up, up to 1000 runs', async () => {
+      const { clock, queue, claims, producer } = setup({ concurrency: 10, prefetch: 'auto', handlerMs: 0 });
+      queue.push(...many(100_000));
+      producer.start();
+      try {
+        await settle();
+        // No pace yet: the first claim asks for the free slots only, as with no prefetch.
+        expect(claims.map((c) => c.max)).toEqual([10]);
+        for (let i = 0; i < 100; i++) {
+          clock.advance(5);
+          await producer.claimOnce();
+          await settle();
+        }
+        const asked = claims.map((c) => c.max);
+        expect(asked[1]).toBe(11); // 10 starts in the last second: 1 run of 100 ms held
+        expect(Math.max(...asked)).toBe(1000);
+        for (const max of asked) expect(max).toBeLessThanOrEqual(1000);
+      } finally {
+        await producer.stop();
+      }
+    });
+
+    it('with slow handlers, a claim asks for at most concurrency + floor(starts of the last second × 0.1)', async () => {
+      for (const concurrency of [2, 20]) {
+        const { clock, queue, claims, started, producer } = setup({
+          concurrency,
+          prefetch: 'auto',
+          handlerMs: 1000,
+        });
+        queue.push(...many(10_000));
+        producer.start();
+        try {
+          await settle();
+          let held = 0;
+          for (let t = 0; t < 20_000; t += 50) {
+            clock.advance(50);
+            await settle();
+            const now = clock.nowMs();
+            const pace = started.filter((a) => a.startedAt! > now - 1000).length;
+            const before = claims.length;
+            await producer.claimOnce();
+            for (const c of claims.slice(before)) {
+              expect(c.max).toBeLessThanOrEqual(concurrency + Math.floor(pace * 0.1));
+            }
+            held = Math.max(held, producer.heldCount);
+          }
+          // Each handler takes 1 s: the pace is `concurrency` starts a second, so about 100 ms of
+          // it is held (none at concurrency 2, 2 runs at 20), and every slot stays busy.
+          expect(held).toBe(Math.floor(concurrency * 0.1));
+          expect(started.length).toBeGreaterThanOrEqual(concurrency * 19);
+        } finally {
+          await producer.stop();
+        }
+      }
+    });
+
+    it('an idle second empties the pace: the next claim asks for the free slots only', async () => {
+      const { clock, queue, claims, producer } = setup({ concurrency: 10, prefetch: 'auto', handlerMs: 0 });
+      queue.push(...many(5_000));
+      producer.start();
+      try {
+        await settle();
+        for (let i = 0; i < 50; i++) {
+          clock.advance(5);
+          await producer.claimOnce();
+          await settle();
+        }
+        expect(claims.at(-1)!.max).toBeGreaterThan(10);
+        clock.advance(1000);
+        await producer.claimOnce();
+        expect(claims.at(-1)!.max).toBe(10);
+      } finally {
+        await producer.stop();
+      }
+    });
   });
 });

@@ -782,11 +782,25 @@ describe('held runs: claim ahead and prefetch', () => {
     expect(worker.inFlight).toBe(0);
   });
 
+  test("prefetch is 'auto' by default; 'auto' or a count from 0 to 1000 is taken", () => {
+    expect(newWorker({ h: () => {} }).worker.prefetch).toBe('auto');
+    expect(newWorker({ h: () => {} }, { prefetch: 'auto' }).worker.prefetch).toBe('auto');
+    expect(newWorker({ h: () => {} }, { prefetch: 0 }).worker.prefetch).toBe(0);
+    expect(newWorker({ h: () => {} }, { prefetch: 1000 }).worker.prefetch).toBe(1000);
+  });
+
   test('concurrency, prefetch and claim-ahead out of range are refused', () => {
+    expect(() => newWorker({ h: () => {} }, { prefetch: -1 })).toThrow(
+      'worker prefetch must be "auto" or an integer from 0 to 1000',
+    );
     for (const o of [
       { prefetch: -1 },
       { prefetch: 1001 },
       { prefetch: 1.5 },
+      { prefetch: Number.NaN },
+      // A caller without types: only the string 'auto' is taken.
+      { prefetch: 'AUTO' as 'auto' },
+      { prefetch: '50' as unknown as number },
       { claimAheadMs: -1 },
       { claimAheadMs: 10_001 },
     ]) {

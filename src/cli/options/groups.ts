@@ -19,6 +19,7 @@ import {
   pageSize,
   port,
   positiveInt,
+  prefetchSetting,
 } from './parsers.js';
 
 /** Where a command finds its database: `DATABASE_URL` or embedded, the schema, and its logging. */
@@ -152,12 +153,12 @@ export const scheduler = {
 /** The worker's held-run options, shared by `tock worker` and `tock dev`. */
 export const heldRuns = {
   prefetch: {
-    flags: '--prefetch <n>',
+    flags: '--prefetch <n|auto>',
     description:
-      'runs to hold claimed beyond --concurrency, so the next batch is in hand when slots free (0-1000)',
+      "runs to hold claimed beyond --concurrency, so the next batch is in hand when slots free: 0-1000, or auto for about 100ms of the worker's recent pace (none while idle)",
     env: 'TOCK_PREFETCH',
-    default: 0,
-    parse: intInRange(0, 1000),
+    default: 'auto',
+    parse: prefetchSetting,
   },
   claimAhead: {
     flags: '--claim-ahead <ms>',

@@ -79,6 +79,14 @@ export function intInRange(min: number, max: number) {
   };
 }
 
+/** A worker's prefetch: `auto` (sized by the worker's pace) or a fixed count from 0 to 1000. */
+export function prefetchSetting(value: string): number | 'auto' {
+  if (value === 'auto') return 'auto';
+  if (!/^\d+$/.test(value) || Number(value) > 1000)
+    throw new InvalidArgumentError('expected auto or an integer from 0 to 1000');
+  return Number(value);
+}
+
 /** A page size of a list command, 1 to MAX_PAGE. */
 export function pageSize(value: string): number {
   const n = positiveInt(value);

@@ -1,0 +1,40 @@
+/**
+ * How many claimed runs a worker may hold beyond its concurrency, waiting for a slot, when its
+ * `prefetch` is `auto`: about {@link AUTO_PREFETCH_HORIZON_MS} of its own current work. Held runs
+ * let one claim take many runs instead of one slot's worth (fewer, larger claims), but each waits
+ * for a slot while another worker could run it, and a worker that dies strands it until its lease
+ * expires. Sized by the pace at which the worker's handlers start, a held run waits about the
+ * horizon for its slot: fast handlers get large claims, slow ones (or an idle or new worker, with
+ * no pace yet) claim only their free slots, as with no prefetch.
+ */
+
+/** Most runs one claim asks for; a worker's concurrency and held runs together stay within it. */
+export const MAX_CLAIM_RUNS = 1000;
+
+/** The work an `auto` prefetch holds beyond concurrency, ms of the worker's current pace. */
+export const AUTO_PREFETCH_HORIZON_MS = 100;
+
+export interface AutoPrefetchInput {
+  /** Handler starts per second over the recent past (the worker's pace). */
+  startsPerSecond: number;
+  /** The worker's concurrency (1–1000). */
+  concurrency: number;
+  /** The work to hold, ms of the pace. Default {@link AUTO_PREFETCH_HORIZON_MS}. */
+  horizonMs?: number;
+}
+
+/**
+ * Runs to hold beyond `concurrency`: the starts expected within the horizon at the current pace,
+ * `floor(startsPerSecond × horizonMs / 1000)`, from 0 to `1000 − concurrency` (a claim asks for at
+ * most 1000 runs). A pace that is not a finite positive number holds nothing.
+ */
+export function autoPrefetch({
+  startsPerSecond,
+  concurrency,
+  horizonMs = AUTO_PREFETCH_HORIZON_MS,
+}: AutoPrefetchInput): number {
+  const room = Math.max(0, MAX_CLAIM_RUNS - concurrency);
+  if (!Number.isFinite(startsPerSecond) || startsPerSecond <= 0) return 0;
+  if (!Number.isFinite(horizonMs) || horizonMs <= 0) return 0;
+  return Math.min(room, Math.floor((startsPerSecond * horizonMs) / 1000));
+}
