@@ -135,11 +135,13 @@ async function measure({ n, timeoutMs, start, countDone, stop, server = 'postgre
 /** Tock's `Worker`: `workers` Workers, each on a pool of its own, sharing `concurrency`. */
 function tockWorkers({ workers, concurrency, poolMax, pollIntervalMs, prefetch = 0 }) {
   const each = concurrency / workers;
+  const held =
+    prefetch === 'auto' ? ', prefetch auto (the default)' : prefetch ? `, prefetch ${prefetch}` : '';
   let url;
   let admin;
   return {
     name: `tock-${workers}x${each}${prefetch ? `-prefetch${prefetch}` : ''}`,
-    label: `Tock Worker, ${workers} × ${each}${prefetch ? `, prefetch ${prefetch}` : ''}`,
+    label: `Tock Worker, ${workers} × ${each}${held}`,
     database: 'bench_tock',
     settings: {
       workers,
@@ -509,6 +511,13 @@ export function contestants({ concurrency, only }) {
     // graphile-worker's local queue, the Tock way: the next batch claimed while this one runs.
     tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: concurrency }),
     tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: 3 * concurrency }),
+    // What a Worker does untuned (prefetch defaults to auto): at this concurrency, and at its
+    // default concurrency (10), which is not the peers' and so not compared with them.
+    tockWorkers({ workers: 1, concurrency, poolMax: 10, pollIntervalMs: 100, prefetch: 'auto' }),
+    {
+      ...tockWorkers({ workers: 1, concurrency: 10, poolMax: 10, pollIntervalMs: 100, prefetch: 'auto' }),
+      comparable: false,
+    },
     graphile({ ...PEER_SETTINGS.graphilePerformancePage, pollInterval: 2000 }),
     // At Tock's concurrency, with the local queue its docs suggest (concurrency + 1): the like-for-like
     // with the Tock rows (same handler concurrency), which the row above is not. maxPoolSize 25: its
@@ -600,7 +609,7 @@ export default {
     const settings = { runs: n, concurrency, handler: 'no-op', rounds: ctx.rounds };
     for (const s of systems) ctx.log(`${s.label}: ${JSON.stringify(s.settings)}`);
     const results = await compete(ctx, systems, { n, timeoutMs: ctx.smoke ? 60_000 : 600_000 });
-    const tock = results.filter((r) => r.name.startsWith('tock-'));
+    const tock = results.filter((r) => r.name.startsWith('tock-') && r.comparable);
     const best = tock.reduce((a, b) => (b.runsPerSecond.median > a.runsPerSecond.median ? b : a), tock[0]);
     const ratio = (r) => (best ? best.runsPerSecond.median / r.runsPerSecond.median : null);
     // Rounds are interleaved, so a round's systems ran minutes apart at most: the ratio within each
