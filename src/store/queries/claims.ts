@@ -295,8 +295,9 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
  * The claim while no limit exists at all (`limits` is empty): the candidates (see `candidates`) in
  * fair order — a tenant's first before anyone's second, then `sort_key`, so a batch holds one run
  * of each of up to $3 tenants before a second of any; when one tenant has ready runs (`one_tenant`),
- * that order is `sort_key`'s, taken without the fair order's sorts (`ordered` is then never read,
- * so never computed) — up to $3, leave the queue onto one claim row
+ * that order is `sort_key`'s, which `first_overall` already took its $3 in, so those are the runs
+ * (`first_of_tenants`, `first_pass` and `ordered` are then never read, so never computed) — up
+ * to $3, leave the queue onto one claim row
  * per lease length, with the claim id and tenant. When a limit exists it takes nothing and answers
  * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead, and
  * goes on with it until that says no limit is left. A
@@ -309,7 +310,7 @@ WITH RECURSIVE limited AS MATERIALIZED (
 ), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, one_tenant AS MATERIALIZED (
   SELECT count(*) <= 1 AS yes FROM heads
 ), chosen AS (
-  (SELECT run_id, qtid FROM first_pass WHERE (SELECT yes FROM one_tenant) ORDER BY sort_key, run_id LIMIT $3)
+  SELECT run_id, qtid FROM first_overall WHERE (SELECT yes FROM one_tenant)
   UNION ALL
   (SELECT run_id, qtid FROM ordered WHERE NOT (SELECT yes FROM one_tenant) ORDER BY pos LIMIT $3)
 ), taken AS (${TAKE}
