@@ -37,6 +37,13 @@ import { PaceMeter } from './pace.js';
 export const START_MARGIN_MS = 1000;
 
 /**
+ * How often `pump` looks at every held run even while the slots are full, ms: a held run whose
+ * lease is nearly out (its heartbeats failing) is given back within this of it, not when its turn
+ * comes.
+ */
+export const SWEEP_MS = 100;
+
+/**
  * An empty answer of a source that waits for work (`waitsForWork`) sooner than this, ms, did not
  * wait (the server is closing, or was told not to): the worker sleeps its poll interval before the
  * next claim instead of claiming again at once, so it cannot loop on such answers.
@@ -99,6 +106,8 @@ export class Producer {
   private listening: Promise<(() => Promise<void>) | null> = Promise.resolve(null);
   /** Handler starts, for an `auto` prefetch. */
   private readonly pace = new PaceMeter();
+  /** When `pump` last looked at every held run (a sweep). */
+  private sweptAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly o: ProducerOptions) {
     this.failures = new FailureLog({
@@ -256,13 +265,19 @@ export class Producer {
 
   /**
    * Starts held runs that are due, in claim order, while slots are free; when a slot is free but
-   * the next held run is not due yet, wakes at its instant.
+   * the next held run is not due yet, wakes at its instant. Once the slots are full it looks no
+   * further (a slot freeing calls this once per run, with up to 1000 held), except in a sweep, at
+   * most every {@link SWEEP_MS}, which also gives back held runs whose lease is nearly out wherever
+   * they are. A run is checked for its lease whenever it is started.
    */
   pump(): void {
     if (!this.claiming || this.held.length === 0) return;
     const { runs, scope } = this.o;
     const now = this.o.clock.nowMs();
     let running = runs.size - runs.finishing - this.held.length;
+    const sweep = now - this.sweptAt >= SWEEP_MS;
+    if (running >= scope.concurrency && !sweep) return;
+    if (sweep) this.sweptAt = now;
     let nextDue = Number.POSITIVE_INFINITY;
     // Taken out of `held` before any starts (a handler may run synchronously); the rest keep
     // their order. One pass, not a splice per started run.
@@ -270,7 +285,9 @@ export class Producer {
     const due: ActiveRun[] = [];
     const waiting: ActiveRun[] = [];
     const stale: ActiveRun[] = [];
-    for (const a of held) {
+    let i = 0;
+    for (; i < held.length && (sweep || running < scope.concurrency); i++) {
+      const a = held[i] as ActiveRun;
       const at = a.run.availableAt.getTime();
       if (a.leaseExpiresAt - now < Math.min(START_MARGIN_MS, a.leaseMs / 4)) {
         stale.push(a);
@@ -282,7 +299,8 @@ export class Producer {
         waiting.push(a);
       }
     }
-    this.held = waiting;
+    // The runs not looked at stay, after those kept, in their order.
+    this.held = i === held.length ? waiting : waiting.concat(held.slice(i));
     if (stale.length > 0) this.giveBackStale(stale, now);
     this.pace.count(now, due.length);
     for (const a of due) this.o.begin(a);

@@ -204,6 +204,44 @@ describe('Producer', () => {
     }
   });
 
+  it('a freed slot looks at the held runs it needs, not all 1,000; a sweep still finds a held run whose lease is nearly out', async () => {
+    const { clock, queue, started, releases, producer, end } = setup({ concurrency: 1, prefetch: 999 });
+    // Counts reads of each held run's instant: what a pass over the held runs costs.
+    let reads = 0;
+    const counted = (r: ClaimedRun): ClaimedRun => {
+      const availableAt = r.availableAt;
+      return Object.defineProperty({ ...r }, 'availableAt', {
+        get: () => {
+          reads += 1;
+          return availableAt;
+        },
+      }) as ClaimedRun;
+    };
+    // One deep in the list has a lease that runs out soon (its claim's heartbeat failed, say).
+    const ids = Array.from({ length: 1000 }, (_, i) => `r${i}`);
+    queue.push(...ids.map((id) => counted(claimed(id, id === 'r900' ? { leaseExpiresAt: T0 + 1500 } : {}))));
+    producer.start();
+    try {
+      await settle();
+      expect([started.length, producer.heldCount]).toEqual([1, 999]);
+      // Each slot freeing starts the next held run after a look at one or two of them.
+      reads = 0;
+      for (let i = 0; i < 50; i++) end(started[i]!);
+      expect(started).toHaveLength(51);
+      expect(reads).toBeLessThan(150);
+      expect(releases).toEqual([]);
+      // Later (past the sweep interval; r900 has 300 ms of its lease left, under its margin), the
+      // next pass looks at every held run, and gives r900 back.
+      clock.advance(1200);
+      end(started[50]!);
+      await settle();
+      expect(releases.flatMap((r) => r.leases.map((l) => l.runId))).toEqual(['r900']);
+      expect(started.map((a) => a.run.runId)).not.toContain('r900');
+    } finally {
+      await producer.stop();
+    }
+  });
+
   it('starts a run claimed ahead exactly at its instant, not before', async () => {
     const { clock, queue, started, producer } = setup({ claimAheadMs: 500 });
     queue.push(claimed('soon', { availableAt: T0 + 400 }));
