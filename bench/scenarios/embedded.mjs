@@ -13,7 +13,7 @@ export default {
   async run(ctx) {
     const n = ctx.smoke ? 500 : (ctx.options.runs ?? RUNS);
     const concurrency = ctx.options.concurrency ?? 100;
-    const only = ctx.options.only ?? ['tock-1x100-prefetch300', 'graphile-24', 'sql'];
+    const only = ctx.options.only ?? ['tock-1x100-prefetchauto', 'graphile-24', 'sql'];
     const dataDir = await mkdtemp(path.join(tmpdir(), 'tock-bench-embedded-'));
     let embedded;
     try {
