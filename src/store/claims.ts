@@ -1,10 +1,10 @@
 /**
  * Claims, and retry-safe claims (migration 0009). A claim takes claimable runs off the queue under
- * one lease token per lease length. A worker may send a claim id with it, a uuid it makes per claim
+ * one lease token per lease length and part of up to 100 runs (`CLAIM_PART_RUNS`). A worker may send a claim id with it, a uuid it makes per claim
  * and sends again when it retries that claim, to this server or another: a claim id that already
  * names a live claim of the same worker and tenant answers that claim (same runs, same tokens)
  * instead of claiming more, so a claim whose answer was lost is not stranded under a lease nobody
- * renews. Invariant: one claim id holds at most one claim row per tenant, worker and lease length
+ * renews. Invariant: one claim id holds at most one claim row per tenant, worker, lease length and part
  * (a unique index, migration 0010: the scope `claimAgain` looks in), so two servers racing on one
  * id cannot both take runs, the loser answers the winner's claim, and an id another tenant or worker
  * used is no obstacle.

@@ -264,28 +264,38 @@ const SLOTS_TAKEN = `NULLIF(ARRAY(
   ), '{}')`;
 
 /**
- * The CTEs of the claims after `taken`: the runs' rows, and one claim row per lease length, with
+ * The most runs one claim row holds (migration 0020): a claim of more is leased in parts, each a
+ * row of its own with its own token, so that a row's run ids (16 bytes each) stay inline (under
+ * PostgreSQL's 2 KB TOAST threshold), and a completion rewrites a short list, not the claim's all.
+ */
+export const CLAIM_PART_RUNS = 100;
+
+/**
+ * The CTEs of the claims after `taken`: the runs' rows, and one claim row per lease length and
+ * part of up to CLAIM_PART_RUNS runs, with
  * the gates whose slots it took (`slots`: a text[] expression). `after`: a CTE the claim rows are
  * written after. The gated claim writes its credits first: a claim paid by credits locks a credit
  * row before it writes its claim row, so a gated claim that wrote a claim row (with the same claim
  * id, a retry sent twice at once) and then waited for that credit row would deadlock with it.
  */
-const LEASE = (slots: string, after = '') => `held AS (
+const LEASE = (slots: string, after = '') => `leased AS (
   SELECT r.run_id, r.tenant_id, r.job_id, r.handler, r.payload, r.pool, r.scheduled_for, r.attempt,
     r.max_attempts, r.available_at, r.timeout_seconds, r.created_at, t.sort_key,
     COALESCE(r.lease_seconds * 1000, $5) AS lease_ms
   FROM taken t JOIN runs r ON r.run_id = t.run_id
+), held AS (
+  SELECT l.*, (row_number() OVER (PARTITION BY l.lease_ms) - 1) / ${CLAIM_PART_RUNS} AS part FROM leased l
 ), claims AS (
   INSERT INTO run_claims (lease_token, worker_id, claimed_at, lease_ms, lease_expires_at, run_ids, claim_id, tenant_id,
-    gates)
+    gates, part)
   SELECT gen_random_uuid(), $4, $2, lease_ms, $2::timestamptz + lease_ms * interval '1 millisecond', array_agg(run_id),
-    $9::uuid, $7::text, ${slots}
-  FROM held${after === '' ? '' : `, (SELECT count(*) FROM ${after}) AS done_first`} GROUP BY lease_ms
-  RETURNING lease_token, lease_ms, lease_expires_at
+    $9::uuid, $7::text, ${slots}, part
+  FROM held${after === '' ? '' : `, (SELECT count(*) FROM ${after}) AS done_first`} GROUP BY lease_ms, part
+  RETURNING lease_token, lease_ms, lease_expires_at, part
 )`;
 
 const CLAIMED = `SELECT ${CLAIMED_COLUMNS('h', 'c')}
-FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
+FROM held h JOIN claims c ON c.lease_ms = h.lease_ms AND c.part = h.part`;
 
 /**
  * $1 pool, $2 now, $3 max, $4 worker, $5 default lease ms, $6 handlers (or null), $7 tenant (or null),
@@ -298,7 +308,7 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms`;
  * that order is `sort_key`'s, which `first_overall` already took its $3 in, so those are the runs
  * (`first_of_tenants`, `first_pass` and `ordered` are then never read, so never computed) — up
  * to $3, leave the queue onto one claim row
- * per lease length, with the claim id and tenant. When a limit exists it takes nothing and answers
+ * per lease length and part (`CLAIM_PART_RUNS`), with the claim id and tenant. When a limit exists it takes nothing and answers
  * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead, and
  * goes on with it until that says no limit is left. A
  * claim id that another claim row of the same lease length has fails the statement on
@@ -352,7 +362,7 @@ const EXHAUSTED = `
  * 5. The runs that fit, up to $3, leave the queue; each gate they pass gives tokens (one per run)
  *    and slots (the gates recorded on the claim row, given back when the attempt ends), one update
  *    per gate.
- * 6. One claim row per lease length, as `runClaim`'s, with the gates it took slots of.
+ * 6. One claim row per lease length and part, as `runClaim`'s, with the gates it took slots of.
  * It is right without limits too (a gate without a row lets everything through), only slower:
  * when `limits` is empty it adds one row whose run_id is null, and the caller goes back to
  * `runClaim`.
