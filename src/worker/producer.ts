@@ -85,8 +85,9 @@ export interface ProducerOptions {
 }
 
 export class Producer {
-  /** Claimed runs not started yet, in claim (`sort_key`) order. */
+  /** Claimed runs not started yet, in claim (`sort_key`) order: `held` from `heldHead` on. */
   private held: ActiveRun[] = [];
+  private heldHead = 0;
   /** Wakes `pump` when the earliest held run not yet due becomes due. */
   private pumpTimer: AbortController | null = null;
   private pumpAt = Number.POSITIVE_INFINITY;
@@ -141,7 +142,7 @@ export class Producer {
 
   /** Runs held for a slot or their instant. */
   get heldCount(): number {
-    return this.held.length;
+    return this.held.length - this.heldHead;
   }
 
   /** Starts claiming, woken by the source's notifications where it has them. */
@@ -271,21 +272,22 @@ export class Producer {
    * they are. A run is checked for its lease whenever it is started.
    */
   pump(): void {
-    if (!this.claiming || this.held.length === 0) return;
+    if (!this.claiming || this.heldCount === 0) return;
     const { runs, scope } = this.o;
     const now = this.o.clock.nowMs();
-    let running = runs.size - runs.finishing - this.held.length;
+    let running = runs.size - runs.finishing - this.heldCount;
     const sweep = now - this.sweptAt >= SWEEP_MS;
     if (running >= scope.concurrency && !sweep) return;
     if (sweep) this.sweptAt = now;
     let nextDue = Number.POSITIVE_INFINITY;
     // Taken out of `held` before any starts (a handler may run synchronously); the rest keep
-    // their order. One pass, not a splice per started run.
+    // their order. One pass over the runs looked at, not a splice per started run, nor a copy of
+    // those not looked at.
     const held = this.held;
     const due: ActiveRun[] = [];
     const waiting: ActiveRun[] = [];
     const stale: ActiveRun[] = [];
-    let i = 0;
+    let i = this.heldHead;
     for (; i < held.length && (sweep || running < scope.concurrency); i++) {
       const a = held[i] as ActiveRun;
       const at = a.run.availableAt.getTime();
@@ -299,8 +301,17 @@ export class Producer {
         waiting.push(a);
       }
     }
-    // The runs not looked at stay, after those kept, in their order.
-    this.held = i === held.length ? waiting : waiting.concat(held.slice(i));
+    // Those kept go back just before the runs not looked at, in their order.
+    this.heldHead = i - waiting.length;
+    for (let k = 0; k < waiting.length; k++) held[this.heldHead + k] = waiting[k] as ActiveRun;
+    // The consumed front is dropped once it is all or most of the array: amortised, one copy per run.
+    if (this.heldHead === held.length) {
+      this.held = [];
+      this.heldHead = 0;
+    } else if (this.heldHead > 1024 && this.heldHead * 2 > held.length) {
+      this.held = held.slice(this.heldHead);
+      this.heldHead = 0;
+    }
     if (stale.length > 0) this.giveBackStale(stale, now);
     this.pace.count(now, due.length);
     for (const a of due) this.o.begin(a);
@@ -359,14 +370,16 @@ export class Producer {
 
   /** A held run whose lease was lost: no longer ours, never started. */
   forget(a: ActiveRun): void {
-    this.held = this.held.filter((h) => h !== a);
+    this.held = this.held.slice(this.heldHead).filter((h) => h !== a);
+    this.heldHead = 0;
     this.o.runs.remove(a);
   }
 
   /** Takes every held run out of the register (a stop): they were never started. */
   takeHeld(): ActiveRun[] {
-    const held = this.held;
+    const held = this.held.slice(this.heldHead);
     this.held = [];
+    this.heldHead = 0;
     for (const a of held) {
       a.dropped = 'worker shutdown';
       this.o.runs.remove(a);

@@ -205,7 +205,7 @@ describe('Producer', () => {
   });
 
   it('a freed slot looks at the held runs it needs, not all 1,000; a sweep still finds a held run whose lease is nearly out', async () => {
-    const { clock, queue, started, releases, producer, end } = setup({ concurrency: 1, prefetch: 999 });
+    const { clock, queue, started, releases, producer, end, runs } = setup({ concurrency: 1, prefetch: 999 });
     // Counts reads of each held run's instant: what a pass over the held runs costs.
     let reads = 0;
     const counted = (r: ClaimedRun): ClaimedRun => {
@@ -229,11 +229,19 @@ describe('Producer', () => {
       for (let i = 0; i < 50; i++) end(started[i]!);
       expect(started).toHaveLength(51);
       expect(reads).toBeLessThan(150);
+      // In claim order, the rest still held; a held run forgotten (its lease lost) leaves only itself.
+      expect(started.map((a) => a.run.runId)).toEqual(ids.slice(0, 51));
+      expect(producer.heldCount).toBe(949);
+      producer.forget(runs.get('r60')!);
+      expect(producer.heldCount).toBe(948);
+      end(started[50]!);
+      end(started[51]!);
+      expect(started.slice(51).map((a) => a.run.runId)).toEqual(['r51', 'r52']);
       expect(releases).toEqual([]);
       // Later (past the sweep interval; r900 has 300 ms of its lease left, under its margin), the
       // next pass looks at every held run, and gives r900 back.
       clock.advance(1200);
-      end(started[50]!);
+      end(started[52]!);
       await settle();
       expect(releases.flatMap((r) => r.leases.map((l) => l.runId))).toEqual(['r900']);
       expect(started.map((a) => a.run.runId)).not.toContain('r900');
