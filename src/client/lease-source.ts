@@ -82,6 +82,9 @@ export const DEFAULT_RESULT_LINGER_MS = 10;
 
 /** The default of `claimTimeoutMs`, ms. */
 export const DEFAULT_CLAIM_TIMEOUT_MS = 5000;
+
+/** The most runs the server's claim route (`POST /v1/leases`, its `max`) takes in one claim. */
+const HTTP_CLAIM_MAX = 500;
 /** How many times a claim whose request failed is sent again with the same claim id. */
 export const CLAIM_RETRIES = 3;
 /**
@@ -126,6 +129,8 @@ export class HttpLeaseSource implements LeaseSource {
   readonly workerId: string;
   /** Claims long-poll (`waitMs` > 0): the worker claims again at once after a short answer. */
   readonly waitsForWork: boolean;
+  /** The server's claim route takes at most this many runs a claim. */
+  readonly maxClaimRuns = HTTP_CLAIM_MAX;
   private readonly waitMs: number;
   private readonly clock: Clock;
   private readonly claimTimeoutMs: number;
@@ -227,7 +232,7 @@ export class HttpLeaseSource implements LeaseSource {
         answer = await this.client.claimLeases({
           workerId: p.workerId,
           pool: p.pool,
-          max: Math.min(p.max, 500),
+          max: Math.min(p.max, HTTP_CLAIM_MAX),
           handlers: p.handlers ? [...p.handlers] : undefined,
           waitMs,
           aheadMs: p.aheadMs,

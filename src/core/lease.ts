@@ -190,6 +190,11 @@ export interface LeaseSource {
    * again at once, and that claim waits in its turn.
    */
   readonly waitsForWork?: boolean;
+  /**
+   * The most runs one claim of this source can take (a Tock server's claim route takes 500); a
+   * worker asks for no more, so an answer of that many is a full one. Default 1000.
+   */
+  readonly maxClaimRuns?: number;
   /** Leases up to `max` claimable runs, best `sort_key` first, each with a fresh token. */
   claimRuns(p: ClaimRunsParams): Promise<ClaimedRun[]>;
   /** Renews every live lease in one statement; the rest come back as lost. */

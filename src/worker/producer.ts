@@ -20,6 +20,7 @@ import {
   type Clock,
   idleSleepMs,
   type LeaseSource,
+  MAX_CLAIM_RUNS,
   msUntilClaimable,
   Periodic,
 } from '../core/index.js';
@@ -70,7 +71,10 @@ export interface ClaimScope {
 }
 
 export interface ProducerOptions {
-  source: Pick<LeaseSource, 'claimRuns' | 'releaseRuns' | 'listen' | 'nextAvailableAt' | 'waitsForWork'>;
+  source: Pick<
+    LeaseSource,
+    'claimRuns' | 'releaseRuns' | 'listen' | 'nextAvailableAt' | 'waitsForWork' | 'maxClaimRuns'
+  >;
   clock: Clock;
   logger: Logger;
   runs: ActiveRuns;
@@ -196,7 +200,8 @@ export class Producer {
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
     const capacity = scope.concurrency + this.prefetchNow();
-    const free = Math.min(1000, capacity - (runs.size - runs.finishing));
+    // No more than the source can take in one claim: an answer of that many is then a full one.
+    const free = Math.min(source.maxClaimRuns ?? MAX_CLAIM_RUNS, capacity - (runs.size - runs.finishing));
     if (!this.claiming || free <= 0) return false;
     // The leases start no earlier than this: their length is measured from it, not from the
     // answer's arrival, which may be late.

@@ -48,6 +48,8 @@ function setup(
     pollIntervalMs?: number;
     /** A source whose claims long-poll (an HTTP source's). */
     waitsForWork?: boolean;
+    /** The most runs one claim of the source takes (an HTTP source's 500). */
+    maxClaimRuns?: number;
   } = {},
 ) {
   const clock = new FakeClock(T0);
@@ -83,6 +85,7 @@ function setup(
       },
       nextAvailableAt: async () => state.next,
       waitsForWork: o.waitsForWork,
+      maxClaimRuns: o.maxClaimRuns,
     },
     clock,
     logger,
@@ -391,6 +394,36 @@ describe('Producer', () => {
         expect(asked[1]).toBe(11); // 10 starts in the last second: 1 run of 100 ms held
         expect(Math.max(...asked)).toBe(1000);
         for (const max of asked) expect(max).toBeLessThanOrEqual(1000);
+      } finally {
+        await producer.stop();
+      }
+    });
+
+    it('on a source that takes at most 500 a claim (HTTP), asks for no more, and a full answer is no reason to wait', async () => {
+      const { clock, queue, claims, producer } = setup({
+        concurrency: 10,
+        prefetch: 'auto',
+        handlerMs: 0,
+        waitsForWork: true,
+        maxClaimRuns: 500,
+      });
+      queue.push(...many(100_000));
+      producer.start();
+      try {
+        await settle();
+        const answers: (boolean | number)[] = [];
+        for (let i = 0; i < 100; i++) {
+          clock.advance(5);
+          answers.push(await producer.claimOnce());
+          await settle();
+        }
+        const asked = claims.map((c) => c.max);
+        expect(Math.max(...asked)).toBe(500);
+        // Once the pace asks for more than the source takes, each claim is full: claim again as
+        // soon as slots free (true, false), never after a pause (a number of ms).
+        const full = answers.slice(asked.indexOf(500));
+        expect(full.length).toBeGreaterThan(10);
+        for (const a of full) expect(typeof a).toBe('boolean');
       } finally {
         await producer.stop();
       }
