@@ -209,6 +209,20 @@ describe('claim rows', () => {
   });
 });
 
+/** The plain claim of 10 runs of `pool` under `explain` (an EXPLAIN prefix), rolled back: its plan as text. */
+async function claimPlan(explain: string, pool: string, tenants: string[] | null): Promise<string> {
+  const client = await db.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const params = [pool, new Date(db.clock.nowMs()), 10, 'w', LEASE_MS, null, null, 0, null, tenants];
+    const { rows } = await client.query(`${explain} ${C.runClaim}`, params);
+    return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+}
+
 describe('plans', () => {
   /** Every plan node of `plan` that unnests an array, with how many times it ran. */
   function unnests(node: Record<string, unknown>, out: number[] = []): number[] {
@@ -283,28 +297,7 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
   });
 
   test('the unrestricted claim plans as before: no tenant filter on the queue scan', async () => {
-    const explain = async (tenants: string[] | null) => {
-      const client = await db.pool.connect();
-      try {
-        await client.query('BEGIN');
-        const { rows } = await client.query(`EXPLAIN (COSTS OFF) ${C.runClaim}`, [
-          'default',
-          new Date(db.clock.nowMs()),
-          10,
-          'w',
-          LEASE_MS,
-          null,
-          null,
-          0,
-          null,
-          tenants,
-        ]);
-        return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
-      } finally {
-        await client.query('ROLLBACK');
-        client.release();
-      }
-    };
+    const explain = (tenants: string[] | null) => claimPlan('EXPLAIN (COSTS OFF)', 'default', tenants);
     const all = await explain(null);
     expect(all).toMatch(/Scan.* on run_queue\b/);
     expect(all).not.toMatch(/tenant_id = ANY/);
@@ -313,29 +306,8 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
 });
 
 describe('the fair order', () => {
-  /** The claim of `pool` under EXPLAIN ANALYZE (rolled back): its plan, and the runs it would take. */
-  const analyse = async (pool: string) => {
-    const client = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const { rows } = await client.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${C.runClaim}`, [
-        pool,
-        new Date(db.clock.nowMs()),
-        10,
-        'w',
-        LEASE_MS,
-        null,
-        null,
-        0,
-        null,
-        null,
-      ]);
-      return rows.map((r) => r['QUERY PLAN'] as string).join('\n');
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
-  };
+  /** The claim of `pool` under EXPLAIN ANALYZE (rolled back). */
+  const analyse = (pool: string) => claimPlan('EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)', pool, null);
   // The fair order's sort by turn and place (run, or "never executed"): only when it can change the order.
   const fairSort = /Sort \(actual rows=\d+ loops=1\)\n\s+Sort Key: c(_\d+)?\.turn/;
 
