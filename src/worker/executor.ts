@@ -173,6 +173,16 @@ export class Executor {
     const { run } = a;
     const handler = this.o.handlers[run.handler];
     const ctx = this.context(a);
+    const timeoutMs = run.timeoutMs;
+    // Without a timeout, the handler is awaited here: no promise of its own to race (most runs).
+    if (timeoutMs === null) {
+      try {
+        if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
+        return { ok: true, value: await handler(ctx) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    }
     const work: Promise<Outcome> = (async () => {
       if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
       return handler(ctx);
@@ -180,8 +190,6 @@ export class Executor {
       (value) => ({ ok: true, value }),
       (error) => ({ ok: false, error }),
     );
-    const timeoutMs = run.timeoutMs;
-    if (timeoutMs === null) return work;
     const timer = new AbortController();
     const timedOut = this.o.clock.sleep(timeoutMs, timer.signal).then((): Outcome => {
       const error = new Error(`timed out after ${timeoutMs / 1000}s`);

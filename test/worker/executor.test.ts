@@ -178,6 +178,19 @@ describe('Executor', () => {
     expect(events.at(-1)![1][1]).toBe('lease lost');
   });
 
+  it('records a handler that throws before returning a promise as a failure, and a plain value as a success', async () => {
+    const { completed, failed, begin } = setup({
+      sync: () => {
+        throw new Error('thrown at once');
+      },
+      plain: () => 'done',
+    });
+    await begin('sync').done;
+    await begin('plain').done;
+    expect(failed).toMatchObject([{ runId: 'sync', error: 'thrown at once' }]);
+    expect(completed.map((c) => c.runId)).toEqual(['plain']);
+  });
+
   it('fails a run whose handler this worker does not have', async () => {
     const { failed, begin } = setup({});
     await begin('missing').done;
