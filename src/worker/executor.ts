@@ -121,17 +121,39 @@ export class Executor {
     a.started = true;
     a.startedAt = this.o.clock.nowMs();
     this.o.emit('run:started', a.run);
-    a.done = this.execute(a).finally(() => this.o.onEnded(a));
+    a.done = this.execute(a);
   }
 
+  /** Runs the handler and records its outcome; the run is over (`onEnded`) when this settles. */
   private async execute(a: ActiveRun): Promise<void> {
-    const outcome = await this.call(a);
-    this.o.onFinished(a);
-    if (a.dropped !== null) {
-      this.o.emit('run:dropped', a.run, a.dropped);
-      return;
+    try {
+      let outcome: Outcome;
+      if (a.run.timeoutMs === null) {
+        // Awaited in place (most runs): no promise of its own to race against a timeout.
+        try {
+          outcome = { ok: true, value: await this.invoke(a) };
+        } catch (error) {
+          outcome = { ok: false, error };
+        }
+      } else {
+        outcome = await this.callWithTimeout(a, a.run.timeoutMs);
+      }
+      this.o.onFinished(a);
+      if (a.dropped !== null) {
+        this.o.emit('run:dropped', a.run, a.dropped);
+        return;
+      }
+      this.report(a.run, await this.record(a, outcome));
+    } finally {
+      this.o.onEnded(a);
     }
-    this.report(a.run, await this.record(a, outcome));
+  }
+
+  /** Calls the run's handler with its context: what it returns, or throws if it throws (or is missing). */
+  private invoke(a: ActiveRun): unknown {
+    const handler = this.o.handlers[a.run.handler];
+    if (!handler) throw new Error(`no handler named "${a.run.handler}" in this worker`);
+    return handler(this.context(a));
   }
 
   /** The handler's context. */
@@ -169,24 +191,8 @@ export class Executor {
   }
 
   /** Calls the handler, racing the job's timeout (which aborts the handler and fails the attempt). */
-  private async call(a: ActiveRun): Promise<Outcome> {
-    const { run } = a;
-    const handler = this.o.handlers[run.handler];
-    const ctx = this.context(a);
-    const timeoutMs = run.timeoutMs;
-    // Without a timeout, the handler is awaited here: no promise of its own to race (most runs).
-    if (timeoutMs === null) {
-      try {
-        if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
-        return { ok: true, value: await handler(ctx) };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    }
-    const work: Promise<Outcome> = (async () => {
-      if (!handler) throw new Error(`no handler named "${run.handler}" in this worker`);
-      return handler(ctx);
-    })().then(
+  private async callWithTimeout(a: ActiveRun, timeoutMs: number): Promise<Outcome> {
+    const work: Promise<Outcome> = (async () => this.invoke(a))().then(
       (value) => ({ ok: true, value }),
       (error) => ({ ok: false, error }),
     );
