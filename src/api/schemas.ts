@@ -11,6 +11,7 @@ import {
   ID_PATTERN,
   JOB_FIELDS,
   LEASED_RUN_FIELDS,
+  MAX_HTTP_CLAIM_RUNS,
   RUN_FIELDS,
 } from '../core/index.js';
 import { type AnswerProperties, answerProperties, bodyProperties } from './field-schemas.js';
@@ -138,7 +139,7 @@ export const LeaseRequest = Type.Object(
     handlers: Type.Optional(
       Type.Array(Id('handler name'), { minItems: 1, maxItems: 100, uniqueItems: true }),
     ),
-    max: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, description: 'default 1' })),
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_HTTP_CLAIM_RUNS, description: 'default 1' })),
     wait_ms: Type.Optional(
       Type.Integer({
         minimum: 0,

@@ -37,6 +37,7 @@ import {
   hasReport,
   LeaseLostError,
   type LeaseSource,
+  MAX_HTTP_CLAIM_RUNS,
   RESULT_TEXT_MAX_CHARS,
   type RunReport,
   SystemClock,
@@ -83,8 +84,6 @@ export const DEFAULT_RESULT_LINGER_MS = 10;
 /** The default of `claimTimeoutMs`, ms. */
 export const DEFAULT_CLAIM_TIMEOUT_MS = 5000;
 
-/** The most runs the server's claim route (`POST /v1/leases`, its `max`) takes in one claim. */
-const HTTP_CLAIM_MAX = 500;
 /** How many times a claim whose request failed is sent again with the same claim id. */
 export const CLAIM_RETRIES = 3;
 /**
@@ -130,7 +129,7 @@ export class HttpLeaseSource implements LeaseSource {
   /** Claims long-poll (`waitMs` > 0): the worker claims again at once after a short answer. */
   readonly waitsForWork: boolean;
   /** The server's claim route takes at most this many runs a claim. */
-  readonly maxClaimRuns = HTTP_CLAIM_MAX;
+  readonly maxClaimRuns = MAX_HTTP_CLAIM_RUNS;
   private readonly waitMs: number;
   private readonly clock: Clock;
   private readonly claimTimeoutMs: number;
@@ -232,7 +231,7 @@ export class HttpLeaseSource implements LeaseSource {
         answer = await this.client.claimLeases({
           workerId: p.workerId,
           pool: p.pool,
-          max: Math.min(p.max, HTTP_CLAIM_MAX),
+          max: Math.min(p.max, MAX_HTTP_CLAIM_RUNS),
           handlers: p.handlers ? [...p.handlers] : undefined,
           waitMs,
           aheadMs: p.aheadMs,

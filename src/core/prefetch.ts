@@ -11,6 +11,9 @@
 /** Most runs one claim asks for; a worker's concurrency and held runs together stay within it. */
 export const MAX_CLAIM_RUNS = 1000;
 
+/** Most runs one claim over HTTP takes (`POST /v1/leases`, its `max`). */
+export const MAX_HTTP_CLAIM_RUNS = 500;
+
 /** The work an `auto` prefetch holds beyond concurrency, ms of the worker's current pace. */
 export const AUTO_PREFETCH_HORIZON_MS = 100;
 

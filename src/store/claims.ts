@@ -11,7 +11,7 @@
  * A claim's lease is kept alive by heartbeats (`heartbeatRuns`), each renewing every live lease it
  * names in one statement. `PostgresStore` delegates its claims and heartbeats here.
  */
-import { grainOf, ValidationError, validateId } from '../core/index.js';
+import { grainOf, MAX_CLAIM_RUNS, ValidationError, validateId } from '../core/index.js';
 import { checkInstant, checkLeases, UUID } from './checks.js';
 import { notifyRuns } from './notify.js';
 import { reportsParam } from './progress.js';
@@ -69,8 +69,8 @@ function checkClaim(p: ClaimParams): number {
   validateId(p.workerId, 'worker_id');
   tenantFilter(p.tenants);
   validateId(p.pool, 'pool');
-  if (!Number.isInteger(p.max) || p.max < 1 || p.max > 1000) {
-    throw new ValidationError('claim max must be an integer from 1 to 1000', { field: 'max' });
+  if (!Number.isInteger(p.max) || p.max < 1 || p.max > MAX_CLAIM_RUNS) {
+    throw new ValidationError(`claim max must be an integer from 1 to ${MAX_CLAIM_RUNS}`, { field: 'max' });
   }
   const aheadMs = p.aheadMs ?? 0;
   if (!Number.isInteger(aheadMs) || aheadMs < 0 || aheadMs > MAX_CLAIM_AHEAD_MS) {
