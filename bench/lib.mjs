@@ -23,6 +23,13 @@ export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 /** Median, min and max of a list of numbers. */
 export const summarise = (xs) => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
 
+/**
+ * `a`'s runs/s ÷ `b`'s, round by round: rounds are interleaved, so a round's systems ran minutes
+ * apart at most, and the ratio within a round is less exposed to the machine's drift than the
+ * ratio of the medians.
+ */
+export const roundRatios = (a, b) => a.rounds.map((f, i) => f.runsPerSecond / b.rounds[i].runsPerSecond);
+
 /** Empties runs, attempts, the queue and the claims, then inserts `n` ready runs of job `bench/noop` at distinct past slots, queued. */
 export async function seedBacklog(pool, n) {
   await pool.query('TRUNCATE runs, attempts, attempt_progress, run_queue, run_claims');

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbedded } from '../../dist/store/index.js';
-import { fmt, fmtRange, markdownTable, serverInfo } from '../lib.mjs';
+import { fmt, fmtRange, markdownTable, roundRatios, serverInfo } from '../lib.mjs';
 import { compete, contestants, RUNS } from './throughput.mjs';
 
 export default {
@@ -49,8 +49,9 @@ export default {
         const tock = results.find((r) => r.name.startsWith('tock-') && r.name.endsWith(where));
         const peer = results.find((r) => r.name.startsWith('graphile-') && r.name.endsWith(where));
         if (!tock || !peer) return null;
-        const ratios = tock.rounds.map((f, i) => f.runsPerSecond / peer.rounds[i].runsPerSecond);
-        return `${tock.label} ÷ ${peer.label}, per round: ${ratios.map((x) => `${fmt(x * 100)} %`).join(', ')}`;
+        return `${tock.label} ÷ ${peer.label}, per round: ${roundRatios(tock, peer)
+          .map((x) => `${fmt(x * 100)} %`)
+          .join(', ')}`;
       };
       const ratios = [perRound('@server'), perRound('@embedded')].filter((x) => x !== null);
       for (const line of ratios) ctx.log(line);

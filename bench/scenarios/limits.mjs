@@ -17,7 +17,15 @@ import pino from 'pino';
 import { SystemClock } from '../../dist/core/index.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
 import { Worker } from '../../dist/worker/index.js';
-import { fmt, fmtRange, markdownTable, recreateDatabase, summarise, waitUntil } from '../lib.mjs';
+import {
+  fmt,
+  fmtRange,
+  markdownTable,
+  recreateDatabase,
+  roundRatios,
+  summarise,
+  waitUntil,
+} from '../lib.mjs';
 
 const clock = new SystemClock();
 const silent = pino({ level: 'silent' });
@@ -262,9 +270,7 @@ export default {
       rounds: v.rounds,
       runsPerSecond: summarise(v.rounds.map((f) => f.runsPerSecond)),
     }));
-    const perRound = summarise(
-      inPlay.rounds.map((f, i) => f.runsPerSecond / without.rounds[i].runsPerSecond),
-    );
+    const perRound = summarise(roundRatios(inPlay, without));
     const ofMedians = inPlay.runsPerSecond.median / without.runsPerSecond.median;
     const pace = {
       lastClaimS: summarise(pacing.map((f) => f.lastClaimS)),

@@ -28,6 +28,7 @@ import {
   recreateDatabase,
   redisConnection,
   redisUrl,
+  roundRatios,
   seedBacklog,
   serverCpuSync,
   statements,
@@ -587,17 +588,15 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
     rounds: s.rounds,
     runsPerSecond: summarise(s.rounds.map((f) => f.runsPerSecond)),
     nodeCpuUsPerRun: summarise(s.rounds.map((f) => f.nodeCpuUsPerRun)),
-    walBytesPerRun: s.rounds.some((f) => f.walBytesPerRun === null || f.walBytesPerRun === undefined)
-      ? null
-      : summarise(s.rounds.map((f) => f.walBytesPerRun)),
-    serverCpuUsPerRun: s.rounds.some((f) => f.serverCpuUsPerRun === null)
-      ? null
-      : summarise(s.rounds.map((f) => f.serverCpuUsPerRun)),
-    statementsPerRun: s.rounds.some((f) => f.statementsPerRun === null)
-      ? null
-      : summarise(s.rounds.map((f) => f.statementsPerRun)),
+    walBytesPerRun: summariseKnown(s.rounds, 'walBytesPerRun'),
+    serverCpuUsPerRun: summariseKnown(s.rounds, 'serverCpuUsPerRun'),
+    statementsPerRun: summariseKnown(s.rounds, 'statementsPerRun'),
   }));
 }
+
+/** The summary of `key` over the rounds, or null when a round has none (a figure the system lacks). */
+const summariseKnown = (rounds, key) =>
+  rounds.some((f) => f[key] === null || f[key] === undefined) ? null : summarise(rounds.map((f) => f[key]));
 
 export default {
   name: 'throughput',
@@ -612,15 +611,12 @@ export default {
     const tock = results.filter((r) => r.name.startsWith('tock-') && r.comparable);
     const best = tock.reduce((a, b) => (b.runsPerSecond.median > a.runsPerSecond.median ? b : a), tock[0]);
     const ratio = (r) => (best ? best.runsPerSecond.median / r.runsPerSecond.median : null);
-    // Rounds are interleaved, so a round's systems ran minutes apart at most: the ratio within each
-    // round is less exposed to the machine's drift than the ratio of the medians.
-    const roundRatios = (r) =>
-      best ? summarise(best.rounds.map((f, i) => f.runsPerSecond / r.rounds[i].runsPerSecond)) : null;
+    const ratioPerRound = (r) => (best ? summarise(roundRatios(best, r)) : null);
     const pct = (x) => fmt(x * 100);
     const rows = results.map((r) => {
       // With --only leaving Tock out there is no best Tock, and so no ratio.
       const peer = best !== undefined && !r.name.startsWith('tock-') && r.comparable;
-      const perRound = peer ? roundRatios(r) : null;
+      const perRound = peer ? ratioPerRound(r) : null;
       return [
         r === best ? `**${r.label}** (best Tock)` : r.label,
         fmtRange(r.runsPerSecond),
@@ -650,12 +646,12 @@ export default {
     for (const g of results.filter((r) => r.name.startsWith('graphile-'))) {
       if (best)
         targets.push(
-          `Tock ÷ ${g.label}: ${pct(ratio(g))} % of the medians, ${pct(roundRatios(g).median)} % per round (target ≥ 100 %)`,
+          `Tock ÷ ${g.label}: ${pct(ratio(g))} % of the medians, ${pct(ratioPerRound(g).median)} % per round (target ≥ 100 %)`,
         );
     }
     if (best && sqlResult)
       targets.push(
-        `Tock ÷ bare SQL loop: ${pct(ratio(sqlResult))} % of the medians, ${pct(roundRatios(sqlResult).median)} % per round (target ≥ 75 %)`,
+        `Tock ÷ bare SQL loop: ${pct(ratio(sqlResult))} % of the medians, ${pct(ratioPerRound(sqlResult).median)} % per round (target ≥ 75 %)`,
       );
     for (const t of targets) ctx.log(t);
     return {
