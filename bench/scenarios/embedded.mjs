@@ -4,8 +4,34 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbedded } from '../../dist/store/index.js';
-import { fmt, fmtRange, markdownTable, roundRatios, serverInfo } from '../lib.mjs';
+import { fmt, fmtRange, markdownTable, roundRatios, serverInfo, waitUntil, withClient } from '../lib.mjs';
 import { compete, contestants, RUNS } from './throughput.mjs';
+
+/**
+ * Waits, at most 5 s, until no other session is connected to the embedded server. graphile-worker
+ * ends its pools without waiting for them, and takes their error handlers off first: a pool client
+ * still connected when the server stops would get the shutdown's error with no handler, and bring
+ * this process down.
+ */
+async function othersGone(url, ctx) {
+  const others = () =>
+    withClient(url, async (c) => {
+      const { rows } = await c.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+      );
+      return rows[0].n;
+    });
+  try {
+    await waitUntil(async () => (await others()) === 0, {
+      intervalMs: 50,
+      timeoutMs: 5000,
+      what: 'the other sessions on embedded PostgreSQL to close',
+    });
+  } catch (err) {
+    ctx.log(`stopping embedded PostgreSQL anyway: ${err.message}`);
+  }
+}
 
 export default {
   name: 'embedded',
@@ -68,6 +94,7 @@ export default {
         ],
       };
     } finally {
+      if (embedded) await othersGone(embedded.url, ctx);
       await embedded?.stop();
       await rm(dataDir, { recursive: true, force: true });
     }
