@@ -123,6 +123,12 @@ export class Metrics {
     help: 'Runs dead-lettered',
     registers: [this.registry],
   });
+  readonly runsPruned = new Counter({
+    name: 'tock_runs_pruned_total',
+    help: 'Finished runs deleted past their retention, by the state they ended in',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
   readonly tickDuration = new Histogram({
     name: 'tock_tick_duration_seconds',
     help: 'Duration of one scheduler tick',

@@ -21,6 +21,7 @@ export * from './periodic.js';
 export * from './prefetch.js';
 export * from './priority.js';
 export * from './progress.js';
+export * from './retention.js';
 export * from './retry.js';
 export * from './run-state.js';
 export * from './schedule/schedule.js';

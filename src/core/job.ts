@@ -16,6 +16,7 @@ import {
   TENANT_KEY_PREFIX,
 } from './fields/job.js';
 import { checkPayloadAgainst, checkPayloadSchema } from './payload-schema.js';
+import { checkRetention } from './retention.js';
 import { isValidTimezone, parseSchedule, type Schedule } from './schedule/schedule.js';
 import { badTextAt, describeBadText } from './text.js';
 
@@ -195,6 +196,7 @@ export function validateJob(input: JobInput): { spec: JobSpec; schedule: Schedul
   }
   checkBacklogFields(checked as Record<JobField, unknown>);
   checkPayloadFields(checked as Record<JobField, unknown>);
+  if (checked.retention !== null) checked.retention = checkRetention(checked.retention);
   // The spec's keys in the table's order, whatever order they were checked in.
   const spec = Object.fromEntries(PROPERTIES.map((p) => [p, checked[p]])) as unknown as JobSpec;
   const result = { spec, schedule: schedule as Schedule };

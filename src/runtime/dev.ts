@@ -44,6 +44,8 @@ export interface DevOptions {
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
   shardLeaseMs: number;
+  /** Pause between pruner passes, ms. Default 60000. */
+  pruneIntervalMs?: number;
   /** Runs the worker executes at once. */
   concurrency: number;
   /** Runs held claimed beyond `concurrency`: `auto` or 0–1000 (Worker `prefetch`). Default `auto`. */
@@ -99,6 +101,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       api: { host: o.host, port: o.port, auth: 'open' },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
+      prune: o.pruneIntervalMs === undefined ? undefined : { intervalMs: o.pruneIntervalMs },
     });
     const handlers = devAndOwnHandlers(clock, own.handlers, logger);
     const worker = createDevWorker(o, store, clock, handlers);

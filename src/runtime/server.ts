@@ -28,6 +28,8 @@ export interface ServerOptions {
   batchSize: number;
   /** This scheduler node's shard leases, ms. */
   shardLeaseMs: number;
+  /** Pause between pruner passes, ms. Default 60000. */
+  pruneIntervalMs?: number;
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
   /** The bucket of the tenant's lease requests (workers'), apart from `quota`. */
@@ -81,6 +83,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       },
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
+      prune: o.pruneIntervalMs === undefined ? undefined : { intervalMs: o.pruneIntervalMs },
       metricsPort: o.metricsPort,
     });
     if (o.insecure)

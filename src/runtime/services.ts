@@ -17,7 +17,7 @@ import {
   RunWakeups,
 } from '../api/index.js';
 import { type Clock, OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
-import { type ClockSync, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
+import { type ClockSync, Pruner, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
 import { startMetricsListener } from './metrics-listener.js';
 
@@ -42,11 +42,13 @@ export interface ServicesOptions {
   tick: { intervalMs: number; lookaheadMs: number; batchSize: number };
   /** This scheduler node's shard leases. */
   shards: { leaseMs: number; nodeId: string };
+  /** The pruner's pause between passes, ms (`--prune-interval`). Default 60000. */
+  prune?: { intervalMs: number };
 }
 
 /** The scheduler's part of `ServicesOptions`: any clock, kept on the database's by `sync` if given. */
 export interface SchedulerOptions
-  extends Pick<ServicesOptions, 'store' | 'logger' | 'metrics' | 'tick' | 'shards'> {
+  extends Pick<ServicesOptions, 'store' | 'logger' | 'metrics' | 'tick' | 'shards' | 'prune'> {
   clock: Clock;
   /** Keeps `clock` on the database's and says when not to trust it; null: the caller's clock is trusted. */
   sync: ClockSync | null;
@@ -59,6 +61,7 @@ export interface Scheduler {
   ticks: TickLoop;
   reaper: Reaper;
   shards: ShardManager;
+  pruner: Pruner;
   start(): Promise<void>;
   /** Stops the loops, then gives the shards back so the other nodes take them at once. */
   stop(): Promise<void>;
@@ -154,8 +157,8 @@ function pruneIdempotency({ store, clock, logger }: SchedulerOptions): Periodic 
 }
 
 /**
- * The tick loop, reaper, shard leases, backlog measure and idempotency pruning of one scheduler
- * node, with the metrics they feed.
+ * The tick loop, reaper, shard leases, backlog measure, idempotency pruning and run pruner
+ * (retention) of one scheduler node, with the metrics they feed.
  */
 export function createScheduler(o: SchedulerOptions): Scheduler {
   const { store, clock, logger, metrics, sync } = o;
@@ -196,10 +199,22 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
     metrics.deadLetters.inc(r.dead.length);
   });
   const pruning = pruneIdempotency(o);
+  const pruner = new Pruner({
+    store,
+    clock,
+    logger,
+    refusal,
+    owner: o.shards.nodeId,
+    intervalMs: o.prune?.intervalMs,
+  });
+  pruner.on('batch', (b) => {
+    for (const [state, n] of Object.entries(b.byState)) if (n) metrics.runsPruned.inc({ state }, n);
+  });
   return {
     ticks,
     reaper,
     shards,
+    pruner,
     async start() {
       sync?.start();
       // The first shard step before the first tick: a node ticks only shards it holds.
@@ -211,9 +226,10 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
       ticks.start();
       reaper.start();
       pruning.start();
+      pruner.start();
     },
     async stop() {
-      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), backlogLoop.stop()]);
+      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), pruner.stop(), backlogLoop.stop()]);
       // After the last tick: give the shards back so the other nodes take them at once.
       await shards.stop();
       await sync?.stop();

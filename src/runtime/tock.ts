@@ -59,6 +59,8 @@ export interface TockSchedulerOptions {
   shardLeaseMs?: number;
   /** Refuse to tick or reap while the database clock is less certain than this, ms. Default 500. */
   maxClockUncertaintyMs?: number;
+  /** Pause between passes of the pruner (retention), ms. Default 60000. */
+  pruneIntervalMs?: number;
 }
 
 /** The in-process worker's settings (see `WorkerOptions`). */
@@ -330,6 +332,7 @@ class LocalTock implements Tock {
             batchSize: s.batchSize ?? 1000,
           },
           shards: { leaseMs: shardLeaseMs, nodeId: defaultNodeId('scheduler') },
+          prune: s.pruneIntervalMs === undefined ? undefined : { intervalMs: s.pruneIntervalMs },
           url: () => url,
         })
       : null;

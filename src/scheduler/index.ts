@@ -1,5 +1,13 @@
 /** Schedulers materialise runs and reclaim expired leases; they never run handlers. */
 export { ClockSync, type ClockSyncEvents, type ClockSyncOptions } from './clock-sync.js';
+export {
+  PRUNE_LEASE,
+  type PruneBatchEvent,
+  Pruner,
+  type PrunerEvents,
+  type PrunerOptions,
+  type PrunerStore,
+} from './pruner.js';
 export { Reaper, type ReaperEvents, type ReaperOptions } from './reaper.js';
 export {
   ShardManager,

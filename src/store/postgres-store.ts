@@ -38,6 +38,7 @@ import * as limits from './limits.js';
 import * as nodes from './nodes.js';
 import * as notify from './notify.js';
 import * as R from './queries/runs.js';
+import * as retention from './retention.js';
 import * as reads from './run-reads.js';
 import * as runs from './runs.js';
 import * as shards from './shards.js';
@@ -316,6 +317,34 @@ export class PostgresStore implements Store {
 
   releaseIdempotent(p: { tenantId: string; scope: string; key: string }) {
     return idempotency.releaseIdempotent(this.pool, p);
+  }
+
+  async getTenantRetention(p: { tenantId: string }) {
+    return (await retention.retentionOfTenant(this.pool, p.tenantId)).retention;
+  }
+
+  putTenantRetention(p: Parameters<Store['putTenantRetention']>[0]) {
+    return retention.putTenantRetention(this.pool, p);
+  }
+
+  async shortestRetention(p: { tenantId: string }) {
+    return (await retention.retentionOfTenant(this.pool, p.tenantId)).shortestMs;
+  }
+
+  tenantsWithRuns(p: { after: string | null; limit: number }) {
+    return retention.tenantsWithRuns(this.pool, p);
+  }
+
+  pruneBatch(p: Parameters<Store['pruneBatch']>[0]) {
+    return retention.pruneBatch(this.pool, p);
+  }
+
+  takeMaintenanceLease(p: Parameters<Store['takeMaintenanceLease']>[0]) {
+    return retention.takeMaintenanceLease(this.pool, p);
+  }
+
+  releaseMaintenanceLease(p: { name: string; owner: string }) {
+    return retention.releaseMaintenanceLease(this.pool, p);
   }
 
   pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }) {

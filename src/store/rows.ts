@@ -20,6 +20,7 @@ export function toJob(r: Row, misfireDefaultSeconds: number): Job {
     handler: r.handler,
     payload: r.payload,
     payloadSchema: r.payload_schema,
+    retention: r.retention ?? null,
     schedule: r.schedule,
     timezone: r.timezone,
     priority: r.priority,

@@ -18,6 +18,7 @@ import type {
   LimitInput,
   NextAvailableParams,
   ReleaseRunsParams,
+  Retention,
   Role,
   RunState,
   TouchNodeParams,
@@ -33,6 +34,8 @@ import type {
   LimitGauge,
   NodeInfo,
   Page,
+  PruneBatchResult,
+  PruneCursor,
   ReapResult,
   Run,
   RunWithAttempts,
@@ -312,6 +315,32 @@ export interface Store {
   releaseIdempotent(p: { tenantId: string; scope: string; key: string }): Promise<void>;
   /** Deletes up to `batchSize` answers older than `ttlMs`; returns how many. */
   pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }): Promise<number>;
+
+  /** The tenant's own retention settings (null: none set: the built-in defaults apply). */
+  getTenantRetention(p: { tenantId: string }): Promise<Retention | null>;
+  /** Replaces the tenant's retention settings (checked by `checkRetention`); returns them canonical. */
+  putTenantRetention(p: { tenantId: string; retention: Retention; now: number }): Promise<Retention>;
+  /** The tenant's shortest retention in force (its settings, defaults, its jobs' overrides), ms; null: all forever. */
+  shortestRetention(p: { tenantId: string }): Promise<number | null>;
+  /** The tenants that have runs, in order, after `after` (null: from the first), at most `limit`. */
+  tenantsWithRuns(p: { after: string | null; limit: number }): Promise<string[]>;
+  /**
+   * One batch of a tenant's pruning: looks at up to `limit` runs scheduled before `horizon` from
+   * `after` on, and deletes (with `dryRun`: counts) those finished longer than their retention
+   * before `now`, with their attempts and reports. Never a pending or running run.
+   */
+  pruneBatch(p: {
+    tenantId: string;
+    now: number;
+    horizon: number;
+    after: PruneCursor | null;
+    limit: number;
+    dryRun: boolean;
+  }): Promise<PruneBatchResult>;
+  /** Takes or renews the named maintenance lease for `owner` until now + `leaseMs`; whether it holds it. */
+  takeMaintenanceLease(p: { name: string; owner: string; now: number; leaseMs: number }): Promise<boolean>;
+  /** Gives the named lease back if `owner` holds it. */
+  releaseMaintenanceLease(p: { name: string; owner: string }): Promise<void>;
 
   /** One round trip reading the database's clock, timed by `localNowMs`. */
   sampleClock(localNowMs: () => number): Promise<ClockSample>;

@@ -1,5 +1,14 @@
 /** The shapes the store's contract (`Store`, in `store.ts`) reads and answers, in camelCase. */
-import type { AttemptOutcome, Limit, MisfirePolicy, OverlapPolicy, Role, RunState } from '../core/index.js';
+import type {
+  AttemptOutcome,
+  Limit,
+  MisfirePolicy,
+  OverlapPolicy,
+  Retention,
+  RetentionState,
+  Role,
+  RunState,
+} from '../core/index.js';
 
 // The lease types live in core (core/lease.ts), shared with the HTTP adapter and the worker.
 export type { ClaimedRun, Completion, EndedLease, LeaseRef } from '../core/index.js';
@@ -11,6 +20,8 @@ export interface Job {
   payload: unknown;
   /** JSON Schema every payload of the job must match; `null`: any. */
   payloadSchema: unknown;
+  /** Retention by state overriding the tenant's (canonical), or null. */
+  retention: Retention | null;
   schedule: string;
   timezone: string;
   priority: number;
@@ -228,4 +239,19 @@ export interface IdempotentAnswer {
   requestHash: string;
   status: number;
   body: unknown;
+}
+
+/** Where a tenant's pruning got to: the last (slot, run) looked at. */
+export interface PruneCursor {
+  slot: Date;
+  runId: string;
+}
+
+export interface PruneBatchResult {
+  /** Runs looked at: fewer than the batch's limit means the tenant's pass reached its horizon. */
+  scanned: number;
+  /** Where the next batch starts; null when this one reached the horizon. */
+  next: PruneCursor | null;
+  /** Runs deleted (or, dry, that would be), by state. */
+  byState: Partial<Record<RetentionState, number>>;
 }

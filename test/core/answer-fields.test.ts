@@ -214,6 +214,7 @@ describe('answerOf and the present functions', () => {
       handler: 'report',
       payload: {},
       payloadSchema: null,
+      retention: null,
       schedule: '0 3 * * *',
       timezone: 'UTC',
       priority: 0,
@@ -280,6 +281,7 @@ declare namespace Before {
     overlap?: 'allow' | 'skip' | 'queue';
     max_concurrency?: number | null;
     limits?: string[];
+    retention?: unknown;
   }
   interface Job {
     job_id: string;
@@ -298,6 +300,7 @@ declare namespace Before {
     overlap: string;
     max_concurrency: number | null;
     limits: string[];
+    retention: unknown;
     misfire_after_seconds: number;
     pool: string;
     lease_seconds: number | null;

@@ -51,6 +51,7 @@ describe('validateJob', () => {
       maxConcurrency: null,
       limits: [],
       payloadSchema: null,
+      retention: null,
     } satisfies JobSpec);
     expect(schedule.kind).toBe('cron');
   });

@@ -1,9 +1,16 @@
 /**
  * Test data builders and small assertions shared by the store tests.
  */
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { expect } from 'vitest';
-import { type ErrorCode, type JobInput, TockError, validateJob } from '../../src/core/index.js';
+import {
+  type ErrorCode,
+  type JobInput,
+  type RetentionState,
+  TockError,
+  validateJob,
+} from '../../src/core/index.js';
 import type { Job, Store, UpsertChange } from '../../src/store/index.js';
 import { slotHolders } from '../../src/store/queries/gates.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
@@ -155,4 +162,39 @@ export function pauseAfter(
   };
   (pool as unknown as { query: typeof wrapped }).query = wrapped;
   return pool;
+}
+
+/**
+ * A run of `jobId` at `slot` that ended in `state` at `finishedAt`, with an attempt row and a
+ * progress row (what pruning must take with it); with `state` null, a pending run, queued.
+ */
+export async function endedRun(
+  db: { store: Store; pool: pg.Pool },
+  p: { tenantId: string; jobId: string; slot: number; state: RetentionState | null; finishedAt: number },
+): Promise<string> {
+  const run = await db.store.triggerRun({
+    tenantId: p.tenantId,
+    jobId: p.jobId,
+    scheduledFor: p.slot,
+    now: p.slot,
+  });
+  if (p.state === null) return run.runId;
+  const at = new Date(p.finishedAt);
+  await db.pool.query('DELETE FROM run_queue WHERE run_id = $1', [run.runId]);
+  await db.pool.query(
+    `UPDATE runs SET state = $2, finished_at = $3, parked = CASE WHEN $2 = 'succeeded' THEN NULL ELSE $2 END
+     WHERE run_id = $1`,
+    [run.runId, p.state, at],
+  );
+  const token = randomUUID();
+  await db.pool.query(
+    `INSERT INTO attempts (lease_token, run_id, attempt, worker_id, started_at, finished_at, outcome)
+     VALUES ($1, $2, 1, 'w', $3, $3, 'failed')`,
+    [token, run.runId, at],
+  );
+  await db.pool.query(
+    'INSERT INTO attempt_progress (run_id, lease_token, progress, updated_at) VALUES ($1, $2, 1, $3)',
+    [run.runId, token, at],
+  );
+  return run.runId;
 }

@@ -14,6 +14,7 @@ export function schedulerSettings(o: {
   agingStep: number;
   tickBatch: number;
   shardLease: number;
+  pruneInterval: number;
   maxClockUncertainty: number;
 }) {
   return {
@@ -27,6 +28,7 @@ export function schedulerSettings(o: {
     agingStepMs: o.agingStep,
     batchSize: o.tickBatch,
     shardLeaseMs: o.shardLease,
+    pruneIntervalMs: o.pruneInterval,
     maxClockUncertaintyMs: o.maxClockUncertainty,
   };
 }

@@ -140,6 +140,15 @@ export const scheduler = {
     default: 1000,
     parse: positiveInt,
   },
+  pruneInterval: {
+    flags: '--prune-interval <duration>',
+    description:
+      'pause between passes of the pruner, which deletes finished runs past their retention (tock retention); one node prunes at a time',
+    env: 'TOCK_PRUNE_INTERVAL',
+    default: 60_000,
+    defaultText: '1m',
+    parse: duration,
+  },
   maxClockUncertainty: {
     flags: '--max-clock-uncertainty <duration>',
     description: 'refuse to schedule while the database clock offset is less certain than this',

@@ -264,6 +264,24 @@ export const JOB_FIELDS = {
     pgType: 'text[]',
     hashedOnlyWhenSet: true,
   },
+  /**
+   * How long the job's finished runs are kept, by state, where it differs from its tenant's
+   * retention (`PUT /v1/retention`): `{ "succeeded": "1d", "dead": "forever" }`. Each value a
+   * duration from 1s to 366d or `forever`; states left out take the tenant's. Default null.
+   */
+  retention: {
+    api: 'retention',
+    type: 'json',
+    nullable: true,
+    default: null,
+    maxBytes: 1024,
+    description:
+      'how long finished runs are kept by state (succeeded, dead, cancelled, skipped): a duration or "forever" each; states left out take the tenant\'s retention; default null',
+    answerDescription: "retention by state that overrides the tenant's; null: the tenant's",
+    column: 'retention',
+    pgType: 'jsonb',
+    hashedOnlyWhenSet: true,
+  },
 } as const satisfies Fields;
 
 export type JobField = keyof typeof JOB_FIELDS;

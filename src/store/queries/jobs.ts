@@ -4,7 +4,7 @@ import { slotHolders } from './gates.js';
 
 const JOB_COLUMNS = `tenant_id, job_id, handler, payload, payload_schema, schedule, timezone, priority, max_attempts,
   backoff_base_seconds, backoff_cap_seconds, misfire, catch_up_limit, pool, lease_seconds, jitter_seconds,
-  timeout_seconds, misfire_threshold_seconds, overlap, max_concurrency, limits, enabled, shard_id, next_run_at, version, created_at, updated_at`;
+  timeout_seconds, misfire_threshold_seconds, overlap, max_concurrency, limits, retention, enabled, shard_id, next_run_at, version, created_at, updated_at`;
 
 /**
  * The definition's columns, from the job's field table in core (`JOB_COLUMNS`: one entry per

@@ -1,0 +1,85 @@
+/**
+ * Retention: the tenant's settings, the maintenance lease the pruner holds, and the pruning pass
+ * itself. Parameters are positional; each constant's comment lists them.
+ */
+
+/** $1 tenant. The tenant's own settings (null: none set), and the shortest override among its jobs, ms. */
+export const retentionOfTenant = `
+SELECT (SELECT retention FROM tenant_retention WHERE tenant_id = $1) AS retention,
+  (SELECT extract(epoch FROM min(NULLIF(e.value, 'forever')::interval)) * 1000
+   FROM jobs j CROSS JOIN jsonb_each_text(j.retention) AS e
+   WHERE j.tenant_id = $1 AND j.retention IS NOT NULL)::float8 AS jobs_shortest_ms`;
+
+/** $1 tenant, $2 retention (jsonb), $3 now. Replaces the tenant's settings. */
+export const putTenantRetention = `
+INSERT INTO tenant_retention (tenant_id, retention, updated_at) VALUES ($1, $2::jsonb, $3)
+ON CONFLICT (tenant_id) DO UPDATE SET retention = EXCLUDED.retention, updated_at = EXCLUDED.updated_at`;
+
+/**
+ * The tenants that have runs, one index probe each (a skip scan of `runs_by_tenant`), in order,
+ * after $1 (or from the first when null), at most $2.
+ */
+export const tenantsWithRuns = `
+WITH RECURSIVE t AS (
+  (SELECT tenant_id FROM runs WHERE $1::text IS NULL OR tenant_id > $1 ORDER BY tenant_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.tenant_id FROM runs r WHERE r.tenant_id > t.tenant_id ORDER BY r.tenant_id LIMIT 1)
+  FROM t WHERE t.tenant_id IS NOT NULL
+)
+SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL LIMIT $2`;
+
+/**
+ * $1 name, $2 owner, $3 now, $4 lease ms. Takes or renews the named lease: a row when `owner`
+ * holds it until now + lease, none when another owner's lease is live.
+ */
+export const takeMaintenanceLease = `
+INSERT INTO maintenance_leases (name, owner, expires_at)
+VALUES ($1, $2, $3::timestamptz + $4 * interval '1 millisecond')
+ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+WHERE maintenance_leases.owner = EXCLUDED.owner OR maintenance_leases.expires_at <= $3
+RETURNING owner`;
+
+/** $1 name, $2 owner. Gives the lease back, if `owner` holds it. */
+export const releaseMaintenanceLease = `DELETE FROM maintenance_leases WHERE name = $1 AND owner = $2`;
+
+/**
+ * One batch of a tenant's pruning. $1 tenant, $2 now, $3 horizon (no run scheduled at or after it
+ * is looked at), $4 and $5 the (slot, run) the previous batch ended at (nulls: from the oldest),
+ * $6 most runs to look at, $7 the built-in defaults (jsonb), $8 dry run (count only).
+ *
+ * Looks at the tenant's runs from the oldest slot on, through `runs_by_tenant` (read backwards),
+ * and deletes those that ended more than their retention ago: the job's value for the state, else
+ * the tenant's, else the default; `forever` is never. Pending and running runs (state `pending`)
+ * are never deleted. The delete checks the state and end it read again on the row it locks, so a
+ * run replayed meanwhile stays. Attempts, reports and queue rows go by their foreign keys' cascade.
+ * Returns how many runs it looked at, the last one's place, and the runs deleted (or, dry, that
+ * would be) by state.
+ */
+export const pruneBatch = `
+WITH settings AS (
+  SELECT $7::jsonb || coalesce((SELECT retention FROM tenant_retention WHERE tenant_id = $1), '{}') AS retention
+), scanned AS MATERIALIZED (
+  SELECT r.run_id, r.job_id, r.state, r.finished_at, r.scheduled_for FROM runs r
+  WHERE r.tenant_id = $1 AND r.scheduled_for < $3
+    AND ($4::timestamptz IS NULL OR (r.scheduled_for, r.run_id) > ($4::timestamptz, $5::uuid))
+  ORDER BY r.scheduled_for, r.run_id
+  LIMIT $6
+), expired AS MATERIALIZED (
+  SELECT s.run_id, s.state, s.finished_at FROM scanned s
+  CROSS JOIN settings t
+  LEFT JOIN jobs j ON j.tenant_id = $1 AND j.job_id = s.job_id
+  WHERE s.state <> 'pending' AND s.finished_at <
+    $2::timestamptz - NULLIF(coalesce(j.retention ->> s.state, t.retention ->> s.state), 'forever')::interval
+), deleted AS (
+  DELETE FROM runs r USING expired e
+  WHERE NOT $8::boolean AND r.run_id = e.run_id AND r.state = e.state AND r.finished_at = e.finished_at
+  RETURNING r.state
+), last AS (
+  SELECT scheduled_for, run_id FROM scanned ORDER BY scheduled_for DESC, run_id DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+  (SELECT scheduled_for FROM last) AS last_slot, (SELECT run_id FROM last) AS last_run,
+  coalesce((SELECT jsonb_object_agg(state, n) FROM (
+    SELECT state, count(*) AS n FROM deleted GROUP BY state
+    UNION ALL
+    SELECT state, count(*) FROM expired WHERE $8::boolean GROUP BY state) c), '{}') AS by_state`;

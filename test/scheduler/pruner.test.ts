@@ -1,0 +1,130 @@
+/**
+ * The pruner against a real database: a pass deletes every tenant's expired runs in batches, to
+ * the end; one node prunes at a time (the maintenance lease), and a node that stops hands over at
+ * once; a pass is skipped while the clock is not trusted. The batches' statement is tested in
+ * test/store/retention.test.ts. Time moves only through FakeClocks.
+ */
+import pino from 'pino';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { type PruneBatchEvent, Pruner } from '../../src/scheduler/index.js';
+import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
+import { once, WatchedClock } from '../setup/events.js';
+import { countRows, endedRun, upsertJob } from '../setup/factories.js';
+
+const logger = pino({ level: 'silent' });
+const DAY = 86_400_000;
+const INTERVAL = 60_000;
+
+let db: TestDatabase;
+beforeEach(async () => {
+  db = await setupDatabase();
+});
+afterEach(async () => {
+  await db.teardown();
+});
+
+/** A clock that lets the pauses between batches pass at once; the pause between passes waits for the test. */
+function clockAt(now: number): WatchedClock {
+  const clock = new WatchedClock(now);
+  clock.events.on('sleep', (ms) => {
+    if (ms < INTERVAL) queueMicrotask(() => clock.advance(ms));
+  });
+  return clock;
+}
+
+/** `n` runs of the tenant's job that succeeded 8 days before T0 (past the default week), and one a day before. */
+async function history(tenantId: string, n: number): Promise<void> {
+  const jobId = 'j';
+  await upsertJob(db.store, { tenantId, job: { jobId, schedule: '@every 1h', handler: 'h' }, now: T0 });
+  for (let i = 0; i < n; i++) {
+    const slot = T0 - 8 * DAY + i * 1000;
+    await endedRun(db, { tenantId, jobId, slot, state: 'succeeded', finishedAt: slot });
+  }
+  await endedRun(db, { tenantId, jobId, slot: T0 - DAY, state: 'succeeded', finishedAt: T0 - DAY });
+}
+
+test('one node prunes every tenant to the end in batches; the other waits; a stop hands over', async () => {
+  await history('t1', 25);
+  await history('t2', 12);
+  const clockA = clockAt(T0);
+  const clockB = clockAt(T0);
+  const a = new Pruner({
+    store: db.store,
+    clock: clockA,
+    logger,
+    owner: 'a',
+    batchSize: 10,
+    intervalMs: INTERVAL,
+  });
+  const b = new Pruner({
+    store: db.newStore(),
+    clock: clockB,
+    logger,
+    owner: 'b',
+    batchSize: 10,
+    intervalMs: INTERVAL,
+  });
+  const batchesA: PruneBatchEvent[] = [];
+  const batchesB: PruneBatchEvent[] = [];
+  a.on('batch', (e) => batchesA.push(e));
+  b.on('batch', (e) => batchesB.push(e));
+  try {
+    const passA = once(a, 'pass');
+    a.start();
+    const [pass] = await passA;
+    expect(pass).toMatchObject({ deleted: 37, tenants: 2 });
+    // t1: 26 runs looked at in batches of 10 (3), t2: 13 (2).
+    expect(batchesA.map((e) => [e.tenantId, e.scanned, e.byState.succeeded ?? 0])).toEqual([
+      ['t1', 10, 10],
+      ['t1', 10, 10],
+      ['t1', 5, 5],
+      ['t2', 10, 10],
+      ['t2', 2, 2],
+    ]);
+    expect(await countRows(db.pool, 'runs')).toBe(2);
+
+    // b's pass finds the lease held: it prunes nothing, and waits for its next pass.
+    await history('t3', 3);
+    const bWaits = once(clockB.events, 'sleep', (ms: number) => ms === INTERVAL);
+    b.start();
+    await bWaits;
+    expect(batchesB).toEqual([]);
+    expect(await countRows(db.pool, 'runs', 'tenant_id = $1', ['t3'])).toBe(4);
+
+    // a stops and gives the lease back: b's next pass prunes.
+    await a.stop();
+    const passB = once(b, 'pass');
+    clockB.advance(INTERVAL);
+    expect((await passB)[0]).toMatchObject({ deleted: 3 });
+    expect(await countRows(db.pool, 'runs')).toBe(3);
+  } finally {
+    await Promise.all([a.stop(), b.stop()]);
+  }
+});
+
+test('skips its passes while the clock is not trusted', async () => {
+  await history('t1', 5);
+  const clock = clockAt(T0);
+  let refusal: string | null = 'clock offset too uncertain';
+  const pruner = new Pruner({
+    store: db.store,
+    clock,
+    logger,
+    owner: 'a',
+    intervalMs: INTERVAL,
+    refusal: () => refusal,
+  });
+  try {
+    const waits = once(clock.events, 'sleep', (ms: number) => ms === INTERVAL);
+    pruner.start();
+    await waits;
+    expect(await countRows(db.pool, 'runs')).toBe(6);
+    refusal = null;
+    const pass = once(pruner, 'pass');
+    clock.advance(INTERVAL);
+    expect((await pass)[0]).toMatchObject({ deleted: 5 });
+    expect(await countRows(db.pool, 'runs')).toBe(1);
+  } finally {
+    await pruner.stop();
+  }
+});
