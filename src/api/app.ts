@@ -31,6 +31,7 @@ import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
 import { leaseRoutes } from './routes/leases.js';
 import { limitRoutes } from './routes/limits.js';
+import { retentionRoutes } from './routes/retention.js';
 import { runRoutes } from './routes/runs.js';
 import { statusRoutes } from './routes/status.js';
 import { refuseUnstorableText } from './text-guard.js';
@@ -137,6 +138,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const routes = { store: o.store, clock: o.clock, metrics: o.metrics };
   await app.register(jobRoutes, routes);
   await app.register(runRoutes, routes);
+  await app.register(retentionRoutes, routes);
   await app.register(leaseRoutes, { ...routes, longPolls });
   await app.register(limitRoutes, routes);
   await app.register(keyRoutes, routes);

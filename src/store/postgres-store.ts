@@ -339,6 +339,10 @@ export class PostgresStore implements Store {
     return retention.pruneBatch(this.pool, p);
   }
 
+  pruneTenant(p: Parameters<Store['pruneTenant']>[0]) {
+    return retention.pruneTenant(this.pool, p);
+  }
+
   takeMaintenanceLease(p: Parameters<Store['takeMaintenanceLease']>[0]) {
     return retention.takeMaintenanceLease(this.pool, p);
   }

@@ -10,9 +10,10 @@ import {
   type RetentionState,
   shortestRetentionMs,
 } from '../core/index.js';
+import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
 import * as Q from './queries/retention.js';
 import type { Queryable } from './rows.js';
-import type { PruneBatchResult, PruneCursor } from './types.js';
+import type { PruneBatchResult, PruneCursor, PruneTenantResult } from './types.js';
 
 /** A tenant's own settings (null: none) and the shortest retention in force for any of its runs. */
 export async function retentionOfTenant(
@@ -97,4 +98,65 @@ export async function pruneBatch(
       ? { slot: row.last_slot, runId: row.last_run }
       : null;
   return { scanned: row.scanned, next, byState };
+}
+
+/**
+ * Up to `batches` batches of the tenant's pruning, as the pruner runs them, from `cursor` (null:
+ * from the oldest run, with the horizon of `now`). The cursor carries the horizon, so one pruning
+ * that takes several calls looks at the same runs; a forged one is a `ValidationError`.
+ */
+export async function pruneTenant(
+  db: Queryable,
+  p: {
+    tenantId: string;
+    now: number;
+    cursor: string | null;
+    dryRun: boolean;
+    batches: number;
+    limit: number;
+  },
+): Promise<PruneTenantResult> {
+  const byState: Record<RetentionState, number> = { succeeded: 0, dead: 0, cancelled: 0, skipped: 0 };
+  let horizon: number;
+  let after: PruneCursor | null = null;
+  if (p.cursor !== null) ({ horizon, after } = readPruneCursor(p.cursor));
+  else {
+    const shortest = (await retentionOfTenant(db, p.tenantId)).shortestMs;
+    if (shortest === null) return { byState, scanned: 0, horizon: null, cursor: null };
+    horizon = p.now - shortest;
+  }
+  let scanned = 0;
+  for (let i = 0; i < p.batches; i++) {
+    const r = await pruneBatch(db, {
+      tenantId: p.tenantId,
+      now: p.now,
+      horizon,
+      after,
+      limit: p.limit,
+      dryRun: p.dryRun,
+    });
+    scanned += r.scanned;
+    for (const [state, n] of Object.entries(r.byState)) byState[state as RetentionState] += n ?? 0;
+    after = r.next;
+    if (after === null) break;
+  }
+  const cursor = after === null ? null : encodeCursor([horizon, after.slot.getTime(), after.runId]);
+  return { byState, scanned, horizon: new Date(horizon), cursor };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function readPruneCursor(cursor: string): { horizon: number; after: PruneCursor } {
+  const parts = decodeCursor(cursor);
+  const [horizon, slot, runId] = parts;
+  const instant = (v: unknown): v is number => Number.isSafeInteger(v) && Math.abs(v as number) < 8.64e15;
+  if (
+    parts.length !== 3 ||
+    !instant(horizon) ||
+    !instant(slot) ||
+    typeof runId !== 'string' ||
+    !UUID.test(runId)
+  )
+    throw notIssued();
+  return { horizon, after: { slot: new Date(slot), runId } };
 }

@@ -36,6 +36,7 @@ import type {
   Page,
   PruneBatchResult,
   PruneCursor,
+  PruneTenantResult,
   ReapResult,
   Run,
   RunWithAttempts,
@@ -337,6 +338,18 @@ export interface Store {
     limit: number;
     dryRun: boolean;
   }): Promise<PruneBatchResult>;
+  /**
+   * Prunes the tenant as the pruner does, up to `batches` batches of `limit` runs looked at, from
+   * `cursor` (null: the start); with `dryRun`, counts instead. A forged cursor is a `ValidationError`.
+   */
+  pruneTenant(p: {
+    tenantId: string;
+    now: number;
+    cursor: string | null;
+    dryRun: boolean;
+    batches: number;
+    limit: number;
+  }): Promise<PruneTenantResult>;
   /** Takes or renews the named maintenance lease for `owner` until now + `leaseMs`; whether it holds it. */
   takeMaintenanceLease(p: { name: string; owner: string; now: number; leaseMs: number }): Promise<boolean>;
   /** Gives the named lease back if `owner` holds it. */

@@ -255,3 +255,13 @@ export interface PruneBatchResult {
   /** Runs deleted (or, dry, that would be), by state. */
   byState: Partial<Record<RetentionState, number>>;
 }
+
+/** What `pruneTenant` did: runs deleted (dry: that would be) by state, and where to go on from. */
+export interface PruneTenantResult {
+  byState: Record<RetentionState, number>;
+  scanned: number;
+  /** The runs looked at were those scheduled before this instant; null: the tenant keeps every run forever. */
+  horizon: Date | null;
+  /** Give it back to go on; null: the tenant's runs have all been looked at. */
+  cursor: string | null;
+}

@@ -105,6 +105,7 @@ export const TABLES = [
   'api_keys',
   'idempotency_keys',
   'limits',
+  'tenant_retention',
 ] as const;
 
 /** One digest per table of every row's text: equal digests mean nothing was written. */
