@@ -26,6 +26,8 @@ import type {
   Limit,
   LimitBody,
   LimitList,
+  PruneAnswer,
+  RetentionBody,
   Role,
   Run,
   RunList,
@@ -33,6 +35,7 @@ import type {
   RunWithAttempts,
   StateAnswer,
   StatusAnswer,
+  TenantRetention,
   UpsertedJob,
   WorkerHeartbeatAnswer,
   WorkerReport,
@@ -351,6 +354,26 @@ export class TockClient {
   /** Deletes a limit; `409` while a job lists it. */
   async deleteLimit(key: string): Promise<void> {
     await this.request('DELETE', `/v1/limits/${segment(key)}`);
+  }
+
+  // -- retention ----------------------------------------------------------------------------------
+
+  /** The tenant's retention: in force, set, and the defaults. */
+  getRetention(): Promise<TenantRetention> {
+    return this.request('GET', '/v1/retention');
+  }
+
+  /** Replaces the tenant's retention (admin only); a state left out takes the default. */
+  putRetention(body: RetentionBody): Promise<TenantRetention> {
+    return this.request('PUT', '/v1/retention', { body });
+  }
+
+  /**
+   * Deletes the tenant's finished runs past their retention (admin only), a bounded part per call:
+   * call again with the answer's `cursor` until it is null. `dry_run` counts instead.
+   */
+  pruneRuns(options: { dry_run?: boolean; cursor?: string } = {}): Promise<PruneAnswer> {
+    return this.request('POST', '/v1/runs/prune', { body: options });
   }
 
   // -- keys ---------------------------------------------------------------------------------------

@@ -291,3 +291,35 @@ export interface BulkJobsAnswer {
   updated: number;
   unchanged: number;
 }
+
+/** The states a finished run can be in, each with its own retention. */
+export type RetentionState = 'succeeded' | 'dead' | 'cancelled' | 'skipped';
+
+/**
+ * `PUT /v1/retention`: how long runs that ended in each state are kept after they ended, a
+ * duration from `1s` to `366d` (e.g. `7d`, `12h`) or `forever`. A state left out takes the default.
+ */
+export type RetentionBody = Partial<Record<RetentionState, string>>;
+
+/** The tenant's retention (`GET` and `PUT /v1/retention`). */
+export interface TenantRetention {
+  /** In force for the tenant's runs (a job's `retention` overrides it for its runs). */
+  retention: Record<RetentionState, string>;
+  /** What the tenant set; the other states take the defaults. */
+  set: RetentionBody;
+  /** The built-in defaults. */
+  defaults: Record<RetentionState, string>;
+}
+
+/** `POST /v1/runs/prune`: what one call deleted (or, dry, would). */
+export interface PruneAnswer {
+  dry_run: boolean;
+  /** Runs deleted with their attempts, by the state they ended in. */
+  runs: Record<RetentionState, number>;
+  /** Runs looked at. */
+  scanned: number;
+  /** Runs scheduled before this instant were looked at; `null`: every run is kept forever. */
+  horizon: string | null;
+  /** Send it back to go on; `null`: done. */
+  cursor: string | null;
+}

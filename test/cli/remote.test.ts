@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { buildProgram } from '../../src/cli/main.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { countRows, endedRun } from '../setup/factories.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
@@ -810,6 +811,45 @@ describe('failures', () => {
 
   test('a URL that is not one is refused', async () => {
     expect(await fails(['jobs', 'list', '--url', 'localhost:8080'])).toContain('must start with http://');
+  });
+});
+
+describe('tock retention and tock runs prune', () => {
+  test('get shows the defaults; set replaces them, canonical; a bad value is refused before any request', async () => {
+    const before = await ok(['retention', 'get']);
+    expect(before).toMatch(/^succeeded\s+7d\s+\(default\)$/m);
+    expect(before).toMatch(/^dead\s+30d\s+\(default\)$/m);
+    const set = await ok(['retention', 'set', '--succeeded', '48h', '--dead', 'forever']);
+    expect(set).toMatch(/^retention replaced$/m);
+    expect(set).toMatch(/^succeeded\s+2d\s+\(set\)$/m);
+    expect(set).toMatch(/^dead\s+forever\s+\(set\)$/m);
+    expect(set).toMatch(/^skipped\s+7d\s+\(default\)$/m);
+    expect((await okJson(['retention', 'get'])).set).toEqual({ succeeded: '2d', dead: 'forever' });
+    expect(await fails(['retention', 'set', '--succeeded', '2 days'])).toContain(
+      "option '--succeeded <duration>'",
+    );
+    expect(await db.store.getTenantRetention({ tenantId: TENANT })).toEqual({
+      succeeded: '2d',
+      dead: 'forever',
+    });
+  });
+
+  test('--dry-run counts the expired runs; without it they are deleted with their attempts', async () => {
+    const now = db.clock.nowMs();
+    await db.store.putTenantRetention({ tenantId: TENANT, retention: { succeeded: '1d' }, now });
+    await ok(['jobs', 'put', 'pruned', '--schedule', '@every 1h', '--handler', 'echo']);
+    for (let i = 0; i < 3; i++) {
+      const slot = now - 3 * 86_400_000 + i * 1000;
+      await endedRun(db, { tenantId: TENANT, jobId: 'pruned', slot, state: 'succeeded', finishedAt: slot });
+    }
+    const count = () => countRows(db.pool, 'runs', "tenant_id = $1 AND job_id = 'pruned'", [TENANT]);
+    expect(await ok(['runs', 'prune', '--dry-run'])).toMatch(
+      /^would delete 3 runs \(succeeded 3, dead 0, cancelled 0, skipped 0\) of \d+ scheduled before 2025-12-31T00:00:00.000Z$/m,
+    );
+    expect(await count()).toBe(3);
+    expect(await okJson(['runs', 'prune'])).toMatchObject({ dry_run: false, runs: { succeeded: 3 } });
+    expect(await count()).toBe(0);
+    expect(await countRows(db.pool, 'attempts', 'run_id NOT IN (SELECT run_id FROM runs)')).toBe(0);
   });
 });
 

@@ -4,6 +4,7 @@ import { type ApiOptions, apiAction, clientOf, moreHint, pages, printJson, write
 import { defineCommand, type OptionsFor } from '../command.js';
 import { runTable, runWithAttempts } from '../format/runs.js';
 import { checkJobId } from '../options/parsers.js';
+import { registerPrune } from './retention.js';
 
 async function list(o: OptionsFor<'runs list'>): Promise<void> {
   const client = clientOf(o);
@@ -52,4 +53,5 @@ export function registerRuns(program: Command): void {
     "cancel a pending or running run (a running one's lease is revoked, its handler aborted); a finished run is a 409",
     [['<run_id>', 'the run']],
   ).action(apiAction(cancel));
+  registerPrune(runs);
 }

@@ -5,7 +5,13 @@
  * so a bad value never reaches a database or a server.
  */
 import { InvalidArgumentError } from 'commander';
-import { parseDuration, parseInstant, ValidationError, validateId } from '../../core/index.js';
+import {
+  checkRetentionValue,
+  parseDuration,
+  parseInstant,
+  ValidationError,
+  validateId,
+} from '../../core/index.js';
 
 /** Most items one request of a list command asks for (the API's largest page). */
 export const MAX_PAGE = 500;
@@ -15,6 +21,15 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 export function duration(value: string): number {
   try {
     return parseDuration(value);
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
+  }
+}
+
+/** A retention: a duration from 1s to 366d, canonical (`168h` → `7d`), or `forever`. */
+export function retentionValue(value: string): string {
+  try {
+    return checkRetentionValue(value, 'retention');
   } catch (err) {
     throw new InvalidArgumentError(err instanceof ValidationError ? err.message : String(err));
   }

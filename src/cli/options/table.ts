@@ -8,7 +8,13 @@
  * reference lists every one.
  */
 import { fileURLToPath } from 'node:url';
-import { MAX_BACKFILL_SLOTS, ROLES, RUN_STATES } from '../../core/index.js';
+import {
+  DEFAULT_RETENTION,
+  MAX_BACKFILL_SLOTS,
+  RETENTION_STATES,
+  ROLES,
+  RUN_STATES,
+} from '../../core/index.js';
 import { agingStep, apiClient, database, heldRuns, listen, paging, scheduler } from './groups.js';
 import {
   decimal,
@@ -20,6 +26,7 @@ import {
   nonNegativeInt,
   port,
   positiveInt,
+  retentionValue,
   seconds,
   tenantList,
 } from './parsers.js';
@@ -345,6 +352,21 @@ const limitDefinition = {
   },
 } as const;
 
+/** `tock retention set`: one option per state a finished run can be in. */
+const retentionStates = Object.fromEntries(
+  RETENTION_STATES.map((s) => [
+    s,
+    {
+      flags: `--${s} <duration>`,
+      description: `keep runs that ended ${s} this long after they ended: 1s to 366d (e.g. 7d, 12h), or forever (default ${DEFAULT_RETENTION[s]})`,
+      parse: retentionValue,
+    },
+  ]),
+) as Record<
+  (typeof RETENTION_STATES)[number],
+  { flags: string; description: string; parse: typeof retentionValue }
+>;
+
 const keysCreate = {
   role: {
     flags: '--role <role>',
@@ -430,12 +452,18 @@ export const OPTIONS = {
   },
   'runs show': apiClient,
   'runs cancel': apiClient,
+  'runs prune': {
+    dryRun: { flags: '--dry-run', description: 'count the runs that would be deleted; delete none' },
+    ...apiClient,
+  },
   'dlq list': {
     job: { flags: '--job <job_id>', description: 'only this job' },
     ...paging('runs'),
     ...apiClient,
   },
   'dlq replay': apiClient,
+  'retention get': apiClient,
+  'retention set': { ...retentionStates, ...apiClient },
   'limits put': { ...limitDefinition, ...apiClient },
   'limits get': apiClient,
   'limits list': { ...paging('limits'), ...apiClient },
