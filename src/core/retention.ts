@@ -39,7 +39,12 @@ export function checkRetentionValue(value: unknown, what: string): string {
   if (value === FOREVER) return FOREVER;
   if (typeof value !== 'string')
     throw new ValidationError(`${what} must be a duration such as "7d" or "forever"`, { field: what });
-  const ms = parseDuration(value, what);
+  let ms: number;
+  try {
+    ms = parseDuration(value, what);
+  } catch (err) {
+    throw err instanceof ValidationError ? new ValidationError(err.message, { field: what }) : err;
+  }
   if (ms < MIN_RETENTION_MS)
     throw new ValidationError(`${what} "${value}" is shorter than a second`, { field: what });
   return formatDuration(ms);

@@ -73,6 +73,14 @@ function outsideAndInside(f: Field): { outside: unknown[]; inside: unknown[] } {
       return { outside: [5], inside: [] };
     case 'json':
       // A payload schema is a JSON Schema object: the largest one allowed, 34 bytes of frame.
+      if (f.api === 'retention')
+        return {
+          outside: ['x'.repeat(f.maxBytes as number), 10n, { bogus: '1d' }, { succeeded: '1 day' }, ['7d']],
+          inside: [
+            { succeeded: '7d' },
+            { succeeded: 'forever', dead: '366d', cancelled: '1s', skipped: '1h' },
+          ],
+        };
       return f.api === 'payload_schema'
         ? {
             outside: ['x'.repeat(f.maxBytes as number), 10n, 'not a schema', { type: 'nonsense' }],
@@ -224,8 +232,10 @@ describe('validateJob, derived from JOB_FIELDS', () => {
       for (const value of outside) {
         const err = refusal(property, value);
         expect(err.message, `${property} = ${value}`).toContain(f.api);
-        // A list names the item when one item is bad (`limits[0]`).
-        expect(String(err.details.field).replace(/\[\d+\]$/, ''), `${property} = ${value}`).toBe(f.api);
+        // A list names the item when one item is bad (`limits[0]`), a retention the state (`retention.dead`).
+        expect(String(err.details.field).replace(/(\[\d+\]|\.[a-z]+)$/, ''), `${property} = ${value}`).toBe(
+          f.api,
+        );
       }
       for (const value of inside) {
         expect(validateJob({ ...BASE, [property]: value }).spec[property], property).toEqual(value);
@@ -271,6 +281,7 @@ describe('validateJob, derived from JOB_FIELDS', () => {
       overlap: 'never',
       maxConcurrency: 0,
       limits: 'x',
+      retention: { running: '1d' },
     };
     const order = Object.keys(bad) as JobField[];
     expect(new Set(order)).toEqual(new Set(ENTRIES.map(([p]) => p)));
@@ -281,7 +292,7 @@ describe('validateJob, derived from JOB_FIELDS', () => {
         validateJob(input as JobInput);
         named.push('(none)');
       } catch (err) {
-        named.push(String((err as ValidationError).details.field));
+        named.push(String((err as ValidationError).details.field).replace(/\.[a-z]+$/, ''));
       }
     }
     expect(named).toEqual(order.map((p) => JOB_FIELDS[p].api));

@@ -78,6 +78,7 @@ describe('validateJob', () => {
       maxConcurrency: 1,
       limits: ['payments-api', 'tenant.db'],
       payloadSchema: { type: 'object', properties: { list: { type: 'array' } }, required: ['list'] },
+      retention: { succeeded: '1d', dead: 'forever' },
     };
     const { spec, schedule } = validateJob(input);
     expect(spec).toEqual({ ...input, schedule: '@every 5m' });
