@@ -75,6 +75,7 @@ describe('jobs', () => {
       overlap: 'allow',
       max_concurrency: null,
       limits: [],
+      retention: null,
       enabled: true,
       state: 'active',
       next_run_at: iso(alignUp(t, HOUR)),
