@@ -4,9 +4,11 @@
  * renews the maintenance lease `prune`, and a node that does not hold it waits for its next pass.
  * (Two pruners at once would do no harm, only double work: every delete checks the row it locks.)
  *
- * A pass goes through the tenants that have runs; for each, through its runs from the oldest slot
- * up to `now −` its shortest retention, in batches of `batchSize` runs looked at, resuming from the
- * last one each time. After a batch it pauses three times as long as the batch took (at least
+ * A pass goes through the tenants that have runs; for each, through its runs up to `now −` its
+ * shortest retention, in batches of `batchSize` runs looked at, resuming from the last one each
+ * time. It starts from the tenant's oldest run once every `fullPassMs` (and on a node's first pass),
+ * otherwise where the tenant's last pass ended: runs kept by an earlier pass (a longer retention
+ * for their state, pending) are not read again every minute, only at the next full pass. After a batch it pauses three times as long as the batch took (at least
  * `pauseMs`), so that pruning takes at most a quarter of the database's time on one connection,
  * even while it catches up on months of history; between passes it waits `intervalMs`. A pass is
  * skipped while the clock is not trusted: a clock running ahead would delete runs still inside
@@ -36,6 +38,11 @@ export interface PrunerOptions {
   batchSize?: number;
   /** Shortest pause between batches, ms. Default 50. */
   pauseMs?: number;
+  /**
+   * How often a tenant's pass starts from its oldest run, ms. In between, a pass starts where the
+   * tenant's last one ended: it reads only the runs that came within reach since. Default 3600000.
+   */
+  fullPassMs?: number;
 }
 
 export interface PruneBatchEvent {
@@ -66,8 +73,17 @@ interface Pass {
   listed: boolean;
   tenants: number;
   deleted: number;
-  /** The tenant being pruned, its horizon and where its next batch starts. */
-  current: { tenantId: string; horizon: number; after: PruneCursor | null } | null;
+  /**
+   * The tenant being pruned: its horizon, where its next batch starts, the last run read so far,
+   * and when its last pass from the oldest run started.
+   */
+  current: {
+    tenantId: string;
+    horizon: number;
+    after: PruneCursor | null;
+    last: PruneCursor | null;
+    fullAt: number;
+  } | null;
 }
 
 export class Pruner extends EventEmitter<PrunerEvents> {
@@ -77,12 +93,16 @@ export class Pruner extends EventEmitter<PrunerEvents> {
   private readonly intervalMs: number;
   private readonly leaseMs: number;
   private pass: Pass | null = null;
+  private readonly fullPassMs: number;
+  /** Per tenant, where its last pass ended and when its last pass from the oldest run started. */
+  private readonly ended = new Map<string, { last: PruneCursor | null; fullAt: number }>();
 
   constructor(private readonly o: PrunerOptions) {
     super();
     this.batchSize = o.batchSize ?? 2000;
     this.pauseMs = o.pauseMs ?? 50;
     this.intervalMs = o.intervalMs ?? 60_000;
+    this.fullPassMs = o.fullPassMs ?? 3_600_000;
     // Held across the wait between passes, so the pruning node stays the same one.
     this.leaseMs = Math.max(30_000, 3 * this.intervalMs);
     this.periodic = new Periodic({
@@ -148,8 +168,11 @@ export class Pruner extends EventEmitter<PrunerEvents> {
     });
     for (const n of Object.values(r.byState)) pass.deleted += n ?? 0;
     this.emit('batch', { tenantId: current.tenantId, scanned: r.scanned, byState: r.byState });
-    if (r.next === null) pass.current = null;
-    else current.after = r.next;
+    if (r.last !== null) current.last = r.last;
+    if (r.next === null) {
+      this.ended.set(current.tenantId, { last: current.last, fullAt: current.fullAt });
+      pass.current = null;
+    } else current.after = r.next;
     return pass.current !== null || pass.queue.length > 0 || !pass.listed;
   }
 
@@ -167,7 +190,13 @@ export class Pruner extends EventEmitter<PrunerEvents> {
       const tenantId = pass.queue.shift() as string;
       pass.tenants += 1;
       const shortest = await this.o.store.shortestRetention({ tenantId });
-      if (shortest !== null) return { tenantId, horizon: now - shortest, after: null };
+      if (shortest === null) continue;
+      // From where its last pass ended, unless a pass from the oldest run is due: runs read and
+      // kept before (a longer retention, still pending) are read again only then.
+      const ended = this.ended.get(tenantId);
+      const full = ended === undefined || now - ended.fullAt >= this.fullPassMs;
+      const after = full ? null : ended.last;
+      return { tenantId, horizon: now - shortest, after, last: after, fullAt: full ? now : ended.fullAt };
     }
   }
 

@@ -93,11 +93,9 @@ export async function pruneBatch(
   };
   const byState: Partial<Record<RetentionState, number>> = {};
   for (const [state, n] of Object.entries(row.by_state)) byState[state as RetentionState] = Number(n);
-  const next =
-    row.scanned >= p.limit && row.last_slot !== null && row.last_run !== null
-      ? { slot: row.last_slot, runId: row.last_run }
-      : null;
-  return { scanned: row.scanned, next, byState };
+  const last =
+    row.last_slot !== null && row.last_run !== null ? { slot: row.last_slot, runId: row.last_run } : null;
+  return { scanned: row.scanned, next: row.scanned >= p.limit ? last : null, last, byState };
 }
 
 /**

@@ -252,6 +252,8 @@ export interface PruneBatchResult {
   scanned: number;
   /** Where the next batch starts; null when this one reached the horizon. */
   next: PruneCursor | null;
+  /** The last run looked at (null: none): where a later pass may start, once the horizon has moved. */
+  last: PruneCursor | null;
   /** Runs deleted (or, dry, that would be), by state. */
   byState: Partial<Record<RetentionState, number>>;
 }

@@ -7,6 +7,7 @@
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { type PruneBatchEvent, Pruner } from '../../src/scheduler/index.js';
+import { until } from '../api/helpers.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { once, WatchedClock } from '../setup/events.js';
 import { countRows, endedRun, upsertJob } from '../setup/factories.js';
@@ -124,6 +125,59 @@ test('skips its passes while the clock is not trusted', async () => {
     clock.advance(INTERVAL);
     expect((await pass)[0]).toMatchObject({ deleted: 5 });
     expect(await countRows(db.pool, 'runs')).toBe(1);
+  } finally {
+    await pruner.stop();
+  }
+});
+
+test('a pass starts where the last one ended; one from the oldest run every fullPassMs', async () => {
+  await upsertJob(db.store, {
+    tenantId: 't1',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  for (let i = 0; i < 5; i++) {
+    const slot = T0 - 20 * DAY + i * 1000;
+    await endedRun(db, { tenantId: 't1', jobId: 'j', slot, state: 'dead', finishedAt: slot });
+  }
+  for (let i = 0; i < 3; i++) {
+    const slot = T0 - 8 * DAY + i * 1000;
+    await endedRun(db, { tenantId: 't1', jobId: 'j', slot, state: 'succeeded', finishedAt: slot });
+  }
+  const clock = clockAt(T0);
+  const pruner = new Pruner({
+    store: db.store,
+    clock,
+    logger,
+    owner: 'a',
+    batchSize: 10,
+    intervalMs: INTERVAL,
+    fullPassMs: 2 * 3_600_000,
+  });
+  let scanned = 0;
+  pruner.on('batch', (b) => {
+    scanned += b.scanned;
+  });
+  let waited = 0;
+  const nextPass = async (advanceMs: number) => {
+    // Advance only once the pruner waits for its next pass (a wait begun after the advance would be whole).
+    await until(() => clock.sleeps.indexOf(INTERVAL, waited) >= 0, 'the wait between passes');
+    waited = clock.sleeps.length;
+    scanned = 0;
+    const pass = once(pruner, 'pass');
+    clock.advance(advanceMs);
+    return { deleted: (await pass)[0].deleted, scanned };
+  };
+  try {
+    const first = once(pruner, 'pass');
+    pruner.start();
+    expect((await first)[0].deleted).toBe(3);
+    expect(scanned).toBe(8);
+    // The dead runs (kept for 30 days) are not read again by the next pass.
+    expect(await nextPass(INTERVAL)).toEqual({ deleted: 0, scanned: 0 });
+    // 11 days on, they are 31 days old; the pass from the oldest run (due after 2 h) deletes them.
+    expect(await nextPass(11 * DAY)).toEqual({ deleted: 5, scanned: 5 });
+    expect(await countRows(db.pool, 'runs')).toBe(0);
   } finally {
     await pruner.stop();
   }

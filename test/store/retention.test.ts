@@ -195,6 +195,7 @@ describe('pruning', () => {
       dryRun: false,
     });
     expect(third).toMatchObject({ scanned: 5, next: null, byState: { succeeded: 3 } });
+    expect(third.last).toEqual({ slot: expect.any(Date), runId: ids[24] });
     expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(9 + 1);
     expect(await exists(late)).toBe(true);
   });
