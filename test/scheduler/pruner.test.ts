@@ -164,12 +164,12 @@ test('a pass starts where the last one ended; one from the oldest run every full
     await until(() => clock.sleeps.indexOf(INTERVAL, waited) >= 0, 'the wait between passes');
     waited = clock.sleeps.length;
     scanned = 0;
-    const pass = once(pruner, 'pass');
+    const pass = once<[{ deleted: number }]>(pruner, 'pass');
     clock.advance(advanceMs);
     return { deleted: (await pass)[0].deleted, scanned };
   };
   try {
-    const first = once(pruner, 'pass');
+    const first = once<[{ deleted: number }]>(pruner, 'pass');
     pruner.start();
     expect((await first)[0].deleted).toBe(3);
     expect(scanned).toBe(8);
