@@ -3,16 +3,18 @@
  * the runtime feeds scheduler and worker events in through the methods below. Bounded whatever
  * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
  * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, at most MAX_LIMIT_SERIES
- * limits with limit gauges, and the run and limit gauges are a sample the `RunGaugeSampler` reads
- * at most once per METRICS_SAMPLE_MS, however often `/metrics` is scraped.
+ * limits with limit gauges, one series per table of Tock's (a fixed list) for the table gauges,
+ * and the run, limit and table gauges are a sample the `RunGaugeSampler` reads at most once per
+ * METRICS_SAMPLE_MS, however often `/metrics` is scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
-import type { LimitGauge, Store } from '../store/index.js';
+import type { LimitGauge, Store, TableStats } from '../store/index.js';
 
 /**
- * The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`) and the limit gauges
- * (`tock_limit_*`) are read from the database at most this often, ms.
+ * The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`), the limit gauges
+ * (`tock_limit_*`) and the table gauges (`tock_table_*`) are read from the database at most this
+ * often, ms.
  */
 export const METRICS_SAMPLE_MS = 15_000;
 /** At most this many values of the `pool` label; the pools seen after them share `pool="other"`. */
@@ -100,6 +102,36 @@ export class Metrics {
     name: 'tock_limit_held_runs',
     help: `Claimable-by-time runs a limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['tenant', 'key'],
+    registers: [this.registry],
+  });
+  readonly tableDeadTuples = new Gauge({
+    name: 'tock_table_dead_tuples',
+    help: `Dead row versions of one of Tock's tables that no vacuum has reclaimed yet, the server's estimate (pg_stat_user_tables.n_dead_tup; a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  readonly tableLiveTuples = new Gauge({
+    name: 'tock_table_live_tuples',
+    help: `Live rows of one of Tock's tables, the server's estimate (pg_stat_user_tables.n_live_tup; a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  readonly tableHotUpdateRatio = new Gauge({
+    name: 'tock_table_hot_update_ratio',
+    help: `Share of a table's row updates that were HOT (no index written), 0 to 1, since the server's statistics were reset; no series while the table has had no update (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  readonly tableBytes = new Gauge({
+    name: 'tock_table_bytes',
+    help: `Size of one of Tock's tables with its indexes and TOAST, bytes (pg_total_relation_size; a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  readonly tableLastAutovacuum = new Gauge({
+    name: 'tock_table_last_autovacuum_timestamp_seconds',
+    help: `When the autovacuum last vacuumed one of Tock's tables (Unix seconds); no series while it has not since the server's statistics were reset (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    labelNames: ['table'],
     registers: [this.registry],
   });
   readonly claims = new Counter({
@@ -222,6 +254,31 @@ export class Metrics {
     }
   }
 
+  /**
+   * A new sample of Tock's tables: a table missing from it (dropped) loses its series. The HOT ratio
+   * of a table with no update is no number (0/0): it has no series rather than a NaN, or a 0 that
+   * would read as "every update wrote its indexes".
+   */
+  setTableStats(sample: readonly TableStats[]): void {
+    for (const g of [
+      this.tableDeadTuples,
+      this.tableLiveTuples,
+      this.tableHotUpdateRatio,
+      this.tableBytes,
+      this.tableLastAutovacuum,
+    ])
+      g.reset();
+    for (const t of sample) {
+      const labels = { table: t.table };
+      this.tableDeadTuples.set(labels, t.deadTuples);
+      this.tableLiveTuples.set(labels, t.liveTuples);
+      this.tableBytes.set(labels, t.bytes);
+      if (t.updates > 0) this.tableHotUpdateRatio.set(labels, Math.min(1, t.hotUpdates / t.updates));
+      if (t.lastAutovacuumAt !== null)
+        this.tableLastAutovacuum.set(labels, t.lastAutovacuumAt.getTime() / 1000);
+    }
+  }
+
   /** `pool` itself while fewer than MAX_POOL_LABELS pools have a label, else `other`. */
   poolLabel(pool: string): string {
     if (this.poolLabels.has(pool)) return pool;
@@ -232,8 +289,8 @@ export class Metrics {
 }
 
 /**
- * Fills the run and limit gauges from the database: one sample (runs by state, ready runs by
- * priority, unserved runs, the limits) at most every `intervalMs`, started by a scrape that finds
+ * Fills the run, limit and table gauges from the database: one sample (runs by state, ready runs by
+ * priority, unserved runs, the limits, Tock's tables) at most every `intervalMs`, started by a scrape that finds
  * the last one older. Scrapes meanwhile,
  * and scrapes while a sample is being read, get the gauges as they are (or wait for that one
  * read): the database sees one read per interval whatever the scrape rate, even while failing.
@@ -244,7 +301,7 @@ export class RunGaugeSampler {
 
   constructor(
     private readonly o: {
-      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns' | 'limitGauges'>;
+      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns' | 'limitGauges' | 'tableStats'>;
       clock: Clock;
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
@@ -266,13 +323,15 @@ export class RunGaugeSampler {
 
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
-    const [counts, ready, unserved, limits] = await Promise.all([
+    const [counts, ready, unserved, limits, tables] = await Promise.all([
       store.countRuns({}),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
       store.limitGauges({ now, limit: MAX_LIMIT_SERIES }),
+      store.tableStats(),
     ]);
     metrics.setLimits(limits.limits, limits.total);
+    metrics.setTableStats(tables);
     metrics.unservedRuns.set(unserved.runs);
     for (const [state, n] of Object.entries(counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL implementation of `Store`: a thin facade over one module per table family
  * (`jobs`, `tick`, `claims`, `runs`, `cancel`, `backfill`, `run-reads`, `shards`, `nodes`, `limits`, `keys`,
- * `idempotency`, `notify`), which own the statements. It holds the pool, the settings and two caches (parsed
+ * `idempotency`, `notify`, `table-stats`), which own the statements. It holds the pool, the settings and two caches (parsed
  * schedules, the shard count). Tock's invariants are kept in the database: one run per (tenant,
  * job, slot) by a unique index; every write a worker makes is fenced by its lease token and a live
  * lease; the reaper's write is guarded by the token it read; time always comes in as a parameter,
@@ -43,6 +43,7 @@ import * as reads from './run-reads.js';
 import * as runs from './runs.js';
 import * as shards from './shards.js';
 import type { Store } from './store.js';
+import { tableStats } from './table-stats.js';
 import { checkTick, tick } from './tick.js';
 import type { Job, JobChange, Page, Run, RunWithAttempts, TickResult } from './types.js';
 
@@ -256,6 +257,10 @@ export class PostgresStore implements Store {
 
   unservedRuns(p: { now: number; tenantId?: string | null; limit: number }) {
     return reads.unservedRuns(this.pool, p);
+  }
+
+  tableStats() {
+    return tableStats(this.pool);
   }
 
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */

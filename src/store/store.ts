@@ -42,6 +42,7 @@ import type {
   RunWithAttempts,
   ShardInfo,
   ShardStep,
+  TableStats,
   TickResult,
   UnservedRuns,
 } from './types.js';
@@ -181,6 +182,12 @@ export interface Store {
    * the totals over all of them. Only `tenantId`'s when given.
    */
   unservedRuns(p: { now: number; tenantId?: string | null; limit: number }): Promise<UnservedRuns>;
+  /**
+   * Tock's own tables (those its migrations create, in the pool's schema) as the server's statistics
+   * see them, by name: tuples live and dead, updates and HOT updates, bytes, last autovacuum. One
+   * statement that scans no table.
+   */
+  tableStats(): Promise<TableStats[]>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 

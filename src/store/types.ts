@@ -50,6 +50,27 @@ export interface Job {
   updatedAt: Date;
 }
 
+/**
+ * One of Tock's tables as the server's statistics see it (`Store.tableStats`). The counters are the
+ * server's estimates, kept since its statistics were last reset (a crash resets them).
+ */
+export interface TableStats {
+  /** The table's name, without its schema. */
+  table: string;
+  /** Live rows (`n_live_tup`). */
+  liveTuples: number;
+  /** Dead row versions a vacuum has not reclaimed yet (`n_dead_tup`). */
+  deadTuples: number;
+  /** Rows updated (`n_tup_upd`). */
+  updates: number;
+  /** Of `updates`, those that were HOT: the new version on the same page, no index written (`n_tup_hot_upd`). */
+  hotUpdates: number;
+  /** The table with its indexes and TOAST, bytes (`pg_total_relation_size`). */
+  bytes: number;
+  /** When the autovacuum last vacuumed it; null when it has not since the reset. */
+  lastAutovacuumAt: Date | null;
+}
+
 /** Claimable runs no live worker serves (`Store.unservedRuns`). */
 export interface UnservedRuns {
   /** Such runs in all. */

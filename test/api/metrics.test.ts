@@ -6,10 +6,15 @@
  * Issue 15, item 13: process metrics are `tock_process_*` (not `tock_process_process_*`); a run
  * triggered for a past instant is not scheduling delay; each job's last success is a gauge, for at
  * most a bounded number of jobs.
+ * Issue 21, item 3: Tock's tables' dead tuples, live tuples, HOT update ratio, bytes and last
+ * autovacuum are gauges of the same sample, read after real churn (claims delete queue rows,
+ * completions update runs).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, schedulingDelayMs } from '../../src/api/index.js';
 import type { Store } from '../../src/store/index.js';
+import { PostgresStore } from '../../src/store/index.js';
+import { TOCK_TABLES } from '../../src/store/queries/table-stats.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job, upsertJob } from '../setup/factories.js';
 import { type Api, call, expectError, keysFor, type RoleKeys, startApi } from './helpers.js';
@@ -238,5 +243,53 @@ describe('metric names and meanings (issue 15)', () => {
       'tock_job_last_success_timestamp_seconds{tenant="t",job="job-2"} 2',
     ]);
     expect(sample(m, 'tock_job_last_success_untracked_jobs')).toBe(7);
+  });
+});
+
+describe('table gauges (issue 21, item 3)', () => {
+  test('after claims and completions: dead tuples in the queue, a HOT ratio in [0, 1] for runs, every Tock table sized', async () => {
+    // The churn on one connection, so that one pg_stat_force_next_flush() publishes all of its
+    // counts before the scrape (a backend otherwise publishes them up to 10 s later).
+    const pool = db.newPool(1);
+    const store = new PostgresStore(pool);
+    const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+    try {
+      const t = db.clock.nowMs();
+      await upsertJob(store, { tenantId: 'acme', job: job({ jobId: 'churn', pool: 'p-churn' }), now: t });
+      for (let i = 0; i < 50; i++)
+        await store.triggerRun({
+          tenantId: 'acme',
+          jobId: 'churn',
+          scheduledFor: t - 1000 * (i + 1),
+          now: t,
+        });
+      const claimed = await store.claimRuns({ workerId: 'w-churn', pool: 'p-churn', max: 50, now: t });
+      expect(claimed).toHaveLength(50);
+      const { completed } = await store.completeRuns({ leases: claimed, now: t + 10 });
+      expect(completed).toHaveLength(50);
+      await pool.query('SELECT pg_stat_force_next_flush()');
+
+      db.clock.advance(METRICS_SAMPLE_MS); // past any sample an earlier test took
+      const m = (await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })).text;
+      expect(m).toContain('# TYPE tock_table_dead_tuples gauge');
+      // Each claimed run left a dead row in run_queue; each completion a dead version of its run.
+      expect(sample(m, 'tock_table_dead_tuples{table="run_queue"}')).toBeGreaterThanOrEqual(50);
+      expect(sample(m, 'tock_table_dead_tuples{table="runs"}')).toBeGreaterThan(0);
+      expect(sample(m, 'tock_table_live_tuples{table="runs"}')).toBeGreaterThanOrEqual(50);
+      // The completions updated runs (fillfactor 40): HOT, or not, the ratio is a share.
+      const hot = sample(m, 'tock_table_hot_update_ratio{table="runs"}');
+      expect(hot).toBeGreaterThanOrEqual(0);
+      expect(hot).toBeLessThanOrEqual(1);
+      // A table never updated has no ratio (0/0), rather than NaN or a misleading 0.
+      expect(m).not.toMatch(/^tock_table_hot_update_ratio\{table="tenant_retention"\}/m);
+      expect(m).not.toMatch(/NaN/);
+      // Every Tock table, and only those, has a size; autovacuum is off on the test server.
+      const sized = [...m.matchAll(/^tock_table_bytes\{table="([^"]+)"\} (\d+)$/gm)];
+      expect(sized.map((s) => s[1]).sort()).toEqual([...TOCK_TABLES].sort());
+      for (const s of sized) expect(Number(s[2])).toBeGreaterThan(0);
+    } finally {
+      await api.close();
+      await pool.end();
+    }
   });
 });
