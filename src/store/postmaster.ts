@@ -154,6 +154,11 @@ export async function spawnPostmaster(
       'fsync=on',
       '-c',
       'lc_messages=C',
+      // Tock is this server's main load: its queue tables churn every row, and how often the
+      // autovacuum visits bounds them (at 500 runs/s, 10 s instead of the default minute kept
+      // run_queue five times smaller; bench/vacuum.mjs, docs/benchmarks.md).
+      '-c',
+      'autovacuum_naptime=10s',
     ],
     {
       ...postgresUser(),
