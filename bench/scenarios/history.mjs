@@ -12,12 +12,14 @@
 // columns as the statement that ended it writes them (runCompleteMany, runFail, runCancel,
 // skipRuns). Then VACUUM ANALYZE and CHECKPOINT. TOCK_BENCH_HISTORY_REUSE=1 keeps a
 // `bench_history` seeded earlier with the same sizes (it is then migrated and analysed again),
-// so a fix can be measured without seeding again; the database is left in place at the end.
+// so a fix can be measured without seeding again; the database is left in place at the end (a
+// smoke run seeds `bench_history_smoke`, and leaves `bench_history` alone).
 //
 // Reads: the HTTP API in this process (`buildApp` on a loopback port, keys, the tenant quota out of
 // the way) with an admin key of `bench` (a cluster-admin key for `/metrics`), one request at a
 // time, after a warm-up: p50/p99/max of each (nearest rank). Pages deep in a cursor chain: pages 2
-// to 50 of each chain, following `next_cursor`. The `/metrics` scrapes each take a new sample of the
+// to 50 of each chain, following `next_cursor`; pages at a random point of the history: after the
+// cursor of a run sampled from the table (TABLESAMPLE), as a page ending on it would give. The `/metrics` scrapes each take a new sample of the
 // run gauges (runs by state, over the whole table: what every scrape pays once the sample is 15 s
 // old, i.e. every scrape at a usual scrape interval).
 //
@@ -30,11 +32,13 @@
 import pino from 'pino';
 import { buildApp, Metrics, RunGaugeSampler } from '../../dist/api/index.js';
 import { SystemClock } from '../../dist/core/index.js';
+import { encodeCursor } from '../../dist/store/cursor.js';
 import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
 import { fmt, markdownTable, recreateDatabase, databaseUrl as withDatabase } from '../lib.mjs';
 import { overRounds, percentiles, registerJobs } from '../timing.mjs';
 
-const FULL = 'bench_history';
+/** The seeded database; a smoke run seeds one of its own and leaves a full one in place. */
+const fullName = (smoke) => (smoke ? 'bench_history_smoke' : 'bench_history');
 const EMPTY = 'bench_history_empty';
 const TENANT = 'bench';
 const SMALL = 'small';
@@ -146,12 +150,12 @@ async function seedTenant(client, { tenantId, prefix, jobs, n, from, log }) {
 }
 
 /** The sizes a seeded database was seeded with (its comment), or null. */
-async function seededAs(url) {
+async function seededAs(url, name) {
   const admin = createPool(withDatabase(url, 'postgres'), { max: 1 });
   try {
     const { rows } = await admin.query(
       `SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = $1`,
-      [FULL],
+      [name],
     );
     return rows[0]?.c ?? null;
   } finally {
@@ -160,8 +164,9 @@ async function seededAs(url) {
 }
 
 async function prepareFull(ctx, s) {
+  const FULL = fullName(ctx.smoke);
   const signature = `tock bench history: ${s.runs} runs, ${s.jobs} + ${s.smallJobs} jobs`;
-  if (process.env.TOCK_BENCH_HISTORY_REUSE === '1' && (await seededAs(ctx.databaseUrl)) === signature) {
+  if (process.env.TOCK_BENCH_HISTORY_REUSE === '1' && (await seededAs(ctx.databaseUrl, FULL)) === signature) {
     const url = withDatabase(ctx.databaseUrl, FULL);
     const pool = createPool(url, { max: 4, applicationName: 'tock-bench-history' });
     await migrate(pool);
@@ -277,18 +282,30 @@ async function timeChains(base, key, paths, n, pages) {
 
 const pick = (xs, n) => Array.from({ length: n }, () => xs[Math.floor(Math.random() * xs.length)]);
 
-/** The run ids of a sample of the table: some of any state, some dead (with attempts). */
-async function sampleRunIds(pool, total, n) {
+/**
+ * A sample of the tenant's runs (random pages of the table): `ids`, run ids of any state and ⅓
+ * dead ones (with attempts); `cursors`, cursors at random points of the history (a run's slot and
+ * id, as a page ending on it gives), of any run, of dead runs, and of a job's runs (with its job).
+ */
+async function sampleRuns(pool, total, n) {
   const pct = Math.min(100, (100 * 50_000) / total);
   const { rows } = await pool.query(
-    `SELECT run_id, state FROM runs TABLESAMPLE SYSTEM (${pct}) WHERE tenant_id = $1`,
+    `SELECT run_id, job_id, state, scheduled_for FROM runs TABLESAMPLE SYSTEM (${pct}) WHERE tenant_id = $1`,
     [TENANT],
   );
-  const dead = rows.filter((r) => r.state === 'dead').map((r) => r.run_id);
-  const any = rows.map((r) => r.run_id);
-  if (dead.length === 0 || any.length === 0) throw new Error('the sample of runs found none (dead)');
-  const ids = [...pick(any, n - Math.floor(n / 3)), ...pick(dead, Math.floor(n / 3))];
-  return ids.sort(() => Math.random() - 0.5);
+  const dead = rows.filter((r) => r.state === 'dead');
+  if (dead.length === 0 || rows.length === 0) throw new Error('the sample of runs found none (dead)');
+  const ids = [
+    ...pick(rows, n - Math.floor(n / 3)).map((r) => r.run_id),
+    ...pick(dead, Math.floor(n / 3)).map((r) => r.run_id),
+  ].sort(() => Math.random() - 0.5);
+  const cursor = (r) => encodeURIComponent(encodeCursor([r.scheduled_for.getTime(), r.run_id]));
+  return {
+    ids,
+    anyCursors: pick(rows, n).map(cursor),
+    deadCursors: pick(dead, n).map(cursor),
+    jobCursors: pick(rows, n).map((r) => ({ jobId: r.job_id, cursor: cursor(r) })),
+  };
 }
 
 async function measureReads(ctx, s, url) {
@@ -318,7 +335,7 @@ async function measureReads(ctx, s, url) {
         Array.from({ length: s.jobs }, (_, i) => jobId('hist', i)),
         n,
       );
-    const ids = await sampleRunIds(pool, s.runs, n);
+    const { ids, anyCursors, deadCursors, jobCursors } = await sampleRuns(pool, s.runs, n);
     const rows = [];
     const measure = async (endpoint, what, fn) => {
       const r = await fn();
@@ -349,6 +366,11 @@ async function measureReads(ctx, s, url) {
       ),
     );
     await measure(
+      'GET /v1/jobs/{id}/runs',
+      'a page at a random point of its history',
+      first(jobCursors.map((c) => `/v1/jobs/${c.jobId}/runs?cursor=${c.cursor}`)),
+    );
+    await measure(
       'GET /v1/runs?job_id=…&state=dead',
       "a job's dead runs (tock dlq --job), first page",
       first(jobs().map((j) => `/v1/runs?job_id=${j}&state=dead`)),
@@ -359,6 +381,11 @@ async function measureReads(ctx, s, url) {
       first(Array(n).fill('/v1/runs?state=dead')),
     );
     await measure('GET /v1/runs?state=dead', `pages 2–${s.chainPages}`, deep(['/v1/runs?state=dead']));
+    await measure(
+      'GET /v1/runs?state=dead',
+      'a page at a random point of the history',
+      first(deadCursors.map((c) => `/v1/runs?state=dead&cursor=${c}`)),
+    );
     await measure(
       'GET /v1/runs?state=cancelled',
       'first page',
@@ -371,6 +398,11 @@ async function measureReads(ctx, s, url) {
     );
     await measure('GET /v1/runs', "the tenant's runs, first page", first(Array(n).fill('/v1/runs')));
     await measure('GET /v1/runs', `pages 2–${s.chainPages}`, deep(['/v1/runs']));
+    await measure(
+      'GET /v1/runs',
+      'a page at a random point of the history',
+      first(anyCursors.map((c) => `/v1/runs?cursor=${c}`)),
+    );
     await measure('GET /v1/jobs', 'first page', first(Array(n).fill('/v1/jobs')));
     await measure('GET /v1/status', 'tenant admin (unserved runs)', first(Array(n).fill('/v1/status')));
     await measure('GET /v1/status', 'cluster-admin (+ backlog, shards)', () =>
@@ -494,7 +526,7 @@ export default {
     const pool = createPool(full.url, { max: 1 });
     const seeded = await describe(pool).finally(() => pool.end());
     ctx.log(
-      `${FULL}: runs ${fmt(seeded.runs_bytes / 2 ** 30, 2)} GiB with indexes, attempts ${fmt(seeded.attempts)} rows (${fmt(seeded.attempts_bytes / 2 ** 20)} MiB)` +
+      `${fullName(ctx.smoke)}: runs ${fmt(seeded.runs_bytes / 2 ** 30, 2)} GiB with indexes, attempts ${fmt(seeded.attempts)} rows (${fmt(seeded.attempts_bytes / 2 ** 20)} MiB)` +
         (full.seedSeconds === null ? ' (reused)' : `; seeded in ${fmt(full.seedSeconds)} s`),
     );
     const reads = await measureReads(ctx, s, full.url);
