@@ -17,7 +17,8 @@
 //
 // Options: --database-url <url> (default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres),
 // --concurrency <n> (throughput: total worker concurrency, default 100), --runs <n> (throughput,
-// embedded: runs per drain, default 100,000), --only <prefix,…>
+// embedded: runs per drain, default 100,000; history: finished runs seeded, default 10,000,000),
+// --only <prefix,…>
 // (throughput, embedded: systems whose name starts so), --out <file>.
 //
 // It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):

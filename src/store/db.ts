@@ -31,7 +31,9 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   // The hot path's statements are prepared per connection (claim, completion, heartbeat: named
   // queries) and planned once: left to choose, the server plans the claims anew on every call,
   // which costs more than running them (the gated claim of 50 runs: 4.8 ms against 3.2 ms).
-  // Unnamed statements, every other one, are planned with their parameters as before.
+  // The setting holds for unnamed statements too (every parameterised query is a prepared
+  // statement to the server): each is planned without its parameters' values, so a statement
+  // must not rely on them to find its index (`PageShape` in queries/run-reads.ts, issue 21).
   const settings = [
     `-c idle_in_transaction_session_timeout=${idle}`,
     '-c plan_cache_mode=force_generic_plan',

@@ -25,15 +25,16 @@ import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
 
 /**
  * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead,
- * cancelled and skipped ones through their own index, succeeded ones newest first through the tenant's.
+ * cancelled and skipped ones through their own index, succeeded ones newest first through the
+ * tenant's. `stateParam`: the statement takes the state as $2.
  */
-const LIST_BY_STATE: Record<RunState, string> = {
-  pending: Q.runListQueued,
-  running: Q.runListClaimed,
-  dead: Q.runListParked,
-  cancelled: Q.runListParked,
-  skipped: Q.runListParked,
-  succeeded: Q.runList,
+const LIST_BY_STATE: Record<RunState, { sql: (shape: Q.PageShape) => string; stateParam: boolean }> = {
+  pending: { sql: Q.runListQueued, stateParam: false },
+  running: { sql: Q.runListClaimed, stateParam: false },
+  dead: { sql: Q.runListParked, stateParam: true },
+  cancelled: { sql: Q.runListParked, stateParam: true },
+  skipped: { sql: Q.runListParked, stateParam: true },
+  succeeded: { sql: Q.runListSucceeded, stateParam: false },
 };
 
 export async function getRun(
@@ -91,17 +92,31 @@ export async function listRuns(
   if (p.state !== undefined && !isRunState(p.state)) {
     throw new ValidationError(`state must be one of ${RUN_STATES.join(', ')}`, { field: 'state' });
   }
-  const after = p.cursor ? runCursor(p.cursor) : { slot: null, runId: null };
-  const { rows } =
-    p.jobId !== undefined
-      ? await db.query(Q.runListOfJob, [p.tenantId, p.jobId, p.state ?? null, after.slot, limit + 1])
-      : await db.query(p.state ? LIST_BY_STATE[p.state] : Q.runList, [
-          p.tenantId,
-          p.state ?? null,
-          after.slot,
-          after.runId,
-          limit + 1,
-        ]);
+  const after = p.cursor ? runCursor(p.cursor) : null;
+  const shape = { rows: limit + 1, after: after !== null };
+  let sql: string;
+  let params: unknown[];
+  if (p.jobId !== undefined) {
+    sql =
+      p.state === 'pending' || p.state === 'running'
+        ? Q.runListOfJobInState(shape)
+        : Q.runListOfJob(shape, p.state !== undefined);
+    params = [
+      p.tenantId,
+      p.jobId,
+      ...(p.state !== undefined ? [p.state] : []),
+      ...(after ? [after.slot] : []),
+    ];
+  } else {
+    const byState = p.state !== undefined ? LIST_BY_STATE[p.state] : null;
+    sql = byState ? byState.sql(shape) : Q.runList(shape);
+    params = [
+      p.tenantId,
+      ...(byState?.stateParam ? [p.state] : []),
+      ...(after ? [after.slot, after.runId] : []),
+    ];
+  }
+  const { rows } = await db.query(sql, params);
   const items = rows.slice(0, limit).map(toRun);
   const last = items[items.length - 1];
   return {

@@ -425,27 +425,27 @@ describe('attempts (a row for each that failed, was released or expired)', () =>
         client.release();
       }
     };
-    const byJob = await plan(R.runListOfJob, [tenantId, j, null, null, 51]);
+    const first = { rows: 51, after: false };
+    const next = { rows: 51, after: true };
+    const cursor = [new Date(), '00000000-0000-4000-8000-000000000000'];
+    const byJob = await plan(R.runListOfJob(first, false), [tenantId, j]);
     // The unique (tenant, job, slot) index, or, in a tenant this small, the tenant's index: both
-    // are in slot order.
+    // are in slot order. The page is chosen under its limit; only its rows are sorted.
     expect(byJob).toMatch(/runs_tenant_id_job_id_scheduled_for_key|runs_by_tenant/);
-    expect(byJob).not.toContain('"Sort"');
+    expect(byJob).toContain('"Node Type":"Limit"');
     expect(byJob).not.toMatch(/"Seq Scan"[^}]*"Relation Name":"runs"/);
-    const dead = await plan(R.runListParked, [tenantId, 'dead', null, null, 51]);
+    const dead = await plan(R.runListParked(first), [tenantId, 'dead']);
     expect(dead).toContain('runs_parked');
     expect(dead).not.toContain('Seq Scan');
     expect(dead).not.toContain('"Sort"');
-    const deadAfter = await plan(R.runListParked, [
-      tenantId,
-      'dead',
-      new Date(),
-      '00000000-0000-4000-8000-000000000000',
-      51,
-    ]);
+    const deadAfter = await plan(R.runListParked(next), [tenantId, 'dead', ...cursor]);
     expect(deadAfter).toContain('runs_parked');
-    // Any other state, or none: the tenant's runs newest first (run_claims, a few live claims, is
+    // Succeeded, or any state: the tenant's runs newest first (run_claims, a few live claims, is
     // scanned to tell running from pending).
-    const all = await plan(R.runList, [tenantId, 'succeeded', null, null, 51]);
+    const succeeded = await plan(R.runListSucceeded(first), [tenantId]);
+    expect(succeeded).toContain('runs_by_tenant');
+    expect(succeeded).not.toContain('"Sort"');
+    const all = await plan(R.runList(first), [tenantId]);
     expect(all).toContain('runs_by_tenant');
     expect(all).not.toContain('"Sort"');
     expect(all).not.toMatch(/"Seq Scan"[^}]*"Relation Name":"runs"/);

@@ -27,58 +27,106 @@ JOIN runs r ON r.run_id = l.run_id AND r.state = 'pending' AND r.tenant_id = $1`
 export const runIdsOfTenant = `SELECT run_id FROM runs WHERE run_id = ANY($2::uuid[]) AND tenant_id = $1`;
 
 /**
- * $1 tenant, $2 job, $3 state (or null), $4 cursor slot (or null), $5 limit.
- * One job's history newest first, on the unique (tenant_id, job_id, scheduled_for) index: the slot
- * is unique within a job, so it alone orders the page and continues strictly after the cursor.
+ * A page statement's shape: how many rows it returns (a page and one more, which tells whether
+ * there is a next page) and whether it continues after a cursor. Both are written into the
+ * statement's text, not passed as parameters: every connection plans with a generic plan
+ * (`plan_cache_mode=force_generic_plan`, db.ts), which sees no parameter's value. It plans
+ * `LIMIT $n` for a tenth of the rows, and keeps `$n IS NULL OR slot < $n` out of the index as a
+ * filter; on a tenant of 10 million runs the first made the tenant's page a sequential scan of
+ * every run and a sort (seconds, depending on the statistics of the day), the second made each
+ * page after a cursor read every run newer than it (issue 21). A literal limit and one statement
+ * per shape leave the planner one good plan: down the index, from the cursor, for so many rows.
  */
-export const runListOfJob = `
-SELECT ${RUN_COLUMNS} FROM run_states
-WHERE tenant_id = $1 AND job_id = $2
-  AND ($3::text IS NULL OR state = $3)
-  AND ($4::timestamptz IS NULL OR scheduled_for < $4::timestamptz)
-ORDER BY scheduled_for DESC
-LIMIT $5`;
+export interface PageShape {
+  rows: number;
+  after: boolean;
+}
+
+/** `LIMIT <rows>`, a literal: a positive integer, never text from a caller. */
+function limitRows(rows: number): string {
+  if (!Number.isSafeInteger(rows) || rows < 1) throw new Error(`a page of ${rows} rows`);
+  return `LIMIT ${rows}`;
+}
 
 /**
- * $1 tenant, $2 state (null, or 'succeeded'), $3 cursor slot (or null), $4 cursor run id, $5 limit.
- * A tenant's runs newest first, on runs_by_tenant; the row comparison continues strictly after the
- * cursor. Pending, running, dead and cancelled runs have statements of their own.
+ * $1 tenant, $2 job, then $3 state when `withState`, then the cursor slot when `shape.after`.
+ * One job's history newest first, on the unique (tenant_id, job_id, scheduled_for) index: the slot
+ * is unique within a job, so it alone orders the page and continues strictly after the cursor.
+ * The page is chosen in `runs` and then read through `run_states`: joined to the claims first, a
+ * generic plan hashes every run of the job and sorts them (a job's whole history for one page).
+ * `withState`: a state `runs` stores as it is shown (succeeded, dead, cancelled, skipped); pending
+ * and running runs, which the claims tell apart, have `runListOfJobInState`.
  */
-export const runList = `
+export const runListOfJob = (shape: PageShape, withState: boolean) => `
 SELECT ${RUN_COLUMNS} FROM run_states
-WHERE tenant_id = $1
-  AND ($2::text IS NULL OR state = $2)
-  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
-ORDER BY scheduled_for DESC, run_id DESC
-LIMIT $5`;
+WHERE run_id IN (
+  SELECT run_id FROM runs
+  WHERE tenant_id = $1 AND job_id = $2${withState ? ' AND state = $3' : ''}
+    ${shape.after ? `AND scheduled_for < $${withState ? 4 : 3}::timestamptz` : ''}
+  ORDER BY scheduled_for DESC
+  ${limitRows(shape.rows)})
+ORDER BY scheduled_for DESC`;
 
-/** A tenant's runs whose ids `ids` (a subquery) returns, newest first, after the cursor: $1 tenant, $3 slot, $4 run id, $5 limit. */
-const listAmong = (ids: string, state: string) => `
+/**
+ * $1 tenant, $2 job, $3 state ('pending' | 'running'), then the cursor slot when `shape.after`.
+ * One job's pending or running runs newest first, as `runListOfJob`; the state is the claims'
+ * (`run_states`), so the job's runs are read until the page is full.
+ */
+export const runListOfJobInState = (shape: PageShape) => `
 SELECT ${RUN_COLUMNS} FROM run_states
-WHERE run_id IN (${ids}) AND tenant_id = $1 AND state = '${state}'
-  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+WHERE tenant_id = $1 AND job_id = $2 AND state = $3
+  ${shape.after ? 'AND scheduled_for < $4::timestamptz' : ''}
+ORDER BY scheduled_for DESC
+${limitRows(shape.rows)}`;
+
+/** The cursor of a tenant's pages, $n slot and $n+1 run id: a row comparison the index reads from. */
+const afterCursor = (shape: PageShape, n: number) =>
+  shape.after ? `AND (scheduled_for, run_id) < ($${n}::timestamptz, $${n + 1}::uuid)` : '';
+
+/**
+ * $1 tenant, then the cursor slot and run id when `shape.after` ($2, $3).
+ * A tenant's runs newest first, on runs_by_tenant; the row comparison continues strictly after the
+ * cursor. Runs in one state have statements of their own.
+ */
+export const runList = (shape: PageShape) => `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE tenant_id = $1 ${afterCursor(shape, 2)}
 ORDER BY scheduled_for DESC, run_id DESC
-LIMIT $5`;
+${limitRows(shape.rows)}`;
 
-/** $1 tenant, $2 unused ('pending'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's queued runs. */
-export const runListQueued = listAmong(
-  'SELECT run_id FROM run_queue WHERE tenant_id = $1 AND $2::text IS NOT NULL',
-  'pending',
-);
-
-/** $1 tenant, $2 unused ('running'), $3 cursor slot (or null), $4 cursor run id, $5 limit. The tenant's claimed runs. */
-export const runListClaimed = listAmong(
-  'SELECT unnest(run_ids) FROM run_claims WHERE $2::text IS NOT NULL',
-  'running',
-);
-
-/** $1 tenant, $2 state ('dead' | 'cancelled' | 'skipped'), $3 cursor slot (or null), $4 cursor run id, $5 limit. On runs_parked. */
-export const runListParked = `
+/**
+ * $1 tenant, then the cursor ($2 slot, $3 run id) when `shape.after`. A tenant's succeeded runs
+ * newest first, on runs_by_tenant. From `runs` itself: no claim holds a succeeded run.
+ */
+export const runListSucceeded = (shape: PageShape) => `
 SELECT ${WRITTEN_COLUMNS} FROM runs
-WHERE tenant_id = $1 AND parked = $2
-  AND ($3::timestamptz IS NULL OR (scheduled_for, run_id) < ($3::timestamptz, $4::uuid))
+WHERE tenant_id = $1 AND state = 'succeeded' ${afterCursor(shape, 2)}
 ORDER BY scheduled_for DESC, run_id DESC
-LIMIT $5`;
+${limitRows(shape.rows)}`;
+
+/** A tenant's runs whose ids `ids` (a subquery) returns, newest first: $1 tenant, then the cursor ($2, $3). */
+const listAmong = (ids: string, state: string) => (shape: PageShape) =>
+  `
+SELECT ${RUN_COLUMNS} FROM run_states
+WHERE run_id IN (${ids}) AND tenant_id = $1 AND state = '${state}' ${afterCursor(shape, 2)}
+ORDER BY scheduled_for DESC, run_id DESC
+${limitRows(shape.rows)}`;
+
+/** $1 tenant, then the cursor ($2 slot, $3 run id) when `shape.after`. The tenant's queued runs. */
+export const runListQueued = listAmong('SELECT run_id FROM run_queue WHERE tenant_id = $1', 'pending');
+
+/** $1 tenant, then the cursor ($2 slot, $3 run id) when `shape.after`. The tenant's claimed runs. */
+export const runListClaimed = listAmong('SELECT unnest(run_ids) FROM run_claims', 'running');
+
+/**
+ * $1 tenant, $2 state ('dead' | 'cancelled' | 'skipped'), then the cursor ($3 slot, $4 run id)
+ * when `shape.after`. On runs_parked.
+ */
+export const runListParked = (shape: PageShape) => `
+SELECT ${WRITTEN_COLUMNS} FROM runs
+WHERE tenant_id = $1 AND parked = $2 ${afterCursor(shape, 3)}
+ORDER BY scheduled_for DESC, run_id DESC
+${limitRows(shape.rows)}`;
 
 /**
  * $1 tenant (or null). Runs per state: the claims' runs are running, and are among the pending
