@@ -66,7 +66,7 @@ const MiB = 2 ** 20;
 function shape(ctx) {
   const minutes = ctx.options.minutes ?? (ctx.smoke ? 1 : 60);
   // The herd every 10 minutes in an hour; a shorter soak gets a few herds all the same.
-  const herdEvery = [10, 5, 2, 1].find((m) => m <= minutes / 3) ?? 1;
+  const herdEvery = [10, 5, 2, 1].find((m) => m <= minutes / 2) ?? 1;
   const small = ctx.smoke;
   return {
     minutes,
