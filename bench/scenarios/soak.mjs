@@ -11,7 +11,8 @@
 // `bench`, registered through the store before the processes start:
 //   steady-<i>  300 jobs `@every 1s`, jitterSeconds 1: 300 runs/s, each at a fixed offset in its
 //               second; a first attempt fails for 2 % of run ids (max_attempts 3, backoff ~1 s).
-//   herd-<i>    10,000 jobs `*/10 * * * *` (shorter soaks: every 5, 2 or 1 minutes): one slot.
+//   herd-<i>    10,000 jobs `*/10 * * * *` (shorter soaks: every 5, 2 or 1 minutes; the smoke: one
+//               `@at` 30 s in): one slot.
 //   long-<i>    2,000 jobs `@every 2m`, jitterSeconds 120, whose handler sleeps 110 s: ~1,830
 //               leases held at any time, renewed by the workers' heartbeats.
 // Retention of the tenant (tenant_retention): succeeded, cancelled and skipped 5m, dead 10m (smoke
@@ -29,7 +30,8 @@
 // 60 minutes) ÷ the first; total size growth over the last half; each process's RSS trend over the
 // last half (least squares, per hour, relative to its mean); and, offline from the handlers' logs,
 // no (job, slot) succeeded twice and every steady and herd slot inside the span (from 30 s after
-// the start to 30 s before the end) succeeded. A lost or doubled run fails the scenario.
+// the start to 30 s before the end; a sixth of a shorter soak) succeeded. A lost or doubled run
+// fails the scenario.
 //
 // Its parts in bench/soak/: worker.mjs (a worker process), history.mjs (the handlers' logs and the
 // offline check), samples.mjs (what a row reads), report.mjs (CSV columns, checks, table, notes),
@@ -65,13 +67,19 @@ const MiB = 2 ** 20;
 /** The soak's shape at `minutes` (full) or smoke size. */
 function shape(ctx) {
   const minutes = ctx.options.minutes ?? (ctx.smoke ? 1 : 60);
-  // The herd every 10 minutes in an hour; a shorter soak gets a few herds all the same.
+  // The herd every 10 minutes in an hour; a shorter soak gets a few herds all the same. The smoke's
+  // minute gets one herd at an instant of its own (`@at`, set at registration), 30 s in.
   const herdEvery = [10, 5, 2, 1].find((m) => m <= minutes / 2) ?? 1;
   const small = ctx.smoke;
   return {
     minutes,
     steady: { jobs: small ? 100 : 300 },
-    herd: { jobs: small ? 1000 : 10_000, everyMinutes: herdEvery, schedule: `*/${herdEvery} * * * *` },
+    herd: {
+      jobs: small ? 1000 : 10_000,
+      everyMinutes: small ? null : herdEvery,
+      schedule: small ? null : `*/${herdEvery} * * * *`,
+      atMs: null,
+    },
     long: small
       ? { jobs: 200, every: '20s', everyMs: 20_000, sleepMs: 15_000 }
       : { jobs: 2000, every: '2m', everyMs: 120_000, sleepMs: 110_000 },
@@ -89,6 +97,7 @@ function longConcurrency(long) {
   return Math.min(1000, Math.ceil((running * 1.25) / 10) * 10);
 }
 
+/** The soak's job definitions: steady, herd and long jobs, each failing run retried about 1 s later. */
 function jobsOf(s) {
   const retry = { maxAttempts: 3, backoffBaseSeconds: 1.1, backoffCapSeconds: 1 };
   return [
@@ -204,8 +213,9 @@ async function bounded(promise, ms) {
   clearTimeout(timer);
 }
 
-/** The herd's slots in [fromMs, toMs]: every `everyMinutes` minutes on the UTC clock. */
-function herdSlots(everyMinutes, fromMs, toMs) {
+/** The herd's slots in [fromMs, toMs]: its one instant, or every `everyMinutes` minutes (UTC). */
+function herdSlots({ atMs, everyMinutes }, fromMs, toMs) {
+  if (atMs !== null) return atMs >= fromMs && atMs <= toMs ? [atMs] : [];
   const step = everyMinutes * 60_000;
   const slots = [];
   for (let t = Math.ceil(fromMs / step) * step; t <= toMs; t += step) slots.push(t);
@@ -227,6 +237,10 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
      ON CONFLICT (tenant_id) DO UPDATE SET retention = excluded.retention, updated_at = now()`,
     [TENANT, JSON.stringify(s.retention)],
   );
+  if (s.herd.schedule === null) {
+    s.herd.atMs = Math.ceil((time.dbNow() + 30_000) / 1000) * 1000;
+    s.herd.schedule = `@at ${new Date(s.herd.atMs).toISOString().replace('.000Z', 'Z')}`;
+  }
   const jobs = jobsOf(s);
   const ms = await registerJobs(new PostgresStore(admin), {
     tenantId: TENANT,
@@ -384,7 +398,7 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
   const herdMargin = Math.min(HERD_MARGIN_MS, (tEnd - t0) / 4);
   const from = t0 + margin;
   const to = tEnd - margin;
-  const slots = herdSlots(s.herd.everyMinutes, from, tEnd - herdMargin);
+  const slots = herdSlots(s.herd, from, tEnd - herdMargin);
   const check = history.lostAndDoubled({
     steadyJobs: s.steady.jobs,
     fromMs: from,
