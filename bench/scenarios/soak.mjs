@@ -449,6 +449,9 @@ export default {
     } finally {
       await procs.close();
       await admin.end();
+      // A soak that did not get to its check leaves nothing behind; one that lost or doubled a run
+      // keeps the handlers' logs (below).
+      if (r === undefined) await rm(dir, { recursive: true, force: true });
     }
     const c = checksOf(s, r);
     await writeFile(svgPath, pictureOf(s, r.rows));
