@@ -85,7 +85,12 @@ export class TockProcesses {
    * `name` names it in errors. The child has `out` and `err` (output tails) and `exited` (a promise).
    */
   start(name, args, env = {}) {
-    const child = spawn(process.execPath, [TOCK_BIN, ...args], {
+    return this.startScript(name, TOCK_BIN, args, env);
+  }
+
+  /** As `start`, for another Node script (a bench child such as bench/soak/worker.mjs). */
+  startScript(name, script, args, env = {}) {
+    const child = spawn(process.execPath, [script, ...args], {
       env: cleanEnv(env),
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,17 +9,18 @@
 //   { name, description, async run(ctx) }
 // `ctx` gives: databaseUrl (the server; each system gets a database of its own through
 // `recreateDatabase` in lib.mjs, dropped and recreated at the start of the scenario), smoke,
-// rounds, options (parsed flags: concurrency, only), and log(line) for one progress line per
-// round. `run` returns { settings, systems: [...per-round figures and medians], table (markdown),
-// notes: [...] } and throws if a system errors or completes fewer runs than it should; the
-// harness then exits non-zero. A new scenario needs nothing else: run.mjs finds it by file name
-// (`name` must be the file's name) and runs it after those in DEFAULT_ORDER.
+// rounds, options (parsed flags: concurrency, runs, only, minutes), and log(line) for one progress
+// line per round. `run` returns { settings, systems: [...per-round figures and medians], table
+// (markdown), notes: [...] } and throws if a system errors or completes fewer runs than it should;
+// the harness then exits non-zero. A new scenario needs nothing else: run.mjs finds it by file name
+// (`name` must be the file's name) and runs it after those in DEFAULT_ORDER. A scenario marked
+// `explicitOnly: true` (the hour-long soak, the 10-million-run history) runs only when named, or at its smoke size in --smoke.
 //
 // Options: --database-url <url> (default DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres),
 // --concurrency <n> (throughput: total worker concurrency, default 100), --runs <n> (throughput,
-// embedded: runs per drain, default 100,000; history: finished runs seeded, default 10,000,000),
-// --only <prefix,…>
-// (throughput, embedded: systems whose name starts so), --out <file>.
+// embedded: runs per drain, default 100,000; history: finished runs seeded, default 10,000,000;
+// prune: expired runs seeded, default 1,000,000), --only <prefix,…> (throughput, embedded: systems
+// whose name starts so), --minutes <n> (soak: its length, default 60, smoke 1), --out <file>.
 //
 // It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):
 // started on another Node, it runs itself again on a Node 24 that scripts/node24.mjs finds or
@@ -53,6 +54,7 @@ const { values: args, positionals } = parseArgs({
     concurrency: { type: 'string' },
     runs: { type: 'string' },
     only: { type: 'string' },
+    minutes: { type: 'string' },
     out: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
@@ -119,9 +121,10 @@ async function main() {
   const scenarios = await loadScenarios();
   if (args.help) {
     console.log(
-      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b]',
+      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b] [--minutes N]',
     );
-    for (const s of scenarios) console.log(`  ${s.name.padEnd(16)} ${s.description}`);
+    for (const s of scenarios)
+      console.log(`  ${s.name.padEnd(16)} ${s.description}${s.explicitOnly ? ' (only when named)' : ''}`);
     return 0;
   }
   const unknown = positionals.filter((p) => !scenarios.some((s) => s.name === p));
@@ -131,17 +134,23 @@ async function main() {
     );
     return 2;
   }
-  const chosen = positionals.length > 0 ? scenarios.filter((s) => positionals.includes(s.name)) : scenarios;
+  const chosen =
+    positionals.length > 0
+      ? scenarios.filter((s) => positionals.includes(s.name))
+      : scenarios.filter((s) => args.smoke || !s.explicitOnly);
   const databaseUrl =
     args['database-url'] ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const rounds = Number(args.rounds ?? (args.smoke ? 1 : 3));
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
   if (args.runs !== undefined && !(Number.isInteger(Number(args.runs)) && Number(args.runs) >= 100))
     throw new Error('--runs must be an integer of at least 100');
+  if (args.minutes !== undefined && !(Number(args.minutes) >= 1 && Number(args.minutes) <= 24 * 60))
+    throw new Error('--minutes must be a number from 1 to 1440');
   const options = {
     concurrency: args.concurrency === undefined ? undefined : Number(args.concurrency),
     runs: args.runs === undefined ? undefined : Number(args.runs),
     only: args.only?.split(',').filter(Boolean),
+    minutes: args.minutes === undefined ? undefined : Number(args.minutes),
   };
 
   // One benchmark run per server at a time: two would drop each other's databases, and share

@@ -518,6 +518,8 @@ async function tickAndClaim(ctx, s, urls) {
 
 export default {
   name: 'history',
+  // Seeding 10,000,000 runs takes minutes and 7 GiB of disk: only when named (its smoke size in --smoke).
+  explicitOnly: true,
   description: `${fmt(10_000_000)} finished runs (--runs): history reads under ${TARGET_MS} ms p99, tick and claim as on an empty database (issue 21)`,
   async run(ctx) {
     const s = sizes(ctx);
