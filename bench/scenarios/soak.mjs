@@ -16,9 +16,10 @@
 //   long-<i>    2,000 jobs `@every 2m`, jitterSeconds 120, whose handler sleeps 110 s: ~1,830
 //               leases held at any time, renewed by the workers' heartbeats.
 // Retention of the tenant (tenant_retention): succeeded, cancelled and skipped 5m, dead 10m (smoke
-// 20s each). The server's autovacuum being off on the machine this was written on, the soak then
-// stands in for it: at each sample, a table whose dead rows pass autovacuum's threshold for it
-// (50 + its scale factor × its live rows) is vacuumed (and analysed), as autovacuum would.
+// 20s each). The soak needs the server's autovacuum, as production has it: when DATABASE_URL's
+// server has it off, the soak runs on an embedded PostgreSQL of its own (as `npm start` runs it:
+// autovacuum on, a 10 s naptime) in a temporary directory. The `vacuumed` column names the tables
+// the autovacuum vacuumed since the previous row.
 //
 // Every 10 s a row (bench/results/soak-<date>.csv; smoke: a temporary file): runs/s the handlers
 // finished (their own logs: `runs` rows are pruned), start − due p50/p99 of the steady runs started
@@ -41,8 +42,8 @@ import { appendFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPool, migrate, PostgresStore } from '../../dist/store/index.js';
-import { fmt, recreateDatabase } from '../lib.mjs';
+import { createPool, migrate, PostgresStore, startEmbedded } from '../../dist/store/index.js';
+import { fmt, recreateDatabase, redact, withClient } from '../lib.mjs';
 import { freePort, TOCK_BIN, TockProcesses } from '../processes.mjs';
 import { HandlerLog, jobKind } from '../soak/history.mjs';
 import { COLUMNS, checksOf, csvCell, mean, notesOf, pictureOf, tableOf } from '../soak/report.mjs';
@@ -126,6 +127,14 @@ function jobsOf(s) {
   ];
 }
 
+/** Whether the server at `url` runs the autovacuum. */
+async function autovacuumOn(url) {
+  return withClient(
+    url,
+    async (c) => (await c.query(`SELECT current_setting('autovacuum') AS v`)).rows[0].v === 'on',
+  );
+}
+
 /** Whether this build's `tock server` has the pruner's `--prune-interval`. */
 function serverHasPruner() {
   const r = spawnSync(process.execPath, [TOCK_BIN, 'server', '--help'], {
@@ -206,13 +215,6 @@ async function startWorker(procs, { url, index, log, s }) {
 /** What the handlers did in one 10 s window: finished calls by kind, and the starts' delays. */
 const emptyWindow = () => ({ ok: { steady: 0, herd: 0, long: 0 }, fail: 0, abort: 0, steady: [], herd: [] });
 
-/** Resolves when `promise` does (a null one at once), or after `ms`: a wait with a bound. */
-async function bounded(promise, ms) {
-  let timer;
-  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
-}
-
 /** The herd's slots in [fromMs, toMs]: its one instant, or every `everyMinutes` minutes (UTC). */
 function herdSlots({ atMs, everyMinutes }, fromMs, toMs) {
   if (atMs !== null) return atMs >= fromMs && atMs <= toMs ? [atMs] : [];
@@ -229,8 +231,6 @@ function herdSlots({ atMs, everyMinutes }, fromMs, toMs) {
  */
 async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
   const time = await databaseTime(url);
-  const emulateAutovacuum =
-    (await admin.query(`SELECT current_setting('autovacuum') AS v`)).rows[0].v !== 'on';
   const prune = serverHasPruner();
   await admin.query(
     `INSERT INTO tenant_retention (tenant_id, retention, updated_at) VALUES ($1, $2, now())
@@ -250,8 +250,7 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
   ctx.log(
     `${fmt(jobs.length)} jobs registered in ${fmt(ms / 1000, 1)} s: ${s.steady.jobs} @every 1s, ` +
       `${fmt(s.herd.jobs)} '${s.herd.schedule}', ${fmt(s.long.jobs)} @every ${s.long.every} sleeping ` +
-      `${s.long.sleepMs / 1000} s; retention ${JSON.stringify(s.retention)}; pruner ${prune ? 'on (--prune-interval 10s)' : 'NOT in this build'}` +
-      `${emulateAutovacuum ? '; autovacuum off: the soak vacuums as it would' : ''}`,
+      `${s.long.sleepMs / 1000} s; retention ${JSON.stringify(s.retention)}; pruner ${prune ? 'on (--prune-interval 10s)' : 'NOT in this build'}`,
   );
 
   const server = await startServer(procs, url, prune);
@@ -305,9 +304,7 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
   await writeFile(csvPath, `${COLUMNS.join(',')}\n`);
   const rows = [];
   let before = await scrape(server.metrics);
-  let vacuuming = null;
-  const vacuumed = [];
-  const vacuumErrors = [];
+  let autovacuums = await tableStats(admin);
   const samples = Math.round((s.minutes * 60_000) / SAMPLE_MS);
   ctx.log(
     `processes up (tock server pid ${server.child.pid}, workers ${workers.map((w) => w.child.pid).join(', ')}); ` +
@@ -325,23 +322,8 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
     before = after;
     const reports = workers.map((wk) => mergeReports(wk.inbox.splice(0)));
     const stats = await tableStats(admin);
-    if (emulateAutovacuum && vacuuming === null) {
-      const due = TABLES.filter(
-        (t) => stats[t] && stats[t].dead > stats[t].threshold + stats[t].scale * stats[t].live,
-      );
-      if (due.length > 0) {
-        vacuuming = (async () => {
-          for (const t of due) {
-            await admin.query(`VACUUM (ANALYZE) ${t}`);
-            vacuumed.push(t);
-          }
-        })()
-          .catch((err) => vacuumErrors.push(err))
-          .finally(() => {
-            vacuuming = null;
-          });
-      }
-    }
+    const vacuumed = TABLES.filter((t) => (stats[t]?.autovacuums ?? 0) > (autovacuums[t]?.autovacuums ?? 0));
+    autovacuums = stats;
     const steady = percentiles(w.steady);
     const claimed = reports.filter((r) => r && r.claim.count > 0);
     const claims = claimed.reduce((a, r) => a + r.claim.count, 0);
@@ -373,7 +355,7 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
       lag_server_p99_ms: after.lagP99 === null ? null : after.lagP99 * 1000,
       ...Object.fromEntries(reports.map((r, i) => [`lag_worker${i}_p99_ms`, r?.lagP99Ms ?? null])),
       long_running: reports.every((r) => r) ? reports.reduce((a, r) => a + r.running[1], 0) : null,
-      vacuumed: vacuumed.splice(0).join(' '),
+      vacuumed: vacuumed.join(' '),
     };
     rows.push(row);
     await appendFile(csvPath, `${COLUMNS.map((c) => csvCell(row[c])).join(',')}\n`);
@@ -392,8 +374,6 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
   await Promise.all(workers.map((wk) => procs.stop(wk.child, 15_000)));
   await history.read(onCall);
   await procs.stop(server.child);
-  await bounded(vacuuming, 60_000);
-  if (vacuumErrors.length > 0) throw vacuumErrors[0];
   const margin = Math.min(CHECK_MARGIN_MS, (tEnd - t0) / 6);
   const herdMargin = Math.min(HERD_MARGIN_MS, (tEnd - t0) / 4);
   const from = t0 + margin;
@@ -417,7 +397,6 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
     history,
     deadInTable: dead[0].n,
     prune,
-    emulateAutovacuum,
     workerCounts: workers.map(
       (wk) => wk.last && { dropped: wk.last.dropped, leaseLost: wk.last.leaseLost, errors: wk.last.errors },
     ),
@@ -438,17 +417,24 @@ export default {
     await mkdir(outDir, { recursive: true });
     const csvPath = path.join(outDir, ctx.smoke ? 'tock-soak-smoke.csv' : `soak-${date}.csv`);
     const svgPath = csvPath.replace(/\.csv$/, '.svg');
-    const url = await recreateDatabase(ctx.databaseUrl, DATABASE);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'tock-soak-'));
+    const embedded = (await autovacuumOn(ctx.databaseUrl))
+      ? null
+      : await startEmbedded({ dataDir: path.join(dir, 'postgres') });
+    if (embedded)
+      ctx.log(`autovacuum is off on ${redact(ctx.databaseUrl)}: the soak runs on embedded PostgreSQL`);
+    const url = await recreateDatabase(embedded?.url ?? ctx.databaseUrl, DATABASE);
     const admin = createPool(url, { max: 2, applicationName: 'tock-bench-admin' });
     const procs = new TockProcesses();
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'tock-soak-'));
     let r;
     try {
       await migrate(admin);
       r = await soak(ctx, { s, url, admin, procs, dir, csvPath });
+      r.server = embedded ? `embedded PostgreSQL in ${embedded.dataDir}` : redact(url);
     } finally {
       await procs.close();
       await admin.end();
+      await embedded?.stop();
       // A soak that did not get to its check leaves nothing behind; one that lost or doubled a run
       // keeps the handlers' logs (below).
       if (r === undefined) await rm(dir, { recursive: true, force: true });
@@ -472,7 +458,7 @@ export default {
         sampleMs: SAMPLE_MS,
         workers: WORKERS,
         pruner: r.prune,
-        emulatedAutovacuum: r.emulateAutovacuum,
+        server: r.server,
       },
       systems: [{ name: 'tock', checks: c, herds: r.herds, totals: r.totals, rows: r.rows }],
       table,

@@ -47,7 +47,8 @@ export async function tableStats(db) {
        coalesce((SELECT split_part(o, '=', 2)::float8 FROM unnest(c.reloptions) o
                  WHERE o LIKE 'autovacuum_vacuum_scale_factor=%'),
                 current_setting('autovacuum_vacuum_scale_factor')::float8) AS scale,
-       current_setting('autovacuum_vacuum_threshold')::float8 AS threshold
+       current_setting('autovacuum_vacuum_threshold')::float8 AS threshold,
+       s.autovacuum_count::float8 AS autovacuums
      FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
      WHERE c.relname = ANY($1)`,
     [TABLES],
