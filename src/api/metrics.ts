@@ -9,7 +9,7 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
-import type { LimitGauge, Store, TableStats } from '../store/index.js';
+import { EXACT_COUNT_BELOW, type LimitGauge, type Store, type TableStats } from '../store/index.js';
 
 /**
  * The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`), the limit gauges
@@ -60,7 +60,7 @@ export class Metrics {
   });
   readonly runsByState = new Gauge({
     name: 'tock_runs',
-    help: `Runs by state (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    help: `Runs by state (a sample at most ${METRICS_SAMPLE_MS / 1000} s old; above ${EXACT_COUNT_BELOW.toLocaleString('en')} runs, succeeded is the table's estimated rows less the other states)`,
     labelNames: ['state'],
     registers: [this.registry],
   });
@@ -301,7 +301,7 @@ export class RunGaugeSampler {
 
   constructor(
     private readonly o: {
-      store: Pick<Store, 'countRuns' | 'readyDepth' | 'unservedRuns' | 'limitGauges' | 'tableStats'>;
+      store: Pick<Store, 'sampleRunCounts' | 'readyDepth' | 'unservedRuns' | 'limitGauges' | 'tableStats'>;
       clock: Clock;
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
@@ -324,7 +324,7 @@ export class RunGaugeSampler {
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
     const [counts, ready, unserved, limits, tables] = await Promise.all([
-      store.countRuns({}),
+      store.sampleRunCounts(),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
       store.limitGauges({ now, limit: MAX_LIMIT_SERIES }),
@@ -333,7 +333,7 @@ export class RunGaugeSampler {
     metrics.setLimits(limits.limits, limits.total);
     metrics.setTableStats(tables);
     metrics.unservedRuns.set(unserved.runs);
-    for (const [state, n] of Object.entries(counts)) metrics.runsByState.set({ state }, n);
+    for (const [state, n] of Object.entries(counts.counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();
     for (const [priority, n] of ready) metrics.readyDepth.set({ priority_class: String(priority) }, n);
   }

@@ -9,5 +9,6 @@ export {
   PostgresStore,
   type PostgresStoreOptions,
 } from './postgres-store.js';
+export { EXACT_COUNT_BELOW } from './run-reads.js';
 export type { Store } from './store.js';
 export * from './types.js';

@@ -251,6 +251,10 @@ export class PostgresStore implements Store {
     return reads.countRuns(this.pool, p);
   }
 
+  sampleRunCounts(p: { exactBelow?: number } = {}) {
+    return reads.sampleRunCounts(this.pool, p);
+  }
+
   readyDepth(p: { now: number }) {
     return reads.readyDepth(this.pool, p);
   }

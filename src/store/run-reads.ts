@@ -135,6 +135,33 @@ export async function countRuns(db: Queryable, p: { tenantId?: string }): Promis
   return counts;
 }
 
+/** Below this many rows in \`runs\` (the planner's estimate), \`sampleRunCounts\` counts exactly. */
+export const EXACT_COUNT_BELOW = 100_000;
+
+/**
+ * Runs per state of every tenant, for the gauges: exact while \`runs\` is small (under
+ * \`exactBelow\` rows by the planner's estimate, or never analysed), else without reading every
+ * run: pending, running, dead, cancelled and skipped exact, succeeded the rest of the estimated
+ * rows. Returns whether succeeded is an estimate.
+ */
+export async function sampleRunCounts(
+  db: Queryable,
+  p: { exactBelow?: number } = {},
+): Promise<{ counts: Record<RunState, number>; estimated: boolean }> {
+  const rows = (await db.query(Q.runRowsEstimate)).rows[0].n as number;
+  if (!(rows >= (p.exactBelow ?? EXACT_COUNT_BELOW)))
+    return { counts: await countRuns(db, {}), estimated: false };
+  const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
+  for (const r of (await db.query(Q.runCountSample)).rows) {
+    const state: string = r.state;
+    if (isRunState(state)) counts[state] = r.n;
+  }
+  // Pending runs a claim holds are running; every other run is in the queue, parked or succeeded.
+  const known = counts.pending + counts.running + counts.dead + counts.cancelled + counts.skipped;
+  counts.succeeded = Math.max(0, Math.round(rows - known));
+  return { counts, estimated: true };
+}
+
 /** Claimable queued runs by priority (all tenants). */
 export async function readyDepth(db: Queryable, p: { now: number }): Promise<Map<number, number>> {
   const { rows } = await db.query(Q.runReadyByPriority, [checkInstant(p.now, 'now')]);

@@ -174,6 +174,14 @@ export interface Store {
     cursor?: string | null;
   }): Promise<Page<Run>>;
   countRuns(p: { tenantId?: string }): Promise<Record<RunState, number>>;
+  /**
+   * Runs per state of every tenant, for the gauges, without reading every run once \`runs\` is
+   * large (\`exactBelow\` rows by the planner's estimate, default 100,000): succeeded is then the
+   * estimated rows less the others, which are exact (\`estimated\`).
+   */
+  sampleRunCounts(p?: {
+    exactBelow?: number;
+  }): Promise<{ counts: Record<RunState, number>; estimated: boolean }>;
   /** Claimable pending runs by priority (all tenants). */
   readyDepth(p: { now: number }): Promise<Map<number, number>>;
   /**

@@ -33,18 +33,18 @@ afterAll(async () => {
 
 /** The real store, counting the calls of the methods a metrics sample makes. */
 interface SampleCalls {
-  countRuns: number;
+  sampleRunCounts: number;
   readyDepth: number;
   unservedRuns: number;
 }
 function countingStore(store: Store): { store: Store; calls: SampleCalls } {
-  const calls: SampleCalls = { countRuns: 0, readyDepth: 0, unservedRuns: 0 };
+  const calls: SampleCalls = { sampleRunCounts: 0, readyDepth: 0, unservedRuns: 0 };
   const proxy = new Proxy(store, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) => {
-        if (prop === 'countRuns' || prop === 'readyDepth' || prop === 'unservedRuns') calls[prop] += 1;
+        if (prop === 'sampleRunCounts' || prop === 'readyDepth' || prop === 'unservedRuns') calls[prop] += 1;
         return value.apply(target, args);
       };
     },
@@ -85,7 +85,7 @@ describe('GET /metrics', () => {
       Array.from({ length: 100 }, () => call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })),
     );
     for (const a of answers) expect(a.status).toBe(200);
-    expect(sampled.calls.countRuns - before.countRuns).toBe(1);
+    expect(sampled.calls.sampleRunCounts - before.sampleRunCounts).toBe(1);
     expect(sampled.calls.readyDepth - before.readyDepth).toBe(1);
     expect(sampled.calls.unservedRuns - before.unservedRuns).toBe(1);
     // Every scrape shows that one sample: the pending run is counted, and no worker serves it.
@@ -97,12 +97,12 @@ describe('GET /metrics', () => {
     // Within the interval: no read. After it: one.
     db.clock.advance(METRICS_SAMPLE_MS - 1);
     await call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] });
-    expect(sampled.calls.countRuns - before.countRuns).toBe(1);
+    expect(sampled.calls.sampleRunCounts - before.sampleRunCounts).toBe(1);
     db.clock.advance(1);
     await Promise.all(
       Array.from({ length: 20 }, () => call(api.base, 'GET', '/metrics', { key: keys['cluster-admin'] })),
     );
-    expect(sampled.calls.countRuns - before.countRuns).toBe(2);
+    expect(sampled.calls.sampleRunCounts - before.sampleRunCounts).toBe(2);
   });
 
   test(`after claims in 500 pools the pool label has at most ${MAX_POOL_LABELS} values, the rest "other"`, async () => {

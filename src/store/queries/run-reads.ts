@@ -128,6 +128,22 @@ WHERE tenant_id = $1 AND parked = $2 ${afterCursor(shape, 3)}
 ORDER BY scheduled_for DESC, run_id DESC
 ${limitRows(shape.rows)}`;
 
+/** The planner's estimate of the rows of \`runs\` (the schema's), kept by vacuum and analyze; −1 before the first. */
+export const runRowsEstimate = `SELECT reltuples::float8 AS n FROM pg_class WHERE oid = 'runs'::regclass`;
+
+/**
+ * Runs per state, all tenants, without reading every run: pending from the queue, running from
+ * the claims, dead, cancelled and skipped from \`runs_parked\` (a partial index of those runs only),
+ * and the rest of the table's estimated rows (\`runRowsEstimate\`, $1) as succeeded. The exact
+ * \`runCountByState\` reads the whole table: 2.2 s at 10 million runs.
+ */
+export const runCountSample = `
+SELECT 'pending' AS state, count(*)::float8 AS n FROM run_queue
+UNION ALL
+SELECT 'running', coalesce(sum(cardinality(run_ids)), 0)::float8 FROM run_claims
+UNION ALL
+SELECT parked, count(*)::float8 FROM runs WHERE parked IS NOT NULL GROUP BY parked`;
+
 /**
  * $1 tenant (or null). Runs per state: the claims' runs are running, and are among the pending
  * runs of `runs`.
