@@ -81,7 +81,8 @@ async function loadScenarios() {
 /** The npm command that runs what this process was asked to run. */
 function commandLine(argv) {
   if (argv.length === 1 && argv[0] === '--smoke') return 'npm run bench:smoke';
-  return `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`;
+  // A --database-url's password stays out of the results.
+  return `npm run bench${argv.length > 0 ? ` -- ${argv.map(redact).join(' ')}` : ''}`;
 }
 
 /** The run as markdown, for docs/benchmarks.md: machine, versions, command, then each scenario's table. */
