@@ -290,14 +290,18 @@ export class Metrics {
 
 /**
  * Fills the run, limit and table gauges from the database: one sample (runs by state, ready runs by
- * priority, unserved runs, the limits, Tock's tables) at most every `intervalMs`, started by a scrape that finds
- * the last one older. Scrapes meanwhile,
- * and scrapes while a sample is being read, get the gauges as they are (or wait for that one
- * read): the database sees one read per interval whatever the scrape rate, even while failing.
+ * priority, unserved runs, the limits, Tock's tables) at most every \`intervalMs\`, started by a
+ * scrape that finds the last one older. Scrapes meanwhile get the gauges as they are; the database
+ * sees one read per interval whatever the scrape rate, even while failing. A scrape that starts a
+ * sample, or comes while one is read, waits for it at most \`waitMs\` once there is an earlier
+ * sample to show (the first is always waited for): on a large history a sample takes tens of ms,
+ * and the scrape then answers the previous sample rather than wait.
  */
 export class RunGaugeSampler {
   private lastStartMs = Number.NEGATIVE_INFINITY;
   private inFlight: Promise<void> | null = null;
+  /** A sample has been read: a scrape may show it instead of waiting for the next. */
+  private sampled = false;
 
   constructor(
     private readonly o: {
@@ -306,19 +310,37 @@ export class RunGaugeSampler {
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
       intervalMs?: number;
+      /** Longest wait of a scrape for a sample being read, once an earlier one exists, ms. Default 25. */
+      waitMs?: number;
     },
   ) {}
 
-  /** Reads a new sample if the last is older than the interval; rejects if that read fails. */
+  /**
+   * Reads a new sample if the last is older than the interval, and waits for the read in flight
+   * (at most \`waitMs\` when an earlier sample exists); rejects if that read fails within the wait.
+   */
   refresh(): Promise<void> {
-    if (this.inFlight) return this.inFlight;
+    const read = this.inFlight ?? this.start();
+    if (read === null) return Promise.resolve();
+    if (!this.sampled) return read;
+    const waited = new AbortController();
+    return Promise.race([read, this.o.clock.sleep(this.o.waitMs ?? 25, waited.signal)]).finally(() =>
+      waited.abort(),
+    );
+  }
+
+  /** Starts a read when the last started an interval ago; null when it is not due. */
+  private start(): Promise<void> | null {
     const now = this.o.clock.nowMs();
-    if (now - this.lastStartMs < (this.o.intervalMs ?? METRICS_SAMPLE_MS)) return Promise.resolve();
+    if (now - this.lastStartMs < (this.o.intervalMs ?? METRICS_SAMPLE_MS)) return null;
     this.lastStartMs = now;
-    this.inFlight = this.read(now).finally(() => {
+    const read = this.read(now).finally(() => {
       this.inFlight = null;
     });
-    return this.inFlight;
+    // A scrape that stopped waiting does not hear a failure: it showed the last sample.
+    read.catch(() => {});
+    this.inFlight = read;
+    return read;
   }
 
   private async read(now: number): Promise<void> {
@@ -336,5 +358,6 @@ export class RunGaugeSampler {
     for (const [state, n] of Object.entries(counts.counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();
     for (const [priority, n] of ready) metrics.readyDepth.set({ priority_class: String(priority) }, n);
+    this.sampled = true;
   }
 }

@@ -11,7 +11,14 @@
  * completions update runs).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MAX_POOL_LABELS, METRICS_SAMPLE_MS, Metrics, schedulingDelayMs } from '../../src/api/index.js';
+import {
+  MAX_POOL_LABELS,
+  METRICS_SAMPLE_MS,
+  Metrics,
+  RunGaugeSampler,
+  schedulingDelayMs,
+} from '../../src/api/index.js';
+import { FakeClock } from '../../src/core/index.js';
 import type { Store } from '../../src/store/index.js';
 import { PostgresStore } from '../../src/store/index.js';
 import { TOCK_TABLES } from '../../src/store/queries/table-stats.js';
@@ -120,6 +127,57 @@ describe('GET /metrics', () => {
     expect(Number(other?.[1])).toBe(500 - MAX_POOL_LABELS);
     const delaySeries = a.text.split('\n').filter((l) => l.startsWith('tock_scheduling_delay_seconds_count'));
     expect(delaySeries.length).toBeLessThanOrEqual(MAX_POOL_LABELS + 1);
+  });
+});
+
+describe('a sample slower than a scrape waits', () => {
+  test('the first sample is waited for; later, a scrape waits waitMs at most and shows the last sample', async () => {
+    const clock = new FakeClock(db.clock.nowMs());
+    let release: () => void = () => {};
+    let gate: Promise<void> | null = null;
+    // The real store; its run counts held back while \`gate\` is set (a sample on a large history).
+    const store = new Proxy(db.store, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (prop !== 'sampleRunCounts' || typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          if (gate) await gate;
+          return value.apply(target, args);
+        };
+      },
+    });
+    const metrics = new Metrics({ processMetrics: false });
+    const sampler = new RunGaugeSampler({ store, clock, metrics, waitMs: 25 });
+    const pending = async () =>
+      (await metrics.runsByState.get()).values.find((v) => v.labels.state === 'pending')?.value;
+
+    await sampler.refresh();
+    const before = await pending();
+    await upsertJob(db.store, { tenantId: 'slow', job: job({ jobId: 'slow' }), now: clock.nowMs() });
+    await db.store.triggerRun({
+      tenantId: 'slow',
+      jobId: 'slow',
+      scheduledFor: clock.nowMs() - 1000,
+      now: clock.nowMs(),
+    });
+
+    gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    clock.advance(METRICS_SAMPLE_MS);
+    let answered = false;
+    const scrape = sampler.refresh().then(() => {
+      answered = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(answered).toBe(false); // waiting, on the sampler's clock
+    clock.advance(25);
+    await scrape; // answered with the last sample while the read goes on
+    expect(await pending()).toBe(before);
+
+    release();
+    for (let i = 0; i < 200 && (await pending()) === before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await pending()).toBe((before ?? 0) + 1);
   });
 });
 
