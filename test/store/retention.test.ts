@@ -9,7 +9,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DEFAULT_RETENTION, type RetentionState, ValidationError } from '../../src/core/index.js';
-import { PostgresStore } from '../../src/store/index.js';
+import { PostgresStore, type PruneCursor } from '../../src/store/index.js';
 import * as Q from '../../src/store/queries/retention.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { countRows, endedRun, job, uniqueId, upsertJob } from '../setup/factories.js';
@@ -166,34 +166,15 @@ describe('pruning', () => {
     }
     const late = await runEnded(tenantId, jobId, now - DAY, 'succeeded', now - 20 * DAY);
 
-    const first = await db.store.pruneBatch({
-      tenantId,
-      now,
-      horizon: now - 2 * DAY,
-      after: null,
-      limit: 10,
-      dryRun: false,
-    });
+    const batch = (after: PruneCursor | null) =>
+      db.store.pruneBatch({ tenantId, now, horizon: now - 2 * DAY, after, limit: 10, dryRun: false });
+    const first = await batch(null);
     expect(first.scanned).toBe(10);
     expect(first.next).not.toBeNull();
     expect(first.byState).toEqual({ succeeded: 6 });
-    const second = await db.store.pruneBatch({
-      tenantId,
-      now,
-      horizon: now - 2 * DAY,
-      after: first.next,
-      limit: 10,
-      dryRun: false,
-    });
+    const second = await batch(first.next);
     expect(second.byState).toEqual({ succeeded: 7 });
-    const third = await db.store.pruneBatch({
-      tenantId,
-      now,
-      horizon: now - 2 * DAY,
-      after: second.next,
-      limit: 10,
-      dryRun: false,
-    });
+    const third = await batch(second.next);
     expect(third).toMatchObject({ scanned: 5, next: null, byState: { succeeded: 3 } });
     expect(third.last).toEqual({ slot: expect.any(Date), runId: ids[24] });
     expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(9 + 1);
