@@ -7,8 +7,11 @@
  * A pass goes through the tenants that have runs; for each, through its runs up to `now −` its
  * shortest retention, in batches of `batchSize` runs looked at, resuming from the last one each
  * time. It starts from the tenant's oldest run once every `fullPassMs` (and on a node's first pass),
- * otherwise where the tenant's last pass ended: runs kept by an earlier pass (a longer retention
- * for their state, pending) are not read again every minute, only at the next full pass. After a batch it pauses three times as long as the batch took (at least
+ * otherwise where the tenant's last pass settled: before the first run it kept that expires within
+ * `fullPassMs` (a run that ended after its slot, a retry or a long run, is still inside its
+ * retention when its slot passes the horizon), else after the last run it read. Runs kept longer
+ * (a longer retention for their state, pending) are not read again every minute, only by the next
+ * pass from the oldest run. After a batch it pauses three times as long as the batch took (at least
  * `pauseMs`), so that pruning takes at most a quarter of the database's time on one connection,
  * even while it catches up on months of history; between passes it waits `intervalMs`. A pass is
  * skipped while the clock is not trusted: a clock running ahead would delete runs still inside
@@ -74,14 +77,16 @@ interface Pass {
   tenants: number;
   deleted: number;
   /**
-   * The tenant being pruned: its horizon, where its next batch starts, the last run read so far,
-   * and when its last pass from the oldest run started.
+   * The tenant being pruned: its horizon, where its next batch starts, where its next pass will
+   * start (\`resume\`, fixed once a kept run that expires soon was met: \`held\`), and when its last
+   * pass from the oldest run started.
    */
   current: {
     tenantId: string;
     horizon: number;
     after: PruneCursor | null;
-    last: PruneCursor | null;
+    resume: PruneCursor | null;
+    held: boolean;
     fullAt: number;
   } | null;
 }
@@ -165,12 +170,20 @@ export class Pruner extends EventEmitter<PrunerEvents> {
       after: current.after,
       limit: this.batchSize,
       dryRun: false,
+      soonMs: this.fullPassMs,
     });
     for (const n of Object.values(r.byState)) pass.deleted += n ?? 0;
     this.emit('batch', { tenantId: current.tenantId, scanned: r.scanned, byState: r.byState });
-    if (r.last !== null) current.last = r.last;
+    // The next pass starts after the runs this one settled: before the first it kept that expires
+    // within the hour (one that ended after its slot), after every run read when there is none.
+    if (!current.held) {
+      if (r.soon) {
+        current.resume = r.settled ?? current.resume;
+        current.held = true;
+      } else if (r.last !== null) current.resume = r.last;
+    }
     if (r.next === null) {
-      this.ended.set(current.tenantId, { last: current.last, fullAt: current.fullAt });
+      this.ended.set(current.tenantId, { last: current.resume, fullAt: current.fullAt });
       pass.current = null;
     } else current.after = r.next;
     return pass.current !== null || pass.queue.length > 0 || !pass.listed;
@@ -196,7 +209,14 @@ export class Pruner extends EventEmitter<PrunerEvents> {
       const ended = this.ended.get(tenantId);
       const full = ended === undefined || now - ended.fullAt >= this.fullPassMs;
       const after = full ? null : ended.last;
-      return { tenantId, horizon: now - shortest, after, last: after, fullAt: full ? now : ended.fullAt };
+      return {
+        tenantId,
+        horizon: now - shortest,
+        after,
+        resume: after,
+        held: false,
+        fullAt: full ? now : ended.fullAt,
+      };
     }
   }
 

@@ -73,6 +73,8 @@ export async function pruneBatch(
     after: PruneCursor | null;
     limit: number;
     dryRun: boolean;
+    /** A kept run that expires within this many ms is reported (\`soon\`). Default 0: none. */
+    soonMs?: number;
   },
 ): Promise<PruneBatchResult> {
   const r = await db.query(Q.pruneBatch, [
@@ -84,18 +86,33 @@ export async function pruneBatch(
     p.limit,
     JSON.stringify(DEFAULT_RETENTION),
     p.dryRun,
+    p.soonMs ?? 0,
   ]);
   const row = r.rows[0] as {
     scanned: number;
     last_slot: Date | null;
     last_run: string | null;
+    soon: boolean;
+    settled_slot: Date | null;
+    settled_run: string | null;
     by_state: Record<string, string | number>;
   };
   const byState: Partial<Record<RetentionState, number>> = {};
   for (const [state, n] of Object.entries(row.by_state)) byState[state as RetentionState] = Number(n);
   const last =
     row.last_slot !== null && row.last_run !== null ? { slot: row.last_slot, runId: row.last_run } : null;
-  return { scanned: row.scanned, next: row.scanned >= p.limit ? last : null, last, byState };
+  const settled =
+    row.settled_slot !== null && row.settled_run !== null
+      ? { slot: row.settled_slot, runId: row.settled_run }
+      : null;
+  return {
+    scanned: row.scanned,
+    next: row.scanned >= p.limit ? last : null,
+    last,
+    soon: row.soon,
+    settled,
+    byState,
+  };
 }
 
 /**

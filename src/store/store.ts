@@ -352,6 +352,8 @@ export interface Store {
     after: PruneCursor | null;
     limit: number;
     dryRun: boolean;
+    /** Report a kept run that expires within this many ms (\`soon\`, \`settled\`). Default 0. */
+    soonMs?: number;
   }): Promise<PruneBatchResult>;
   /**
    * Prunes the tenant as the pruner does, up to `batches` batches of `limit` runs looked at, from

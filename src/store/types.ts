@@ -273,8 +273,14 @@ export interface PruneBatchResult {
   scanned: number;
   /** Where the next batch starts; null when this one reached the horizon. */
   next: PruneCursor | null;
-  /** The last run looked at (null: none): where a later pass may start, once the horizon has moved. */
+  /** The last run looked at (null: none). */
   last: PruneCursor | null;
+  /**
+   * This batch kept a run that expires within \`soonMs\` (it ended well after its slot): a later pass
+   * should start before it, after \`settled\`, the last run before it (null: before this batch).
+   */
+  soon: boolean;
+  settled: PruneCursor | null;
   /** Runs deleted (or, dry, that would be), by state. */
   byState: Partial<Record<RetentionState, number>>;
 }

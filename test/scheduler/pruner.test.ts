@@ -182,3 +182,55 @@ test('a pass starts where the last one ended; one from the oldest run every full
     await pruner.stop();
   }
 });
+
+test('a run that ended after its slot is pruned by a later pass once it expires, not an hour later', async () => {
+  await upsertJob(db.store, {
+    tenantId: 't1',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  // Slots 8 days ago; the first ended then, the second (a long run, a late retry) 10 minutes
+  // before a week ago: 10 minutes inside its retention at T0. Then one run on a later slot that
+  // expired long ago: the pass reads past the second run.
+  const early = T0 - 8 * DAY;
+  await endedRun(db, { tenantId: 't1', jobId: 'j', slot: early, state: 'succeeded', finishedAt: early });
+  const late = await endedRun(db, {
+    tenantId: 't1',
+    jobId: 'j',
+    slot: early + 1000,
+    state: 'succeeded',
+    finishedAt: T0 - 7 * DAY + 10 * 60_000,
+  });
+  await endedRun(db, {
+    tenantId: 't1',
+    jobId: 'j',
+    slot: early + 2000,
+    state: 'succeeded',
+    finishedAt: early + 2000,
+  });
+  const clock = clockAt(T0);
+  const pruner = new Pruner({
+    store: db.store,
+    clock,
+    logger,
+    owner: 'a',
+    intervalMs: INTERVAL,
+    fullPassMs: 2 * 3_600_000,
+  });
+  try {
+    const first = once<[{ deleted: number }]>(pruner, 'pass');
+    pruner.start();
+    expect((await first)[0].deleted).toBe(2);
+    expect(await countRows(db.pool, 'runs', 'run_id = $1', [late])).toBe(1);
+    // 11 minutes on, a pass that does not start from the oldest run still meets it.
+    for (let i = 0; i < 11; i++) {
+      await until(() => clock.sleeps.indexOf(INTERVAL, i) >= 0, 'the wait between passes');
+      const pass = once<[{ deleted: number }]>(pruner, 'pass');
+      clock.advance(INTERVAL);
+      await pass;
+    }
+    expect(await countRows(db.pool, 'runs', 'run_id = $1', [late])).toBe(0);
+  } finally {
+    await pruner.stop();
+  }
+});

@@ -235,12 +235,14 @@ describe('pruning', () => {
         1000,
         JSON.stringify(DEFAULT_RETENTION),
         false,
+        0,
       ]);
       expect(batch.rows[0].by_state).toEqual({ succeeded: 50 });
       const claimed = await new PostgresStore(claimPool).claimRuns({ workerId: 'w', pool, max: 10, now });
       expect(claimed.map((r) => r.runId)).toEqual([ready]);
       await pruner.query('ROLLBACK');
     } finally {
+      await pruner.query('ROLLBACK').catch(() => {});
       pruner.release();
       await claimPool.end();
     }

@@ -45,15 +45,19 @@ export const releaseMaintenanceLease = `DELETE FROM maintenance_leases WHERE nam
 /**
  * One batch of a tenant's pruning. $1 tenant, $2 now, $3 horizon (no run scheduled at or after it
  * is looked at), $4 and $5 the (slot, run) the previous batch ended at (nulls: from the oldest),
- * $6 most runs to look at, $7 the built-in defaults (jsonb), $8 dry run (count only).
+ * $6 most runs to look at, $7 the built-in defaults (jsonb), $8 dry run (count only), $9 soon (ms).
  *
- * Looks at the tenant's runs from the oldest slot on, through `runs_by_tenant` (read backwards),
+ * Looks at the tenant's runs from the oldest slot on, through \`runs_by_tenant\` (read backwards),
  * and deletes those that ended more than their retention ago: the job's value for the state, else
- * the tenant's, else the default; `forever` is never. Pending and running runs (state `pending`)
+ * the tenant's, else the default; \`forever\` is never. Pending and running runs (state \`pending\`)
  * are never deleted. The delete checks the state and end it read again on the row it locks, so a
  * run replayed meanwhile stays. Attempts, reports and queue rows go by their foreign keys' cascade.
- * Returns how many runs it looked at, the last one's place, and the runs deleted (or, dry, that
- * would be) by state.
+ *
+ * Returns how many runs it looked at, the last one's place, the runs deleted (or, dry, that would
+ * be) by state, and for the next pass: whether it kept a run that expires within $9 ms (one that
+ * ended after its slot: a retry, a long run), and the last run before the first such one. A pass
+ * that starts after that place meets the run again once it has expired; runs kept longer (a
+ * pending run, a longer retention) are met again by a pass from the oldest run.
  */
 export const pruneBatch = `
 WITH settings AS (
@@ -64,21 +68,34 @@ WITH settings AS (
     AND ($4::timestamptz IS NULL OR (r.scheduled_for, r.run_id) > ($4::timestamptz, $5::uuid))
   ORDER BY r.scheduled_for, r.run_id
   LIMIT $6
-), expired AS MATERIALIZED (
-  SELECT s.run_id, s.state, s.finished_at FROM scanned s
+), judged AS MATERIALIZED (
+  SELECT s.run_id, s.state, s.finished_at, s.scheduled_for,
+    NULLIF(coalesce(j.retention ->> s.state, t.retention ->> s.state), 'forever')::interval AS keep
+  FROM scanned s
   CROSS JOIN settings t
   LEFT JOIN jobs j ON j.tenant_id = $1 AND j.job_id = s.job_id
-  WHERE s.state <> 'pending' AND s.finished_at <
-    $2::timestamptz - NULLIF(coalesce(j.retention ->> s.state, t.retention ->> s.state), 'forever')::interval
+), expired AS MATERIALIZED (
+  SELECT run_id, state, finished_at FROM judged WHERE state <> 'pending' AND finished_at < $2::timestamptz - keep
 ), deleted AS (
   DELETE FROM runs r USING expired e
   WHERE NOT $8::boolean AND r.run_id = e.run_id AND r.state = e.state AND r.finished_at = e.finished_at
   RETURNING r.state
 ), last AS (
   SELECT scheduled_for, run_id FROM scanned ORDER BY scheduled_for DESC, run_id DESC LIMIT 1
+), soon AS (
+  SELECT scheduled_for, run_id FROM judged
+  WHERE state <> 'pending' AND finished_at >= $2::timestamptz - keep
+    AND finished_at < $2::timestamptz - keep + $9 * interval '1 millisecond'
+  ORDER BY scheduled_for, run_id LIMIT 1
+), settled AS (
+  SELECT j.scheduled_for, j.run_id FROM judged j, soon w
+  WHERE (j.scheduled_for, j.run_id) < (w.scheduled_for, w.run_id)
+  ORDER BY j.scheduled_for DESC, j.run_id DESC LIMIT 1
 )
 SELECT (SELECT count(*) FROM scanned)::int AS scanned,
   (SELECT scheduled_for FROM last) AS last_slot, (SELECT run_id FROM last) AS last_run,
+  EXISTS (SELECT 1 FROM soon) AS soon,
+  (SELECT scheduled_for FROM settled) AS settled_slot, (SELECT run_id FROM settled) AS settled_run,
   coalesce((SELECT jsonb_object_agg(state, n) FROM (
     SELECT state, count(*) AS n FROM deleted GROUP BY state
     UNION ALL
