@@ -79,6 +79,7 @@ export function smallMultiples({ title, xs, panels }) {
   );
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif">`,
+    `<title>${esc(title)}</title>`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="10" y="20" font-size="15" font-weight="bold">${esc(title)}</text>`,
     ...body,
