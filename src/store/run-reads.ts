@@ -125,14 +125,15 @@ export async function listRuns(
   };
 }
 
-export async function countRuns(db: Queryable, p: { tenantId?: string }): Promise<Record<RunState, number>> {
+/** Rows of (state, n) as a count for every state, 0 for those without a row. */
+function byState(rows: { state: string; n: number }[]): Record<RunState, number> {
   const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
-  const { rows } = await db.query(Q.runCountByState, [p.tenantId ?? null]);
-  for (const r of rows) {
-    const state: string = r.state;
-    if (isRunState(state)) counts[state] = r.n;
-  }
+  for (const r of rows) if (isRunState(r.state)) counts[r.state] = r.n;
   return counts;
+}
+
+export async function countRuns(db: Queryable, p: { tenantId?: string }): Promise<Record<RunState, number>> {
+  return byState((await db.query(Q.runCountByState, [p.tenantId ?? null])).rows);
 }
 
 /** Below this many rows in \`runs\` (the planner's estimate), \`sampleRunCounts\` counts exactly. */
@@ -151,11 +152,7 @@ export async function sampleRunCounts(
   const rows = (await db.query(Q.runRowsEstimate)).rows[0].n as number;
   if (!(rows >= (p.exactBelow ?? EXACT_COUNT_BELOW)))
     return { counts: await countRuns(db, {}), estimated: false };
-  const counts = Object.fromEntries(RUN_STATES.map((s) => [s, 0])) as Record<RunState, number>;
-  for (const r of (await db.query(Q.runCountSample)).rows) {
-    const state: string = r.state;
-    if (isRunState(state)) counts[state] = r.n;
-  }
+  const counts = byState((await db.query(Q.runCountSample)).rows);
   // Pending runs a claim holds are running; every other run is in the queue, parked or succeeded.
   const known = counts.pending + counts.running + counts.dead + counts.cancelled + counts.skipped;
   counts.succeeded = Math.max(0, Math.round(rows - known));

@@ -33,6 +33,21 @@ function clockAt(now: number): WatchedClock {
   return clock;
 }
 
+/**
+ * The pruner's next passes, one a call: waits until the pruner waits for its next pass (a wait
+ * begun after an advance would be whole), advances \`clock\` by \`advanceMs\`, and resolves with the pass.
+ */
+function passes(pruner: Pruner, clock: WatchedClock) {
+  let waited = 0;
+  return async (advanceMs: number) => {
+    await until(() => clock.sleeps.indexOf(INTERVAL, waited) >= 0, 'the wait between passes');
+    waited = clock.sleeps.length;
+    const pass = once<[{ deleted: number }]>(pruner, 'pass');
+    clock.advance(advanceMs);
+    return (await pass)[0];
+  };
+}
+
 /** `n` runs of the tenant's job that succeeded 8 days before T0 (past the default week), and one a day before. */
 async function history(tenantId: string, n: number): Promise<void> {
   const jobId = 'j';
@@ -158,15 +173,10 @@ test('a pass starts where the last one ended; one from the oldest run every full
   pruner.on('batch', (b) => {
     scanned += b.scanned;
   });
-  let waited = 0;
+  const pass = passes(pruner, clock);
   const nextPass = async (advanceMs: number) => {
-    // Advance only once the pruner waits for its next pass (a wait begun after the advance would be whole).
-    await until(() => clock.sleeps.indexOf(INTERVAL, waited) >= 0, 'the wait between passes');
-    waited = clock.sleeps.length;
     scanned = 0;
-    const pass = once<[{ deleted: number }]>(pruner, 'pass');
-    clock.advance(advanceMs);
-    return { deleted: (await pass)[0].deleted, scanned };
+    return { deleted: (await pass(advanceMs)).deleted, scanned };
   };
   try {
     const first = once<[{ deleted: number }]>(pruner, 'pass');
@@ -223,12 +233,8 @@ test('a run that ended after its slot is pruned by a later pass once it expires,
     expect((await first)[0].deleted).toBe(2);
     expect(await countRows(db.pool, 'runs', 'run_id = $1', [late])).toBe(1);
     // 11 minutes on, a pass that does not start from the oldest run still meets it.
-    for (let i = 0; i < 11; i++) {
-      await until(() => clock.sleeps.indexOf(INTERVAL, i) >= 0, 'the wait between passes');
-      const pass = once<[{ deleted: number }]>(pruner, 'pass');
-      clock.advance(INTERVAL);
-      await pass;
-    }
+    const pass = passes(pruner, clock);
+    for (let i = 0; i < 11; i++) await pass(INTERVAL);
     expect(await countRows(db.pool, 'runs', 'run_id = $1', [late])).toBe(0);
   } finally {
     await pruner.stop();
