@@ -91,9 +91,20 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
       .sort((a, b) => a - b);
   }
 
-  /** Stops ticking shards a tick found this node no longer holds (until a step takes them again). */
+  /**
+   * Stops ticking shards a tick found this node no longer holds (until a step takes them again),
+   * and says so as a step that finds them gone would: the next step does not see them as lost.
+   */
   forget(shardIds: readonly number[]): void {
-    for (const id of shardIds) this.held.delete(id);
+    const lost = shardIds.filter((id) => this.held.delete(id));
+    if (lost.length > 0) this.warnLost(lost);
+  }
+
+  private warnLost(lost: readonly number[]): void {
+    this.o.logger.warn(
+      { shards: idRanges(lost) },
+      'shard leases lost (another node holds them now); stopped ticking them',
+    );
   }
 
   /** What the last step found (live nodes, fair share), or null before the first. */
@@ -120,12 +131,7 @@ export class ShardManager extends EventEmitter<ShardManagerEvents> {
     const lost = [...before]
       .filter((id) => !this.held.has(id) && !step.released.includes(id))
       .sort((a, b) => a - b);
-    if (lost.length > 0) {
-      this.o.logger.warn(
-        { shards: idRanges(lost) },
-        'shard leases lost (another node holds them now); stopped ticking them',
-      );
-    }
+    if (lost.length > 0) this.warnLost(lost);
     if (step.taken.length > 0 || step.released.length > 0 || lost.length > 0) {
       this.o.logger.info(
         {

@@ -402,14 +402,18 @@ describe('several scheduler nodes on one database', () => {
       b.child.kill('SIGCONT');
     }
     const resumedAt = Date.now();
-    // Thawed, it finds its leases gone and says so, then takes its fair share back.
-    const lostLine = await b.waitFor(
+    // Thawed, it finds its leases gone and says so, then takes its fair share back. A tick that was
+    // in flight at the freeze may find some of them gone before the next step finds the rest: each
+    // is logged once, by whichever finds it.
+    await b.waitFor(
       (l) => ownershipChanged(l) && shardCount(l.lost) > 0 && Number(l.time) >= stoppedAt,
       'the thawed node to find its leases lost',
       10_000,
     );
-    expect(shardCount(lostLine.lost)).toBe(32);
-    expect(b.lines.some((l) => String(l.msg).startsWith('shard leases lost'))).toBe(true);
+    const lostLines = b.lines.filter(
+      (l) => String(l.msg).startsWith('shard leases lost') && Number(l.time) >= stoppedAt,
+    );
+    expect(lostLines.reduce((n, l) => n + shardCount(l.shards), 0)).toBe(32);
     await b.waitFor(
       (l) => ownershipChanged(l) && Number(l.time) >= stoppedAt && l.holding === 32 && l.live_nodes === 2,
       'the thawed node to rejoin its fair share',

@@ -245,6 +245,29 @@ describe('ShardManager', () => {
     expect(m.owned()).toEqual(range(0, 64));
   });
 
+  test('every lost shard is logged once, whether a tick or the next step finds it gone', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const recording = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const m = new ShardManager({
+      store: db.store,
+      clock,
+      logger: recording,
+      nodeId: 'node-a',
+      leaseMs: LEASE_MS,
+    });
+    stops.push(() => m.stop({ keep: true }));
+    await m.stepOnce();
+    // Node b takes every shard; a tick of a's finds 10 of them fenced out before a's next step.
+    await db.store.shardStep({ nodeId: 'node-b', now: T0 + LEASE_MS + 1, leaseMs: LEASE_MS });
+    m.forget(range(0, 10));
+    m.forget(range(5, 10)); // a second tick in flight for the same shards: already forgotten
+    clock.advance(RENEW_MS);
+    await m.stepOnce();
+    const lost = lines.filter((l) => String(l.msg).startsWith('shard leases lost')).map((l) => l.shards);
+    expect(lost).toEqual(['0-9', '10-63']);
+    expect(m.owned()).toEqual([]);
+  });
+
   test('forget() drops shards from the fence until a step holds them again', async () => {
     const m = manager();
     await m.stepOnce();
