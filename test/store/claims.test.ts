@@ -301,7 +301,11 @@ describe('a claim restricted to tenants (tock worker --tenant)', () => {
     const all = await explain(null);
     expect(all).toMatch(/Scan.* on run_queue\b/);
     expect(all).not.toMatch(/tenant_id = ANY/);
-    expect(await explain(['a', 'b'])).toMatch(/Filter: .*tenant_id = ANY \('\{a,b\}'::text\[\]\)/);
+    // Restricted, the scan filters by tenant: a filter, or an index condition once the planner's
+    // statistics (autovacuum's analyse of run_queue) make run_queue_tenants the cheaper scan.
+    expect(await explain(['a', 'b'])).toMatch(
+      /(Filter|Index Cond): .*tenant_id = ANY \('\{a,b\}'::text\[\]\)/,
+    );
   });
 });
 
