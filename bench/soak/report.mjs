@@ -42,6 +42,8 @@ export const COLUMNS = [
   'dead_total',
   'rss_server_mib',
   ...Array.from({ length: WORKERS }, (_, i) => `rss_worker${i}_mib`),
+  'heap_server_mib',
+  ...Array.from({ length: WORKERS }, (_, i) => `heap_worker${i}_mib`),
   'lag_server_p99_ms',
   ...Array.from({ length: WORKERS }, (_, i) => `lag_worker${i}_p99_ms`),
   'long_running',
@@ -68,19 +70,25 @@ export function checksOf(s, r) {
   const end = rows.at(-1)?.total_mib ?? null;
   const growth = mid && end !== null ? (end - mid) / mid : null;
   const lastHalf = rows.filter((x) => x.elapsed_s > endS / 2);
+  /** A column's least-squares trend over the last half, per hour, relative to its mean. */
+  const trend = (key) => {
+    const fit = slope(
+      lastHalf.map((x) => x.elapsed_s / 3600),
+      lastHalf.map((x) => x[key]),
+    );
+    return { key, perHour: fit && fit.slope / fit.mean, mean: fit?.mean ?? null };
+  };
   const rss = ['rss_server_mib', ...Array.from({ length: WORKERS }, (_, i) => `rss_worker${i}_mib`)].map(
-    (key) => {
-      const fit = slope(
-        lastHalf.map((x) => x.elapsed_s / 3600),
-        lastHalf.map((x) => x[key]),
-      );
-      return { key, perHour: fit && fit.slope / fit.mean, mean: fit?.mean ?? null };
-    },
+    trend,
+  );
+  const heap = ['heap_server_mib', ...Array.from({ length: WORKERS }, (_, i) => `heap_worker${i}_mib`)].map(
+    trend,
   );
   return {
     latency: { p99First, p99Last, ratio, holds: ratio !== null && ratio <= 1.5 },
     size: { mid, end, growth, holds: growth !== null && growth < 0.1 },
     rss: rss.map((x) => ({ ...x, holds: x.perHour !== null && x.perHour < 0.1 })),
+    heap,
     history: { ...r.check, holds: r.check.missing === 0 && r.check.doubled === 0 },
   };
 }
@@ -167,6 +175,17 @@ export function tableOf(s, r, c) {
       '',
     ],
     [
+      'JS heap used, trend over the last half: server, worker 0, worker 1',
+      c.heap
+        .map((x) =>
+          x.perHour === null
+            ? '–'
+            : `${x.perHour >= 0 ? '+' : ''}${fmt(x.perHour * 100, 1)} %/h of ${fmt(x.mean, 0)} MiB`,
+        )
+        .join(', '),
+      '',
+    ],
+    [
       'event-loop delay p99, worst row: server, worker 0, worker 1',
       `${['lag_server_p99_ms', 'lag_worker0_p99_ms', 'lag_worker1_p99_ms'].map((k) => fmt(max(k), 1)).join(', ')} ms`,
       '',
@@ -239,6 +258,15 @@ export function pictureOf(s, rows) {
         ],
       },
       {
+        title: 'JS heap used',
+        unit: 'MiB',
+        series: [
+          { name: 'server', values: col('heap_server_mib') },
+          { name: 'worker 0', values: col('heap_worker0_mib') },
+          { name: 'worker 1', values: col('heap_worker1_mib') },
+        ],
+      },
+      {
         title: 'event-loop delay p99',
         unit: 'ms',
         series: [
@@ -265,7 +293,7 @@ export function notesOf(s, r, { csvPath, svgPath, tenant }) {
       `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.`,
     `Retention of tenant ${tenant}: ${JSON.stringify(s.retention)}; ${r.prune ? 'the server prunes every 10 s (--prune-interval 10s)' : 'this build’s tock server has no pruner (--prune-interval): nothing is pruned, so the size cannot be flat'}.`,
     `The server: ${r.server}; its autovacuum is on (the \`vacuumed\` column names the tables it vacuumed since the previous row).`,
-    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s).',
+    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected).',
     `Checks: p99 over the steady starts of the first and last sixth of the soak; size growth from the row at half time to the last; RSS: least-squares slope over the last half, per hour, as a share of its mean (a short soak extrapolates a few minutes to an hour); lost and doubled from the handlers’ logs: every slot of the steady jobs from +${fmt((r.span.from - r.span.t0) / 1000)} s to ${fmt((r.span.tEnd - r.span.to) / 1000)} s before the end, and every herd slot of that span at least ${fmt(r.span.herdMargin / 1000)} s before the end (${r.span.herdSlots.length}), succeeded exactly once, and no (job, slot) succeeded twice. Runs in state dead at the end: ${fmt(r.deadInTable)}; worker events (dropped results, lost leases, errors): ${r.workerCounts.map((x) => (x ? `${x.dropped}/${x.leaseLost}/${x.errors}` : '–')).join(', ')}.`,
   ];
 }

@@ -11,7 +11,7 @@ export const WORKERS = 2;
 export async function scrape(url) {
   const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
   if (!res.ok) throw new Error(`${url}: ${res.status}`);
-  const out = { buckets: new Map(), sum: 0, count: 0, rss: null, lagP99: null };
+  const out = { buckets: new Map(), sum: 0, count: 0, rss: null, heapUsed: null, lagP99: null };
   for (const line of (await res.text()).split('\n')) {
     const m = /^(\w+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (!m) continue;
@@ -21,6 +21,7 @@ export async function scrape(url) {
     else if (name === 'tock_tick_duration_seconds_sum') out.sum = Number(value);
     else if (name === 'tock_tick_duration_seconds_count') out.count = Number(value);
     else if (name === 'tock_process_resident_memory_bytes') out.rss = Number(value);
+    else if (name === 'tock_nodejs_heap_size_used_bytes') out.heapUsed = Number(value);
     else if (name === 'tock_nodejs_eventloop_lag_p99_seconds') out.lagP99 = Number(value);
   }
   return out;
@@ -72,6 +73,7 @@ export function mergeReports(reports) {
   };
   return {
     rss: last.rss,
+    heapUsed: last.heapUsed,
     lagP99Ms: Math.max(...reports.map((r) => r.lagP99Ms)),
     claim: calls('claim'),
     heartbeat: calls('heartbeat'),

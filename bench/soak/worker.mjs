@@ -156,9 +156,11 @@ const summary = (list) => {
   };
 };
 const report = setInterval(() => {
+  const memory = process.memoryUsage();
   const line = {
     at: dbNow(),
-    rss: process.memoryUsage().rss,
+    rss: memory.rss,
+    heapUsed: memory.heapUsed,
     lagP99Ms: lag.percentile(99) / 1e6,
     claim: summary(calls.claim),
     heartbeat: summary(calls.heartbeat),
