@@ -354,6 +354,10 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
       ...Object.fromEntries(reports.map((r, i) => [`rss_worker${i}_mib`, r ? r.rss / MiB : null])),
       heap_server_mib: after.heapUsed === null ? null : after.heapUsed / MiB,
       ...Object.fromEntries(reports.map((r, i) => [`heap_worker${i}_mib`, r ? r.heapUsed / MiB : null])),
+      heap_total_server_mib: after.heapTotal === null ? null : after.heapTotal / MiB,
+      ...Object.fromEntries(
+        reports.map((r, i) => [`heap_total_worker${i}_mib`, r ? r.heapTotal / MiB : null]),
+      ),
       lag_server_p99_ms: after.lagP99 === null ? null : after.lagP99 * 1000,
       ...Object.fromEntries(reports.map((r, i) => [`lag_worker${i}_p99_ms`, r?.lagP99Ms ?? null])),
       long_running: reports.every((r) => r) ? reports.reduce((a, r) => a + r.running[1], 0) : null,

@@ -44,6 +44,8 @@ export const COLUMNS = [
   ...Array.from({ length: WORKERS }, (_, i) => `rss_worker${i}_mib`),
   'heap_server_mib',
   ...Array.from({ length: WORKERS }, (_, i) => `heap_worker${i}_mib`),
+  'heap_total_server_mib',
+  ...Array.from({ length: WORKERS }, (_, i) => `heap_total_worker${i}_mib`),
   'lag_server_p99_ms',
   ...Array.from({ length: WORKERS }, (_, i) => `lag_worker${i}_p99_ms`),
   'long_running',
@@ -78,22 +80,28 @@ export function checksOf(s, r) {
     );
     return { key, perHour: fit && fit.slope / fit.mean, mean: fit?.mean ?? null };
   };
-  const rss = ['rss_server_mib', ...Array.from({ length: WORKERS }, (_, i) => `rss_worker${i}_mib`)].map(
-    trend,
-  );
-  const heap = ['heap_server_mib', ...Array.from({ length: WORKERS }, (_, i) => `heap_worker${i}_mib`)].map(
-    trend,
-  );
+  /** The trends of a figure of each process: `rss`, `heap`, `heap_total`. */
+  const trends = (figure) =>
+    [`${figure}_server_mib`, ...Array.from({ length: WORKERS }, (_, i) => `${figure}_worker${i}_mib`)].map(
+      trend,
+    );
+  const rss = trends('rss');
   return {
     latency: { p99First, p99Last, ratio, holds: ratio !== null && ratio <= 1.5 },
     size: { mid, end, growth, holds: growth !== null && growth < 0.1 },
     rss: rss.map((x) => ({ ...x, holds: x.perHour !== null && x.perHour < 0.1 })),
-    heap,
+    heap: trends('heap'),
+    heapTotal: trends('heap_total'),
     history: { ...r.check, holds: r.check.missing === 0 && r.check.doubled === 0 },
   };
 }
 
 const yes = (ok) => (ok ? 'yes' : 'NO');
+/** A trend as `+1.2 %/h of 200 MiB`. */
+const perHour = (x) =>
+  x.perHour === null
+    ? '–'
+    : `${x.perHour >= 0 ? '+' : ''}${fmt(x.perHour * 100, 1)} %/h of ${fmt(x.mean, 0)} MiB`;
 const PROCESS_NAMES = {
   rss_server_mib: 'tock server',
   rss_worker0_mib: 'worker 0',
@@ -120,9 +128,7 @@ export function tableOf(s, r, c) {
     ],
     ...c.rss.map((x) => [
       `RSS trend over the last half, ${PROCESS_NAMES[x.key]}`,
-      x.perHour === null
-        ? '–'
-        : `${x.perHour >= 0 ? '+' : ''}${fmt(x.perHour * 100, 1)} %/h of ${fmt(x.mean, 0)} MiB`,
+      perHour(x),
       `< 10 %/h: ${yes(x.holds)}`,
     ]),
     [
@@ -174,17 +180,14 @@ export function tableOf(s, r, c) {
       `${['rss_server_mib', 'rss_worker0_mib', 'rss_worker1_mib'].map((k) => fmt(rows.at(-1)?.[k])).join(', ')} MiB`,
       '',
     ],
-    [
-      'JS heap used, trend over the last half: server, worker 0, worker 1',
-      c.heap
-        .map((x) =>
-          x.perHour === null
-            ? '–'
-            : `${x.perHour >= 0 ? '+' : ''}${fmt(x.perHour * 100, 1)} %/h of ${fmt(x.mean, 0)} MiB`,
-        )
-        .join(', '),
+    ...[
+      ['JS heap used', c.heap],
+      ['JS heap reserved (heapTotal)', c.heapTotal],
+    ].map(([what, list]) => [
+      `${what}, trend over the last half: server, worker 0, worker 1`,
+      list.map(perHour).join(', '),
       '',
-    ],
+    ]),
     [
       'event-loop delay p99, worst row: server, worker 0, worker 1',
       `${['lag_server_p99_ms', 'lag_worker0_p99_ms', 'lag_worker1_p99_ms'].map((k) => fmt(max(k), 1)).join(', ')} ms`,
@@ -258,12 +261,15 @@ export function pictureOf(s, rows) {
         ],
       },
       {
-        title: 'JS heap used',
+        title: 'JS heap: used, reserved',
         unit: 'MiB',
         series: [
           { name: 'server', values: col('heap_server_mib') },
           { name: 'worker 0', values: col('heap_worker0_mib') },
           { name: 'worker 1', values: col('heap_worker1_mib') },
+          { name: 'server, reserved', values: col('heap_total_server_mib') },
+          { name: 'worker 0, reserved', values: col('heap_total_worker0_mib') },
+          { name: 'worker 1, reserved', values: col('heap_total_worker1_mib') },
         ],
       },
       {
@@ -293,7 +299,7 @@ export function notesOf(s, r, { csvPath, svgPath, tenant }) {
       `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.`,
     `Retention of tenant ${tenant}: ${JSON.stringify(s.retention)}; ${r.prune ? 'the server prunes every 10 s (--prune-interval 10s)' : 'this build’s tock server has no pruner (--prune-interval): nothing is pruned, so the size cannot be flat'}.`,
     `The server: ${r.server}; its autovacuum is on (the \`vacuumed\` column names the tables it vacuumed since the previous row).`,
-    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected).',
+    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected); reserved: tock_nodejs_heap_size_total_bytes, heapTotal (the pages V8 holds for the heap, the young generation’s included).',
     `Checks: p99 over the steady starts of the first and last sixth of the soak; size growth from the row at half time to the last; RSS: least-squares slope over the last half, per hour, as a share of its mean (a short soak extrapolates a few minutes to an hour); lost and doubled from the handlers’ logs: every slot of the steady jobs from +${fmt((r.span.from - r.span.t0) / 1000)} s to ${fmt((r.span.tEnd - r.span.to) / 1000)} s before the end, and every herd slot of that span at least ${fmt(r.span.herdMargin / 1000)} s before the end (${r.span.herdSlots.length}), succeeded exactly once, and no (job, slot) succeeded twice. Runs in state dead at the end: ${fmt(r.deadInTable)}; worker events (dropped results, lost leases, errors): ${r.workerCounts.map((x) => (x ? `${x.dropped}/${x.leaseLost}/${x.errors}` : '–')).join(', ')}.`,
   ];
 }

@@ -11,7 +11,15 @@ export const WORKERS = 2;
 export async function scrape(url) {
   const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
   if (!res.ok) throw new Error(`${url}: ${res.status}`);
-  const out = { buckets: new Map(), sum: 0, count: 0, rss: null, heapUsed: null, lagP99: null };
+  const out = {
+    buckets: new Map(),
+    sum: 0,
+    count: 0,
+    rss: null,
+    heapUsed: null,
+    heapTotal: null,
+    lagP99: null,
+  };
   for (const line of (await res.text()).split('\n')) {
     const m = /^(\w+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (!m) continue;
@@ -22,6 +30,7 @@ export async function scrape(url) {
     else if (name === 'tock_tick_duration_seconds_count') out.count = Number(value);
     else if (name === 'tock_process_resident_memory_bytes') out.rss = Number(value);
     else if (name === 'tock_nodejs_heap_size_used_bytes') out.heapUsed = Number(value);
+    else if (name === 'tock_nodejs_heap_size_total_bytes') out.heapTotal = Number(value);
     else if (name === 'tock_nodejs_eventloop_lag_p99_seconds') out.lagP99 = Number(value);
   }
   return out;
@@ -74,6 +83,7 @@ export function mergeReports(reports) {
   return {
     rss: last.rss,
     heapUsed: last.heapUsed,
+    heapTotal: last.heapTotal,
     lagP99Ms: Math.max(...reports.map((r) => r.lagP99Ms)),
     claim: calls('claim'),
     heartbeat: calls('heartbeat'),

@@ -161,6 +161,7 @@ const report = setInterval(() => {
     at: dbNow(),
     rss: memory.rss,
     heapUsed: memory.heapUsed,
+    heapTotal: memory.heapTotal,
     lagP99Ms: lag.percentile(99) / 1e6,
     claim: summary(calls.claim),
     heartbeat: summary(calls.heartbeat),
