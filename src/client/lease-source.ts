@@ -4,9 +4,11 @@
  * nothing is ready; heartbeats renew every lease in one request; results go under the lease token.
  *
  * Lease expiries are the server's instants. The worker judges them by its own clock, so each one is
- * converted: local expiry = when the request was sent + (expiry − the server's `server_time`). The
- * request left before the server read its clock, so a converted expiry is never later than the
- * real one, whatever the skew between the two machines. A handler's start goes the other way, to
+ * converted: local expiry = expiry − the least bound of the server's offset the latest answers gave
+ * (each: its `server_time` − when its request was sent). A request left before the server read its
+ * clock, so a converted expiry is never later than the real one, whatever the skew between the two
+ * machines; and a long-poll's wait, which only loosens its own answer's bound, is not taken out of
+ * the leases it answers. A handler's start goes the other way, to
  * the server's clock, with the least offset of the latest answers (each one's `server_time` − when
  * its request was sent, so a long-poll's wait is not taken for skew): an estimate never earlier than
  * the real start; the server keeps it within the claim and its now whatever is sent.
@@ -184,9 +186,19 @@ export class HttpLeaseSource implements LeaseSource {
     await this.client.heartbeatMany(this.workerId, []);
   }
 
-  /** A server expiry on this worker's clock, given when the request was sent and the server's time. */
+  /**
+   * A server expiry on this worker's clock. Each answer bounds the server's offset from above
+   * (`server_time` − when its request left): this answer's bound, or the least of the latest
+   * answers' (recorded by `noteServerTime` first), whichever gives the later expiry; both are never
+   * later than the real one. The least bound keeps a long-poll's wait (its `server_time` is the
+   * wait later) from being taken out of the leases it answers.
+   */
   private localExpiry(expiresAt: string, serverTime: string, sentAt: number): Date {
-    return new Date(sentAt + (Date.parse(expiresAt) - Date.parse(serverTime)));
+    const server = Date.parse(expiresAt);
+    const thisAnswer = sentAt + (server - Date.parse(serverTime));
+    return new Date(
+      this.samples.length > 0 ? Math.max(thisAnswer, server - this.serverOffsetMs) : thisAnswer,
+    );
   }
 
   /**

@@ -291,6 +291,63 @@ test("a long-poll's wait is not taken for clock skew: handler starts go to the s
   }
 });
 
+test("a long-poll's wait does not shorten the leases it answers: expiries go to the worker's clock with the least offset seen", async () => {
+  // Found by the console's browser test: a claim that waited on the server longer than the lease
+  // came back with leases already run out on the worker's clock (dated from when the request
+  // left), and the worker dropped their runs unstarted.
+  const clock = new FakeClock(Date.parse('2026-12-05T10:00:00Z'));
+  const lease = (now: number) => ({
+    run_id: '00000000-0000-4000-8000-000000000002',
+    tenant_id: 't',
+    job_id: 'j',
+    handler: 'h',
+    payload: {},
+    pool: 'p',
+    scheduled_for: new Date(now).toISOString(),
+    attempt: 1,
+    max_attempts: 3,
+    lease_token: '00000000-0000-4000-8000-00000000000a',
+    lease_expires_at: new Date(now + 8000 + 6000).toISOString(),
+    available_at: new Date(now).toISOString(),
+    timeout_seconds: null,
+  });
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      const now = clock.nowMs();
+      if (req.url === '/v1/leases') {
+        // Claimed after an 8 s wait on the server, with a 6 s lease.
+        res.end(JSON.stringify({ runs: [lease(now)], server_time: new Date(now + 8000).toISOString() }));
+        return;
+      }
+      res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(now).toISOString() }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const source = new HttpLeaseSource({
+      url,
+      key: 'k',
+      clock,
+      waitMs: 10_000,
+      workerId: 'w-wait',
+      resultLingerMs: 0,
+    });
+    // A quick round trip first: the offset is known to be at most 0.
+    await source.heartbeatRuns({
+      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
+    });
+    const [run] = await source.claimRuns({ workerId: 'w-wait', pool: 'p', max: 1 });
+    // On the worker's clock the lease runs 6 s from the claim (8 s after the request left), not
+    // 2 s before it; and never later than the server's expiry.
+    expect(run!.leaseExpiresAt.getTime()).toBe(clock.nowMs() + 8000 + 6000);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 test('a worker through a server loses nothing its handler reported just before it returned: the result carries it', async () => {
   const [runId] = await jobWithRuns('tail', 'p-tail', 1);
   const worker = new Worker({
