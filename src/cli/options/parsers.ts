@@ -10,6 +10,7 @@ import {
   parseDuration,
   parseInstant,
   ValidationError,
+  validateAllowList,
   validateId,
 } from '../../core/index.js';
 
@@ -159,6 +160,22 @@ export function tenantList(value: string, previous: string[] | undefined): strin
     }
   }
   return [...new Set([...(previous ?? []), ...ids])];
+}
+
+/**
+ * Collects `--notify-allow` values: URL prefixes, comma-separated or in repeated flags, each checked
+ * as a worker's allow-list is (`validateAllowList`) before anything starts.
+ */
+export function allowList(value: string, previous: string[] | undefined): string[] {
+  const prefixes = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  try {
+    return [...new Set([...(previous ?? []), ...validateAllowList(prefixes, '--notify-allow')])];
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
+  }
 }
 
 /** A job id given as an argument (`tock jobs get <job_id>`), checked before any request. */
