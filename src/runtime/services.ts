@@ -162,6 +162,15 @@ function pruneIdempotency({ store, clock, logger }: SchedulerOptions): Periodic 
   });
 }
 
+/** The webhook notifier, counting each attempt by outcome. */
+function createNotifier({ store, clock, logger, metrics, notify }: SchedulerOptions): Notifier {
+  const notifier = new Notifier({ store, clock, logger, allow: notify?.allow ?? [] });
+  notifier.on('delivery', (d) =>
+    metrics.notificationDeliveries.inc({ outcome: d.state === 'pending' ? 'retry' : d.state }),
+  );
+  return notifier;
+}
+
 /**
  * The tick loop, reaper, shard leases, backlog measure, idempotency pruning, run pruner
  * (retention) and notifier (webhooks) of one scheduler node, with the metrics they feed.
@@ -216,10 +225,7 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
   pruner.on('batch', (b) => {
     for (const [state, n] of Object.entries(b.byState)) if (n) metrics.runsPruned.inc({ state }, n);
   });
-  const notifier = new Notifier({ store, clock, logger, allow: o.notify?.allow ?? [] });
-  notifier.on('delivery', (d) =>
-    metrics.notificationDeliveries.inc({ outcome: d.state === 'pending' ? 'retry' : d.state }),
-  );
+  const notifier = createNotifier(o);
   return {
     ticks,
     reaper,
@@ -241,14 +247,7 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
       notifier.start();
     },
     async stop() {
-      await Promise.all([
-        ticks.stop(),
-        reaper.stop(),
-        pruning.stop(),
-        pruner.stop(),
-        notifier.stop(),
-        backlogLoop.stop(),
-      ]);
+      await Promise.all([ticks, reaper, pruning, pruner, notifier, backlogLoop].map((loop) => loop.stop()));
       // After the last tick: give the shards back so the other nodes take them at once.
       await shards.stop();
       await sync?.stop();

@@ -7,6 +7,7 @@
 import { InvalidArgumentError } from 'commander';
 import {
   checkRetentionValue,
+  NOTIFICATION_EVENTS,
   parseDuration,
   parseInstant,
   ValidationError,
@@ -176,6 +177,20 @@ export function allowList(value: string, previous: string[] | undefined): string
   } catch (err) {
     throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
   }
+}
+
+/** `--events`: a comma-separated list of notification events, each a known one. */
+export function notificationEvents(value: string): string[] {
+  const events = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  for (const e of events) {
+    if (!(NOTIFICATION_EVENTS as readonly string[]).includes(e))
+      throw new InvalidArgumentError(`"${e}" is not one of ${NOTIFICATION_EVENTS.join(', ')}`);
+  }
+  if (events.length === 0) throw new InvalidArgumentError('expected one or more events');
+  return events;
 }
 
 /** A job id given as an argument (`tock jobs get <job_id>`), checked before any request. */
