@@ -124,6 +124,12 @@ export const fetchSend: WebhookSend = async (r) => {
   return res.status;
 };
 
+/** An error as one line: `fetch failed: connect ECONNREFUSED 127.0.0.1:9` (fetch puts the why in `cause`). */
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
+}
+
 export class Notifier extends EventEmitter<NotifierEvents> {
   private readonly periodic: Periodic;
   private readonly batchSize: number;
@@ -271,8 +277,7 @@ export class Notifier extends EventEmitter<NotifierEvents> {
       const status = await this.send({ url: d.url, headers, body, signal: abort.signal });
       return { status, error: status >= 200 && status < 300 ? null : `HTTP ${status}` };
     } catch (err) {
-      const reason = abort.signal.aborted ? abort.signal.reason : err;
-      return { status: null, error: reason instanceof Error ? reason.message : String(reason) };
+      return { status: null, error: errorText(abort.signal.aborted ? abort.signal.reason : err) };
     } finally {
       done.abort();
       await timer;

@@ -220,3 +220,39 @@ test('a misfire and a late run are notified once each, to the notifications that
   expect(misfire.data).toMatchObject({ job_id: 'behind' });
   expect(misfire.data.dropped_slots).toBeGreaterThan(0);
 });
+
+test('an attempt without an answer ends at the timeout, on the injected clock, and is tried again', async () => {
+  await notify('t', 'ops', ['run.dead']);
+  const dead = await claimed('t', 'dies', 1);
+  await db.store.failRun({ ...dead, error: 'boom', now: clock.nowMs() });
+  // The receiver holds the first request without answering.
+  const held: (() => void)[] = [];
+  let arrived: () => void = () => {};
+  const first = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  server.removeAllListeners('request');
+  server.on('request', (req, res) => {
+    req.resume();
+    if (held.length > 0) return void res.writeHead(200).end();
+    held.push(() => res.writeHead(200).end());
+    arrived();
+  });
+  const n = notifier({ timeoutMs: 5000 });
+  const step = n.deliverDue();
+  await first;
+  clock.advance(5000);
+  expect(await step).toBe(1);
+  const [d] = (await db.store.listDeliveries({ tenantId: 't', name: 'ops', limit: 1 })).items;
+  expect(d).toMatchObject({
+    state: 'pending',
+    attempts: 1,
+    lastStatus: null,
+    lastError: 'no answer within 5000 ms',
+  });
+  held[0]!();
+  clock.advance(1000);
+  expect(await n.deliverDue()).toBe(1);
+  const [after] = (await db.store.listDeliveries({ tenantId: 't', name: 'ops', limit: 1 })).items;
+  expect(after).toMatchObject({ state: 'delivered', attempts: 2, lastStatus: 200 });
+});
