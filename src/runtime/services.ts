@@ -163,8 +163,9 @@ function pruneIdempotency({ store, clock, logger }: SchedulerOptions): Periodic 
 }
 
 /** The webhook notifier, counting each attempt by outcome. */
-function createNotifier({ store, clock, logger, metrics, notify }: SchedulerOptions): Notifier {
-  const notifier = new Notifier({ store, clock, logger, allow: notify?.allow ?? [] });
+function createNotifier({ store, clock, logger, metrics, notify, sync }: SchedulerOptions): Notifier {
+  const refusal = () => sync?.refusal() ?? null;
+  const notifier = new Notifier({ store, clock, logger, refusal, allow: notify?.allow ?? [] });
   notifier.on('delivery', (d) =>
     metrics.notificationDeliveries.inc({ outcome: d.state === 'pending' ? 'retry' : d.state }),
   );

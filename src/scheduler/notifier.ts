@@ -60,6 +60,11 @@ export interface NotifierOptions {
   logger: Logger;
   /** URL prefixes deliveries may go to (the server's notification allow-list). */
   allow: readonly string[];
+  /**
+   * Consulted before each scan for late runs: a reason not to trust the clock skips it (a clock
+   * running ahead would call runs late that are not). Deliveries go on.
+   */
+  refusal?: () => string | null;
   /** Pause between steps when nothing is due, ms. Default 1000. */
   intervalMs?: number;
   /** Deliveries claimed and sent at once per step. Default 20. */
@@ -163,7 +168,7 @@ export class Notifier extends EventEmitter<NotifierEvents> {
   /** Late scan and pruning when due, then one batch of deliveries; true when the batch was full. */
   async step(): Promise<boolean> {
     const now = this.o.clock.nowMs();
-    if (now >= this.nextLateScan) {
+    if (now >= this.nextLateScan && !this.o.refusal?.()) {
       this.nextLateScan = now + this.lateScanMs;
       await this.scanLate(now);
     }

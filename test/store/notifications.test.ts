@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { validateNotification } from '../../src/core/index.js';
+import { notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
 
@@ -21,7 +22,8 @@ afterAll(async () => {
 });
 
 async function put(tenantId: string, name: string, events: string[]) {
-  const notification = validateNotification({ url: 'https://hooks.example.com/x', events }, ALLOW);
+  const lateAfter = events.includes('run.late') ? '1m' : undefined;
+  const notification = validateNotification({ url: 'https://hooks.example.com/x', events, lateAfter }, ALLOW);
   await db.store.putNotification({ tenantId, name, notification, now: T0 });
 }
 
@@ -87,4 +89,25 @@ test('nodes claiming at once take different deliveries; a claim holds them until
     now,
   };
   expect(await db.store.finishDelivery({ ...stale, state: 'delivered' })).toBe(false);
+});
+
+test('a scan for late runs holding its notifications does not hold up a dead letter of their tenant', async () => {
+  await put('scanned', 'late', ['run.late', 'run.dead']);
+  const scanner = await db.newPool(1).connect();
+  try {
+    // The scan's lock, held as a scan holds it until it commits.
+    await scanner.query('BEGIN');
+    const locked = await scanner.query(notificationsLateLock, [null, null, 100]);
+    expect(locked.rows.map((r) => r.tenant_id)).toContain('scanned');
+    const dead = deadRuns('scanned', 1, T0 + 3_600_000);
+    const waited = await Promise.race([
+      dead.then(() => 'written'),
+      new Promise((resolve) => setTimeout(() => resolve('blocked'), 3000)),
+    ]);
+    expect(waited).toBe('written');
+    await scanner.query('COMMIT');
+  } finally {
+    scanner.release();
+  }
+  expect(await countRows(db.pool, 'notification_deliveries', "tenant_id = 'scanned'")).toBe(1);
 });

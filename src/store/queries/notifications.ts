@@ -89,14 +89,16 @@ JOIN notifications n ON n.tenant_id = m.tenant_id AND 'job.misfired' = ANY(n.eve
 
 /**
  * $1 after this tenant, $2 and this name (null: from the first), $3 rows. The notifications that
- * want `run.late`, locked (`SKIP LOCKED`: a node scanning one keeps the others off it).
+ * want `run.late`, locked (`SKIP LOCKED`: a node scanning one keeps the others off it). `NO KEY`:
+ * the lock must not hold up the deliveries other statements write meanwhile (their foreign key
+ * takes `KEY SHARE` on the row: a dead letter of the tenant would wait for the scan).
  */
 export const notificationsLateLock = `
 SELECT tenant_id, name, late_after_seconds, late_from, late_run FROM notifications
 WHERE 'run.late' = ANY(events) AND late_after_seconds IS NOT NULL
   AND ($1::text IS NULL OR (tenant_id, name) > ($1, $2::text))
 ORDER BY tenant_id, name LIMIT $3
-FOR UPDATE SKIP LOCKED`;
+FOR NO KEY UPDATE SKIP LOCKED`;
 
 /**
  * $1 tenant, $2 name, $3 from this available_at, $4 after this run at it (null: from $3 on, or
