@@ -31,6 +31,7 @@ import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
 import { leaseRoutes } from './routes/leases.js';
 import { limitRoutes } from './routes/limits.js';
+import { notificationRoutes } from './routes/notifications.js';
 import { retentionRoutes } from './routes/retention.js';
 import { runRoutes } from './routes/runs.js';
 import { statusRoutes } from './routes/status.js';
@@ -73,6 +74,12 @@ export interface AppOptions {
   limits?: Partial<HttpLimits>;
   /** The run-gauge sample `/metrics` serves (shared with a metrics listener). Default: the app's own. */
   runGauges?: RunGaugeSampler;
+  /**
+   * URL prefixes a webhook notification may send to (`--notify-allow`), as the HTTP executor's
+   * allow-list (`https://hooks.example.com/`, `http://127.0.0.1:`). Default none: no notification
+   * can be written.
+   */
+  notificationAllow?: readonly string[];
 }
 
 /** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
@@ -141,6 +148,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   await app.register(retentionRoutes, routes);
   await app.register(leaseRoutes, { ...routes, longPolls });
   await app.register(limitRoutes, routes);
+  await app.register(notificationRoutes, { ...routes, allow: o.notificationAllow ?? [] });
   await app.register(keyRoutes, routes);
   await app.register(statusRoutes, { ...routes, readiness: o.readiness, runGauges: o.runGauges });
   return app;

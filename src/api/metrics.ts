@@ -161,6 +161,12 @@ export class Metrics {
     labelNames: ['state'],
     registers: [this.registry],
   });
+  readonly notificationDeliveries = new Counter({
+    name: 'tock_notification_deliveries_total',
+    help: 'Attempts to deliver a webhook notification, by outcome: delivered (2xx), retry (to be tried again), failed (given up)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   readonly tickDuration = new Histogram({
     name: 'tock_tick_duration_seconds',
     help: 'Duration of one scheduler tick',

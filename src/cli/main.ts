@@ -14,6 +14,7 @@ import { registerJobs } from './commands/jobs.js';
 import { registerKeys } from './commands/keys.js';
 import { registerLimits } from './commands/limits.js';
 import { registerMigrate } from './commands/migrate.js';
+import { registerNotifications } from './commands/notifications.js';
 import { registerRetention } from './commands/retention.js';
 import { registerRuns } from './commands/runs.js';
 import { registerSchedule } from './commands/schedule.js';
@@ -62,6 +63,7 @@ export function buildProgram(): Command {
     registerRuns,
     registerDlq,
     registerLimits,
+    registerNotifications,
     registerRetention,
     registerKeys,
   ]) {

@@ -17,6 +17,7 @@ import type {
   BulkJobsAnswer,
   CompleteManyAnswer,
   CreatedKey,
+  DeliveryList,
   HeartbeatAnswer,
   Job,
   JobBody,
@@ -26,6 +27,9 @@ import type {
   Limit,
   LimitBody,
   LimitList,
+  Notification,
+  NotificationBody,
+  NotificationList,
   PruneAnswer,
   RetentionBody,
   Role,
@@ -354,6 +358,39 @@ export class TockClient {
   /** Deletes a limit; `409` while a job lists it. */
   async deleteLimit(key: string): Promise<void> {
     await this.request('DELETE', `/v1/limits/${segment(key)}`);
+  }
+
+  // -- notifications ------------------------------------------------------------------------------
+
+  /** Creates or replaces a webhook notification (`created` tells which); needs an admin key. */
+  async putNotification(name: string, body: NotificationBody): Promise<Notification & { created: boolean }> {
+    const path = `/v1/notifications/${segment(name)}`;
+    const { status, body: n } = await this.requestWithStatus<Notification>('PUT', path, { body });
+    return { ...n, created: status === 201 };
+  }
+
+  /** One notification (whether a secret is set, never the secret). */
+  getNotification(name: string): Promise<Notification> {
+    return this.request('GET', `/v1/notifications/${segment(name)}`);
+  }
+
+  /** The tenant's notifications, by name. */
+  listNotifications(options: PageOptions = {}): Promise<NotificationList> {
+    return this.request('GET', '/v1/notifications', {
+      query: { limit: options.limit, cursor: options.cursor },
+    });
+  }
+
+  /** Deletes a notification with its delivery log; needs an admin key. */
+  async deleteNotification(name: string): Promise<void> {
+    await this.request('DELETE', `/v1/notifications/${segment(name)}`);
+  }
+
+  /** A notification's recent deliveries, newest first. */
+  listDeliveries(name: string, options: PageOptions = {}): Promise<DeliveryList> {
+    return this.request('GET', `/v1/notifications/${segment(name)}/deliveries`, {
+      query: { limit: options.limit, cursor: options.cursor },
+    });
   }
 
   // -- retention ----------------------------------------------------------------------------------

@@ -323,3 +323,72 @@ export interface PruneAnswer {
   /** Send it back to go on; `null`: done. */
   cursor: string | null;
 }
+
+/** What a webhook notification may be sent: see `docs/notifications.md`. */
+export type NotificationEvent = 'run.dead' | 'job.misfired' | 'run.late' | 'worker.lost';
+
+/**
+ * `PUT /v1/notifications/{name}`: a notification's whole definition (a field left out is unset:
+ * PUT replaces, the secret included).
+ */
+export interface NotificationBody {
+  /** Where each event is POSTed: an http(s) URL under the server's `--notify-allow`. */
+  url: string;
+  /** The events to send, one or more. */
+  events: NotificationEvent[];
+  /** With `run.late` (required there, refused otherwise): how long past due a queued run is late (`10m`). */
+  late_after?: string | null;
+  /** 16 to 200 characters: deliveries are then signed (`X-Tock-Signature`). Never answered back. */
+  secret?: string | null;
+}
+
+/** A webhook notification, as answered: never its secret. */
+export interface Notification {
+  name: string;
+  url: string;
+  events: NotificationEvent[];
+  /** When a queued run is late (`run.late`); `null` without it. */
+  late_after: string | null;
+  /** Whether deliveries are signed. */
+  secret_set: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A page of the tenant's notifications (`GET /v1/notifications`), by name. */
+export interface NotificationList {
+  notifications: Notification[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  next_cursor: string | null;
+}
+
+/** One delivery of a notification's log. */
+export interface Delivery {
+  /** The body's `id` and the `X-Tock-Delivery` header. */
+  delivery_id: string;
+  event: NotificationEvent;
+  /** `pending`: to be tried (again); `delivered`: answered 2xx; `failed`: given up. */
+  state: 'pending' | 'delivered' | 'failed';
+  /** Attempts made. */
+  attempts: number;
+  /** The last attempt's HTTP status; `null`: no answer (yet). */
+  last_status: number | null;
+  /** Why the last attempt did not deliver; `null` when it did (or none was made). */
+  last_error: string | null;
+  /** The event's data, as sent. */
+  data: Record<string, unknown>;
+  /** When the event happened. */
+  created_at: string;
+  last_attempt_at: string | null;
+  /** The next attempt, while pending. */
+  next_attempt_at: string | null;
+  /** When it was delivered or given up. */
+  finished_at: string | null;
+}
+
+/** A page of a notification's deliveries, newest first. */
+export interface DeliveryList {
+  deliveries: Delivery[];
+  /** Pass as `cursor` for the next (older) page; `null` on the last page. */
+  next_cursor: string | null;
+}

@@ -46,6 +46,8 @@ export interface DevOptions {
   shardLeaseMs: number;
   /** Pause between pruner passes, ms. Default 60000. */
   pruneIntervalMs?: number;
+  /** URL prefixes webhook notifications may send to (`--notify-allow`). Default none. */
+  notifyAllow?: readonly string[];
   /** Runs the worker executes at once. */
   concurrency: number;
   /** Runs held claimed beyond `concurrency`: `auto` or 0–1000 (Worker `prefetch`). Default `auto`. */
@@ -102,6 +104,7 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
       prune: o.pruneIntervalMs === undefined ? undefined : { intervalMs: o.pruneIntervalMs },
+      notify: { allow: o.notifyAllow ?? [] },
     });
     const handlers = devAndOwnHandlers(clock, own.handlers, logger);
     const worker = createDevWorker(o, store, clock, handlers);

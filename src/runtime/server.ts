@@ -30,6 +30,8 @@ export interface ServerOptions {
   shardLeaseMs: number;
   /** Pause between pruner passes, ms. Default 60000. */
   pruneIntervalMs?: number;
+  /** URL prefixes webhook notifications may send to (`--notify-allow`). Default none. */
+  notifyAllow?: readonly string[];
   maxClockUncertaintyMs: number;
   quota: { perSecond: number; burst: number };
   /** The bucket of the tenant's lease requests (workers'), apart from `quota`. */
@@ -84,6 +86,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       tick: { intervalMs: o.tickMs, lookaheadMs: o.lookaheadMs, batchSize: o.batchSize },
       shards: { leaseMs: o.shardLeaseMs, nodeId: defaultNodeId('scheduler') },
       prune: o.pruneIntervalMs === undefined ? undefined : { intervalMs: o.pruneIntervalMs },
+      notify: { allow: o.notifyAllow ?? [] },
       metricsPort: o.metricsPort,
     });
     if (o.insecure)

@@ -17,7 +17,7 @@ import {
   RunWakeups,
 } from '../api/index.js';
 import { type Clock, OffsetClock, Periodic, REMOTE_WORKER_FORGET_MS } from '../core/index.js';
-import { type ClockSync, Pruner, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
+import { type ClockSync, Notifier, Pruner, Reaper, ShardManager, TickLoop } from '../scheduler/index.js';
 import { type PostgresStore, pendingMigrations } from '../store/index.js';
 import { startMetricsListener } from './metrics-listener.js';
 
@@ -44,11 +44,16 @@ export interface ServicesOptions {
   shards: { leaseMs: number; nodeId: string };
   /** The pruner's pause between passes, ms (`--prune-interval`). Default 60000. */
   prune?: { intervalMs: number };
+  /**
+   * Webhook notifications: the URL prefixes they may send to (`--notify-allow`), checked by the API
+   * when one is written and by the notifier before each attempt. Default none: none can be written.
+   */
+  notify?: { allow: readonly string[] };
 }
 
 /** The scheduler's part of `ServicesOptions`: any clock, kept on the database's by `sync` if given. */
 export interface SchedulerOptions
-  extends Pick<ServicesOptions, 'store' | 'logger' | 'metrics' | 'tick' | 'shards' | 'prune'> {
+  extends Pick<ServicesOptions, 'store' | 'logger' | 'metrics' | 'tick' | 'shards' | 'prune' | 'notify'> {
   clock: Clock;
   /** Keeps `clock` on the database's and says when not to trust it; null: the caller's clock is trusted. */
   sync: ClockSync | null;
@@ -62,6 +67,7 @@ export interface Scheduler {
   reaper: Reaper;
   shards: ShardManager;
   pruner: Pruner;
+  notifier: Notifier;
   start(): Promise<void>;
   /** Stops the loops, then gives the shards back so the other nodes take them at once. */
   stop(): Promise<void>;
@@ -70,7 +76,7 @@ export interface Scheduler {
 /** The API's part of `ServicesOptions`. */
 export type ApiOptions = Pick<
   ServicesOptions,
-  'store' | 'pool' | 'logger' | 'metrics' | 'api' | 'metricsPort'
+  'store' | 'pool' | 'logger' | 'metrics' | 'api' | 'metricsPort' | 'notify'
 > & {
   clock: Clock;
 };
@@ -156,9 +162,19 @@ function pruneIdempotency({ store, clock, logger }: SchedulerOptions): Periodic 
   });
 }
 
+/** The webhook notifier, counting each attempt by outcome. */
+function createNotifier({ store, clock, logger, metrics, notify, sync }: SchedulerOptions): Notifier {
+  const refusal = () => sync?.refusal() ?? null;
+  const notifier = new Notifier({ store, clock, logger, refusal, allow: notify?.allow ?? [] });
+  notifier.on('delivery', (d) =>
+    metrics.notificationDeliveries.inc({ outcome: d.state === 'pending' ? 'retry' : d.state }),
+  );
+  return notifier;
+}
+
 /**
- * The tick loop, reaper, shard leases, backlog measure, idempotency pruning and run pruner
- * (retention) of one scheduler node, with the metrics they feed.
+ * The tick loop, reaper, shard leases, backlog measure, idempotency pruning, run pruner
+ * (retention) and notifier (webhooks) of one scheduler node, with the metrics they feed.
  */
 export function createScheduler(o: SchedulerOptions): Scheduler {
   const { store, clock, logger, metrics, sync } = o;
@@ -210,11 +226,13 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
   pruner.on('batch', (b) => {
     for (const [state, n] of Object.entries(b.byState)) if (n) metrics.runsPruned.inc({ state }, n);
   });
+  const notifier = createNotifier(o);
   return {
     ticks,
     reaper,
     shards,
     pruner,
+    notifier,
     async start() {
       sync?.start();
       // The first shard step before the first tick: a node ticks only shards it holds.
@@ -227,9 +245,10 @@ export function createScheduler(o: SchedulerOptions): Scheduler {
       reaper.start();
       pruning.start();
       pruner.start();
+      notifier.start();
     },
     async stop() {
-      await Promise.all([ticks.stop(), reaper.stop(), pruning.stop(), pruner.stop(), backlogLoop.stop()]);
+      await Promise.all([ticks, reaper, pruning, pruner, notifier, backlogLoop].map((loop) => loop.stop()));
       // After the last tick: give the shards back so the other nodes take them at once.
       await shards.stop();
       await sync?.stop();
@@ -258,6 +277,7 @@ export async function startApi(o: ApiOptions): Promise<RunningApi> {
       quota: o.api.quota,
       workerQuota: o.api.workerQuota,
       limits: o.api.limits,
+      notificationAllow: o.notify?.allow,
       wakeups,
       readiness: async () => {
         const pending = await pendingMigrations(o.pool);

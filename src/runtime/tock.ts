@@ -108,6 +108,8 @@ export interface TockOptions {
     /** `keys`: every request needs an API key; `open`: none (loopback only, as `tock dev`). Default `keys`. */
     auth?: 'keys' | 'open';
   };
+  /** URL prefixes webhook notifications may go to (`http://127.0.0.1:`), for the API and the notifier. Default none. */
+  notifyAllow?: readonly string[];
   /** Time for every part. Default: the database's clock, followed by measuring the offset to it. */
   clock?: Clock;
   /** Default: a silent pino logger. */
@@ -319,6 +321,7 @@ class LocalTock implements Tock {
     const metrics = new Metrics();
     let url = '';
     const s = this.parts.scheduler;
+    const notify = { allow: options.notifyAllow ?? [] };
     const scheduler = s
       ? createScheduler({
           store,
@@ -333,13 +336,14 @@ class LocalTock implements Tock {
           },
           shards: { leaseMs: shardLeaseMs, nodeId: defaultNodeId('scheduler') },
           prune: s.pruneIntervalMs === undefined ? undefined : { intervalMs: s.pruneIntervalMs },
+          notify,
           url: () => url,
         })
       : null;
     if (options.api) {
       const a = options.api;
       const api = { host: a.host ?? '127.0.0.1', port: a.port, auth: a.auth ?? ('keys' as const) };
-      r.api = await startApi({ store, pool, clock, logger, metrics, api });
+      r.api = await startApi({ store, pool, clock, logger, metrics, api, notify });
       url = r.api.url;
     }
     // Without the scheduler, `sync` still keeps the worker on the database's clock.

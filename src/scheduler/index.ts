@@ -1,6 +1,17 @@
 /** Schedulers materialise runs and reclaim expired leases; they never run handlers. */
 export { ClockSync, type ClockSyncEvents, type ClockSyncOptions } from './clock-sync.js';
 export {
+  type DeliveryAttempt,
+  fetchSend,
+  Notifier,
+  type NotifierEvents,
+  type NotifierOptions,
+  type NotifierStore,
+  signDelivery,
+  type WebhookRequest,
+  type WebhookSend,
+} from './notifier.js';
+export {
   PRUNE_LEASE,
   type PruneBatchEvent,
   Pruner,

@@ -2,6 +2,7 @@
 export { createPool, inTransaction, type PoolOptions } from './db.js';
 export { DataDirInUseError, type EmbeddedDatabase, type EmbeddedOptions, startEmbedded } from './embedded.js';
 export { loadMigrations, MIGRATIONS_DIR, migrate, pendingMigrations } from './migrate.js';
+export type { NotificationStore } from './notification-store.js';
 export {
   MAX_BULK_JOBS,
   MAX_CLAIM_AHEAD_MS,

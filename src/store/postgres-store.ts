@@ -36,6 +36,7 @@ import * as jobs from './jobs.js';
 import * as keys from './keys.js';
 import * as limits from './limits.js';
 import * as nodes from './nodes.js';
+import * as notifications from './notifications.js';
 import * as notify from './notify.js';
 import * as R from './queries/runs.js';
 import * as retention from './retention.js';
@@ -358,6 +359,35 @@ export class PostgresStore implements Store {
 
   releaseMaintenanceLease(p: { name: string; owner: string }) {
     return retention.releaseMaintenanceLease(this.pool, p);
+  }
+
+  // Webhook notifications (notifications.ts).
+  putNotification(p: Parameters<Store['putNotification']>[0]) {
+    return notifications.putNotification(this.pool, p);
+  }
+  getNotification(p: Parameters<Store['getNotification']>[0]) {
+    return notifications.getNotification(this.pool, p);
+  }
+  listNotifications(p: Parameters<Store['listNotifications']>[0]) {
+    return notifications.listNotifications(this.pool, p);
+  }
+  deleteNotification(p: Parameters<Store['deleteNotification']>[0]) {
+    return notifications.deleteNotification(this.pool, p);
+  }
+  listDeliveries(p: Parameters<Store['listDeliveries']>[0]) {
+    return notifications.listDeliveries(this.pool, p);
+  }
+  scanLateRuns(p: Parameters<Store['scanLateRuns']>[0]) {
+    return inTransaction(this.pool, (client) => notifications.scanLateRuns(client, p));
+  }
+  claimDeliveries(p: Parameters<Store['claimDeliveries']>[0]) {
+    return notifications.claimDeliveries(this.pool, p);
+  }
+  finishDelivery(p: Parameters<Store['finishDelivery']>[0]) {
+    return notifications.finishDelivery(this.pool, p);
+  }
+  pruneDeliveries(p: Parameters<Store['pruneDeliveries']>[0]) {
+    return notifications.pruneDeliveries(this.pool, p);
   }
 
   pruneIdempotency(p: { now: number; ttlMs: number; batchSize: number }) {

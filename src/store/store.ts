@@ -24,6 +24,7 @@ import type {
   TouchNodeParams,
   ValidJob,
 } from '../core/index.js';
+import type { NotificationStore } from './notification-store.js';
 import type {
   ApiKey,
   BackfillResult,
@@ -47,7 +48,7 @@ import type {
   UnservedRuns,
 } from './types.js';
 
-export interface Store {
+export interface Store extends NotificationStore {
   /**
    * Creates or updates 1 to `MAX_BULK_JOBS` (1000) validated jobs (`validateJob`, `validateJobs`)
    * in one statement, all or nothing: a job id twice, or a one-shot whose instant has passed (unless

@@ -3,12 +3,14 @@
  * schedulers racing on the same shards share them), inserts the runs `planTick` plans for each
  * (a slot that has a run is skipped: one run per slot), and advances each job's `next_run_at`.
  * With a fence, only the shards this node still holds at the epochs it was given, locked
- * `FOR SHARE` until the commit so none changes hands during the tick.
+ * `FOR SHARE` until the commit so none changes hands during the tick. A job whose misfire policy
+ * dropped slots gets its `job.misfired` deliveries in the same transaction.
  */
 import { planTick, type Schedule, ValidationError } from '../core/index.js';
 import { checkInstant } from './checks.js';
 import { runNotify } from './queries/channel.js';
 import * as J from './queries/jobs.js';
+import { misfireDeliveries } from './queries/notifications.js';
 import * as R from './queries/runs.js';
 import * as S from './queries/shards.js';
 import { type Queryable, type Row, toRef } from './rows.js';
@@ -84,6 +86,7 @@ export async function tick(
   const available: Date[] = [];
   const next = { tenants: [] as string[], jobs: [] as string[], at: [] as (Date | null)[] };
   let dropped = 0;
+  const misfired = { tenants: [] as string[], jobs: [] as string[], dropped: [] as number[] };
   const parked: TickResult['parked'] = [];
   for (const row of due.rows) {
     const job = dueJob(row);
@@ -103,6 +106,11 @@ export async function tick(
       keys.push(new Date(run.sortKey));
     }
     dropped += plan.dropped;
+    if (plan.dropped > 0) {
+      misfired.tenants.push(job.tenantId);
+      misfired.jobs.push(job.jobId);
+      misfired.dropped.push(plan.dropped);
+    }
     if (plan.parked !== null) parked.push({ tenantId: job.tenantId, jobId: job.jobId, reason: plan.parked });
     next.tenants.push(job.tenantId);
     next.jobs.push(job.jobId);
@@ -122,6 +130,9 @@ export async function tick(
   }
   if (next.jobs.length > 0) await db.query(J.jobAdvanceMany, [next.tenants, next.jobs, next.at]);
   if (created.length > 0) await db.query(runNotify);
+  // A misfire's notifications, in the tick's transaction; a tick that dropped nothing pays nothing.
+  if (misfired.jobs.length > 0)
+    await db.query(misfireDeliveries, [misfired.tenants, misfired.jobs, misfired.dropped, new Date(p.now)]);
   return {
     jobs: due.rows.length,
     created,

@@ -3,6 +3,7 @@ import type {
   AttemptOutcome,
   Limit,
   MisfirePolicy,
+  NotificationEvent,
   OverlapPolicy,
   Retention,
   RetentionState,
@@ -293,4 +294,19 @@ export interface PruneTenantResult {
   horizon: Date | null;
   /** Give it back to go on; null: the tenant's runs have all been looked at. */
   cursor: string | null;
+}
+
+/** A delivery the notifier claimed: what to send, where, and the attempt it is. */
+export interface DueDelivery {
+  deliveryId: string;
+  tenantId: string;
+  name: string;
+  event: NotificationEvent;
+  data: Record<string, unknown>;
+  createdAt: Date;
+  /** This attempt's number, from 1. */
+  attempt: number;
+  url: string;
+  /** Signs the delivery; null: unsigned. */
+  secret: string | null;
 }

@@ -106,6 +106,8 @@ export const TABLES = [
   'idempotency_keys',
   'limits',
   'tenant_retention',
+  'notifications',
+  'notification_deliveries',
 ] as const;
 
 /** One digest per table of every row's text: equal digests mean nothing was written. */

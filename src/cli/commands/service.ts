@@ -15,6 +15,7 @@ export function schedulerSettings(o: {
   tickBatch: number;
   shardLease: number;
   pruneInterval: number;
+  notifyAllow: string[];
   maxClockUncertainty: number;
 }) {
   return {
@@ -29,6 +30,7 @@ export function schedulerSettings(o: {
     batchSize: o.tickBatch,
     shardLeaseMs: o.shardLease,
     pruneIntervalMs: o.pruneInterval,
+    notifyAllow: o.notifyAllow,
     maxClockUncertaintyMs: o.maxClockUncertainty,
   };
 }

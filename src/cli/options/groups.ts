@@ -11,6 +11,7 @@ import {
   MIN_AGING_STEP_MS,
 } from '../../core/index.js';
 import {
+  allowList,
   duration,
   durationBetween,
   durationUpTo,
@@ -148,6 +149,15 @@ export const scheduler = {
     default: 60_000,
     defaultText: '1m',
     parse: duration,
+  },
+  notifyAllow: {
+    flags: '--notify-allow <prefixes>',
+    description:
+      "URL prefixes webhook notifications may send to (tock notifications), comma-separated or repeated, as a worker's allow-list: https://hooks.example.com/, http://127.0.0.1: (any port on loopback); unset: none may be written",
+    env: 'TOCK_NOTIFY_ALLOW',
+    default: [] as string[],
+    defaultText: 'none',
+    parse: allowList,
   },
   maxClockUncertainty: {
     flags: '--max-clock-uncertainty <duration>',

@@ -7,9 +7,11 @@
 import { InvalidArgumentError } from 'commander';
 import {
   checkRetentionValue,
+  NOTIFICATION_EVENTS,
   parseDuration,
   parseInstant,
   ValidationError,
+  validateAllowList,
   validateId,
 } from '../../core/index.js';
 
@@ -159,6 +161,36 @@ export function tenantList(value: string, previous: string[] | undefined): strin
     }
   }
   return [...new Set([...(previous ?? []), ...ids])];
+}
+
+/**
+ * Collects `--notify-allow` values: URL prefixes, comma-separated or in repeated flags, each checked
+ * as a worker's allow-list is (`validateAllowList`) before anything starts.
+ */
+export function allowList(value: string, previous: string[] | undefined): string[] {
+  const prefixes = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  try {
+    return [...new Set([...(previous ?? []), ...validateAllowList(prefixes, '--notify-allow')])];
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** `--events`: a comma-separated list of notification events, each a known one. */
+export function notificationEvents(value: string): string[] {
+  const events = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  for (const e of events) {
+    if (!(NOTIFICATION_EVENTS as readonly string[]).includes(e))
+      throw new InvalidArgumentError(`"${e}" is not one of ${NOTIFICATION_EVENTS.join(', ')}`);
+  }
+  if (events.length === 0) throw new InvalidArgumentError('expected one or more events');
+  return events;
 }
 
 /** A job id given as an argument (`tock jobs get <job_id>`), checked before any request. */

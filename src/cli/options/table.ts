@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import {
   DEFAULT_RETENTION,
   MAX_BACKFILL_SLOTS,
+  NOTIFICATION_EVENTS,
   RETENTION_STATES,
   ROLES,
   RUN_STATES,
@@ -24,6 +25,7 @@ import {
   intInRange,
   json,
   nonNegativeInt,
+  notificationEvents,
   port,
   positiveInt,
   retentionValue,
@@ -352,6 +354,32 @@ const limitDefinition = {
   },
 } as const;
 
+/** `tock notifications set`: a webhook notification's whole definition. */
+const notificationDefinition = {
+  webhook: {
+    flags: '--webhook <url>',
+    description: "where each event is POSTed: an http(s) URL under the server's --notify-allow",
+    required: true,
+  },
+  events: {
+    flags: '--events <list>',
+    description: `the events to send, comma-separated: ${NOTIFICATION_EVENTS.join(', ')}`,
+    parse: notificationEvents,
+    required: true,
+  },
+  lateAfter: {
+    flags: '--late-after <duration>',
+    description:
+      'with run.late (and only then): how long past its due time a queued run is late, 1s to 7d (e.g. 10m)',
+  },
+  secret: {
+    flags: '--secret <secret>',
+    description:
+      'signs each delivery (X-Tock-Signature), 16 to 200 characters; prefer the environment variable (ps shows arguments). Unset: unsigned',
+    env: 'TOCK_NOTIFICATION_SECRET',
+  },
+} as const;
+
 /** `tock retention set`: one option per state a finished run can be in. */
 const retentionStates = Object.fromEntries(
   RETENTION_STATES.map((s) => [
@@ -468,6 +496,11 @@ export const OPTIONS = {
   'limits get': apiClient,
   'limits list': { ...paging('limits'), ...apiClient },
   'limits delete': apiClient,
+  'notifications set': { ...notificationDefinition, ...apiClient },
+  'notifications get': apiClient,
+  'notifications list': { ...paging('notifications'), ...apiClient },
+  'notifications delete': apiClient,
+  'notifications deliveries': { ...paging('deliveries'), ...apiClient },
   'keys create': { ...keysCreate, ...apiClient, ...database },
   'keys list': apiClient,
   'keys revoke': apiClient,

@@ -10,6 +10,7 @@
  */
 
 import { gatesOf, giveBack } from './gates.js';
+import { deadDeliveries, lostWorkerDeliveries } from './notifications.js';
 import { REPORT_COLUMNS, writeReports } from './progress.js';
 
 export const RUN_COLUMNS = `run_id, tenant_id, job_id, scheduled_for, state, attempt, max_attempts, handler,
@@ -200,7 +201,8 @@ WHERE r.run_id = $1 AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id
  * $1 run, $2 token, $3 now, $4 new state ('pending' | 'dead'), $5 available_at, $6 sort_key, $7 error
  * message, $8 output tail (or null), $9 handler start (epoch ms, or null), $10 error stack (or null),
  * $11 report (jsonb, or null: see `writeReports`).
- * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter.
+ * A failed attempt under a live lease: retry (next attempt, queued again) or dead letter; a dead
+ * letter also writes the `run.dead` deliveries of the tenant's notifications that want it (none: no write).
  */
 export const runFail = `
 WITH live AS (
@@ -223,7 +225,8 @@ WITH live AS (
     r.claimed_at, 'failed'::text AS outcome, $7::text AS error, $10::text AS error_stack, $8::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), ${unclaim}, recorded AS (${recordEnded('$3::timestamptz')}
-), ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$11', 'ended', '$3::timestamptz')}
+), ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$11', 'ended', '$3::timestamptz')},
+${deadDeliveries('ended', '$3::timestamptz')}
 SELECT attempt, available_at FROM ended`;
 
 /**
@@ -265,7 +268,8 @@ FROM expired e CROSS JOIN unnest(e.run_ids) AS x(run_id) JOIN runs r ON r.run_id
  * $1 run ids, $2 tokens, $3 new states, $4 available_at, $5 sort keys, $6 now.
  * Ends the claims read (only those still expired: one renewed since stays) and each of their runs
  * still listed (a run that ended since is not). A run of such a claim that the reaper did not read
- * goes back to the queue as it was, so no run is left without a queue row or a claim.
+ * goes back to the queue as it was, so no run is left without a queue row or a claim. Writes the
+ * `run.dead` and `worker.lost` deliveries of the notifications that want them (none: no write).
  */
 export const runReap = `
 WITH given AS (
@@ -296,7 +300,8 @@ WITH given AS (
     NULL::text AS output
 ), queued AS (${enqueue('ended', "state = 'pending'")}
 ), recorded AS (${recordEnded('$6::timestamptz', 'reaped')}
-), ${giveBack('$6::timestamptz', 'expired')}
+), ${giveBack('$6::timestamptz', 'expired')},
+${deadDeliveries('ended', '$6::timestamptz')}, ${lostWorkerDeliveries('ended', '$6::timestamptz')}
 SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
 /**

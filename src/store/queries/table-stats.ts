@@ -22,6 +22,8 @@ export const TOCK_TABLES = [
   'limits',
   'maintenance_leases',
   'nodes',
+  'notification_deliveries',
+  'notifications',
   'run_claims',
   'run_queue',
   'runs',

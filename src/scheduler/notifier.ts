@@ -1,0 +1,300 @@
+/**
+ * The notifier: delivers the webhook notifications of `notification_deliveries` (the outbox the
+ * store's fail, reap and tick statements write in the transaction of the change), scans for late
+ * runs, and prunes the delivery log. A `Periodic` unit like the reaper and the pruner.
+ *
+ * Delivery is at least once. A step claims up to `batchSize` due deliveries (`FOR UPDATE SKIP
+ * LOCKED`; the claim counts the attempt and moves the row's next attempt past `timeoutMs`), so
+ * several scheduler nodes deliver side by side without sending one row twice at once, and a node
+ * that dies mid-request leaves its rows due again when that lease runs out: no maintenance lease
+ * is needed. Each is a `POST` of JSON to the notification's URL, checked again against the
+ * server's allow-list (it may have shrunk since the notification was written), redirects not
+ * followed, the answer bounded by `timeoutMs` of the injected clock. A 2xx answer delivers; any
+ * other answer, a timeout or a failed connection is tried again with exponential backoff
+ * (`decideDelivery` in core) until `maxAttempts` or `maxAgeMs` after the event, then the delivery
+ * is `failed` in its log. The body is the same on every attempt (`id` lets the receiver drop a
+ * repeat).
+ *
+ * Headers: `X-Tock-Event`, `X-Tock-Delivery` (the id), `X-Tock-Attempt`, `X-Tock-Timestamp` (Unix
+ * seconds of this attempt, from the injected clock), and with a secret `X-Tock-Signature:
+ * sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" keyed by the secret>`: a receiver recomputes it
+ * over the raw body, compares in constant time and refuses an old timestamp (replay).
+ *
+ * Late runs: every `lateScanMs` the step walks the notifications that want `run.late`
+ * (`scanLateRuns`: each locked while scanned, so nodes share the walk), a bounded page at a time.
+ */
+import { createHmac } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import {
+  type Clock,
+  checkAllowedUrl,
+  DEFAULT_DELIVERY_POLICY,
+  type DeliveryPolicy,
+  type DeliveryState,
+  decideDelivery,
+  Periodic,
+  sanitiseText,
+} from '../core/index.js';
+import type { DueDelivery, NotificationStore } from '../store/index.js';
+
+export type NotifierStore = Pick<
+  NotificationStore,
+  'claimDeliveries' | 'finishDelivery' | 'scanLateRuns' | 'pruneDeliveries'
+>;
+
+/** What one attempt sends. */
+export interface WebhookRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
+}
+
+/** Sends a request; resolves to the answer's status, rejects on a connection failure or an abort. */
+export type WebhookSend = (request: WebhookRequest) => Promise<number>;
+
+export interface NotifierOptions {
+  store: NotifierStore;
+  clock: Clock;
+  logger: Logger;
+  /** URL prefixes deliveries may go to (the server's notification allow-list). */
+  allow: readonly string[];
+  /**
+   * Consulted before each scan for late runs: a reason not to trust the clock skips it (a clock
+   * running ahead would call runs late that are not). Deliveries go on.
+   */
+  refusal?: () => string | null;
+  /** Pause between steps when nothing is due, ms. Default 1000. */
+  intervalMs?: number;
+  /** Deliveries claimed and sent at once per step. Default 20. */
+  batchSize?: number;
+  /** Most time one attempt may take, ms. Default 10000. */
+  timeoutMs?: number;
+  /** Retries: backoff, attempts, age. Default `DEFAULT_DELIVERY_POLICY`. */
+  policy?: Partial<DeliveryPolicy>;
+  /** Time between scans for late runs, ms. Default 30000. */
+  lateScanMs?: number;
+  /** How long a delivered or failed delivery stays in the log, ms. Default 7 days. */
+  keepMs?: number;
+  /** The HTTP transport. Default: `fetch`, redirects not followed. */
+  send?: WebhookSend;
+}
+
+/** One attempt's outcome: `pending` means it will be tried again. */
+export interface DeliveryAttempt {
+  deliveryId: string;
+  tenantId: string;
+  name: string;
+  event: string;
+  attempt: number;
+  state: DeliveryState;
+  status: number | null;
+  error: string | null;
+}
+
+export interface NotifierEvents {
+  delivery: [attempt: DeliveryAttempt];
+  /** A scan for late runs went through every notification; `written` deliveries. */
+  'late-scan': [scan: { written: number }];
+  error: [err: unknown];
+}
+
+/** Notifications a late scan locks per transaction, and late runs it reads per notification. */
+const LATE_PAGE = 50;
+const LATE_RUNS = 500;
+/** Finished deliveries deleted per step, and how often the log is pruned, ms. */
+const PRUNE_BATCH = 1000;
+const PRUNE_EVERY_MS = 600_000;
+/** Past the timeout, how long a claimed delivery stays off other nodes, ms. */
+const CLAIM_MARGIN_MS = 30_000;
+/** Longest error text kept in the log. */
+const MAX_ERROR_LENGTH = 500;
+
+/** `sha256=<hex>`: the HMAC-SHA256 of `<timestamp>.<body>` keyed by `secret` (`X-Tock-Signature`). */
+export function signDelivery(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/** The default transport: `fetch`, no redirects followed, the answer's body discarded. */
+export const fetchSend: WebhookSend = async (r) => {
+  const res = await fetch(r.url, {
+    method: 'POST',
+    headers: r.headers,
+    body: r.body,
+    redirect: 'manual',
+    signal: r.signal,
+  });
+  await res.body?.cancel().catch(() => {});
+  return res.status;
+};
+
+/** An error as one line: `fetch failed: connect ECONNREFUSED 127.0.0.1:9` (fetch puts the why in `cause`). */
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
+}
+
+export class Notifier extends EventEmitter<NotifierEvents> {
+  private readonly periodic: Periodic;
+  private readonly batchSize: number;
+  private readonly timeoutMs: number;
+  private readonly policy: DeliveryPolicy;
+  private readonly lateScanMs: number;
+  private readonly keepMs: number;
+  private readonly send: WebhookSend;
+  private nextLateScan = Number.NEGATIVE_INFINITY;
+  private nextPrune = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly o: NotifierOptions) {
+    super();
+    this.batchSize = o.batchSize ?? 20;
+    this.timeoutMs = o.timeoutMs ?? 10_000;
+    this.policy = { ...DEFAULT_DELIVERY_POLICY, ...o.policy };
+    this.lateScanMs = o.lateScanMs ?? 30_000;
+    this.keepMs = o.keepMs ?? 7 * 24 * 3600 * 1000;
+    this.send = o.send ?? fetchSend;
+    this.periodic = new Periodic({
+      clock: o.clock,
+      intervalMs: o.intervalMs ?? 1000,
+      step: () => this.step(),
+      onError: (err, failures) => {
+        o.logger.error({ err, failures }, 'notifier failed; retrying with backoff');
+        if (this.listenerCount('error') > 0) this.emit('error', err);
+      },
+    });
+  }
+
+  /** Late scan and pruning when due, then one batch of deliveries; true when the batch was full. */
+  async step(): Promise<boolean> {
+    const now = this.o.clock.nowMs();
+    if (now >= this.nextLateScan && !this.o.refusal?.()) {
+      this.nextLateScan = now + this.lateScanMs;
+      await this.scanLate(now);
+    }
+    if (now >= this.nextPrune) {
+      this.nextPrune = now + PRUNE_EVERY_MS;
+      await this.o.store.pruneDeliveries({ before: now - this.keepMs, limit: PRUNE_BATCH });
+    }
+    return (await this.deliverDue()) >= this.batchSize;
+  }
+
+  /** Walks every notification that wants `run.late`, a page per transaction (bounded: pages × page size). */
+  async scanLate(now: number): Promise<number> {
+    let written = 0;
+    let after: { tenantId: string; name: string } | null = null;
+    for (let page = 0; page < 100; page++) {
+      const r = await this.o.store.scanLateRuns({ now, after, notifications: LATE_PAGE, runs: LATE_RUNS });
+      written += r.written;
+      after = r.next;
+      if (after === null) break;
+    }
+    this.emit('late-scan', { written });
+    return written;
+  }
+
+  /** Claims one batch of due deliveries and attempts each (at once); how many were claimed. */
+  async deliverDue(): Promise<number> {
+    const now = this.o.clock.nowMs();
+    const due = await this.o.store.claimDeliveries({
+      now,
+      limit: this.batchSize,
+      leaseMs: this.timeoutMs + CLAIM_MARGIN_MS,
+    });
+    await Promise.all(due.map((d) => this.attempt(d)));
+    return due.length;
+  }
+
+  private async attempt(d: DueDelivery): Promise<void> {
+    const { status, error } = await this.post(d);
+    const now = this.o.clock.nowMs();
+    const next =
+      error !== null && status === null && error.startsWith('refused:')
+        ? { state: 'failed' as const, nextAttemptAt: null }
+        : decideDelivery({
+            attempt: d.attempt,
+            status,
+            now,
+            createdAt: d.createdAt.getTime(),
+            policy: this.policy,
+          });
+    const text = error === null ? null : sanitiseText(error).slice(0, MAX_ERROR_LENGTH);
+    await this.o.store.finishDelivery({
+      deliveryId: d.deliveryId,
+      attempt: d.attempt,
+      state: next.state,
+      status,
+      error: text,
+      nextAttemptAt: next.nextAttemptAt,
+      now,
+    });
+    const log = {
+      delivery_id: d.deliveryId,
+      notification: d.name,
+      event: d.event,
+      attempt: d.attempt,
+      status,
+    };
+    if (next.state === 'failed') this.o.logger.warn({ ...log, error: text }, 'notification delivery failed');
+    this.emit('delivery', {
+      deliveryId: d.deliveryId,
+      tenantId: d.tenantId,
+      name: d.name,
+      event: d.event,
+      attempt: d.attempt,
+      state: next.state,
+      status,
+      error: text,
+    });
+  }
+
+  /** One POST, bounded by the timeout; the status, or the error (`refused:` when it was never sent). */
+  private async post(d: DueDelivery): Promise<{ status: number | null; error: string | null }> {
+    try {
+      checkAllowedUrl(d.url, this.o.allow, 'url', "the server's notification");
+    } catch (err) {
+      return { status: null, error: `refused: ${(err as Error).message}` };
+    }
+    const body = JSON.stringify({
+      id: d.deliveryId,
+      event: d.event,
+      tenant_id: d.tenantId,
+      notification: d.name,
+      occurred_at: d.createdAt.toISOString(),
+      data: d.data,
+    });
+    const timestamp = String(Math.floor(this.o.clock.nowMs() / 1000));
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': 'tock-notifier',
+      'x-tock-event': d.event,
+      'x-tock-delivery': d.deliveryId,
+      'x-tock-attempt': String(d.attempt),
+      'x-tock-timestamp': timestamp,
+    };
+    if (d.secret !== null) headers['x-tock-signature'] = signDelivery(d.secret, timestamp, body);
+    const abort = new AbortController();
+    const done = new AbortController();
+    const timer = this.o.clock.sleep(this.timeoutMs, done.signal).then(() => {
+      if (!done.signal.aborted) abort.abort(new Error(`no answer within ${this.timeoutMs} ms`));
+    });
+    try {
+      const status = await this.send({ url: d.url, headers, body, signal: abort.signal });
+      return { status, error: status >= 200 && status < 300 ? null : `HTTP ${status}` };
+    } catch (err) {
+      return { status: null, error: errorText(abort.signal.aborted ? abort.signal.reason : err) };
+    } finally {
+      done.abort();
+      await timer;
+    }
+  }
+
+  start(): void {
+    this.periodic.start();
+  }
+
+  /** Stops after the step in flight (its requests end within the timeout). */
+  stop(): Promise<void> {
+    return this.periodic.stop();
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * Statements on `notifications` (a tenant's webhooks) and `notification_deliveries` (the outbox and
+ * delivery log). The events of dead runs and lost workers are written by `runFail` and `runReap`
+ * themselves (`deadDeliveries`, `lostWorkerDeliveries`, CTEs of those statements), a misfire's by
+ * the tick's transaction (`misfireDeliveries`), late runs' by the notifier's scan
+ * (`lateDeliveries`): each joins `notifications` on the tenant and writes nothing when no
+ * notification wants the event.
+ */
+
+const NOTIFICATION_COLUMNS = `tenant_id, name, url, events, late_after_seconds, (secret IS NOT NULL) AS has_secret,
+  created_at, updated_at`;
+
+const DELIVERY_INSERT = `INSERT INTO notification_deliveries
+  (tenant_id, name, event, dedupe, data, created_at, next_attempt_at)`;
+
+/**
+ * $1 tenant, $2 name, $3 url, $4 events, $5 late_after_seconds, $6 secret, $7 now.
+ * Creates or replaces (every field; where its last scan for late runs stopped is kept).
+ * `created`: the row is new.
+ */
+export const notificationPut = `
+INSERT INTO notifications AS n (tenant_id, name, url, events, late_after_seconds, secret, created_at, updated_at)
+VALUES ($1::text, $2::text, $3::text, $4::text[], $5::integer, $6::text, $7, $7)
+ON CONFLICT (tenant_id, name) DO UPDATE SET
+  url = EXCLUDED.url, events = EXCLUDED.events, late_after_seconds = EXCLUDED.late_after_seconds,
+  secret = EXCLUDED.secret, updated_at = EXCLUDED.updated_at
+RETURNING ${NOTIFICATION_COLUMNS}, (xmax = 0) AS created`;
+
+/** $1 tenant, $2 name. */
+export const notificationGet = `SELECT ${NOTIFICATION_COLUMNS} FROM notifications WHERE tenant_id = $1 AND name = $2`;
+
+/** $1 tenant, $2 after this name (null: from the first), $3 rows. */
+export const notificationList = `
+SELECT ${NOTIFICATION_COLUMNS} FROM notifications
+WHERE tenant_id = $1 AND ($2::text IS NULL OR name > $2) ORDER BY name LIMIT $3`;
+
+/** $1 tenant, $2 name. Its deliveries go with it (the foreign key cascades). No row: none by that name. */
+export const notificationDelete = `DELETE FROM notifications WHERE tenant_id = $1 AND name = $2 RETURNING name`;
+
+/** $1 tenant, $2 name, $3 before this delivery id (null: from the newest), $4 rows. Newest first. */
+export const deliveryList = `
+SELECT delivery_id::text, event, state, attempts, last_status, last_error, data, created_at, last_attempt_at,
+  CASE WHEN state = 'pending' THEN next_attempt_at END AS next_attempt_at, finished_at
+FROM notification_deliveries
+WHERE tenant_id = $1 AND name = $2 AND ($3::bigint IS NULL OR delivery_id < $3)
+ORDER BY delivery_id DESC LIMIT $4`;
+
+/**
+ * A CTE: the `run.dead` deliveries of the runs a CTE `src` ended dead (its rows carry `tenant_id`,
+ * `run_id`, `job_id`, `state`, `ended_attempt`, `error`), one per notification of the run's tenant
+ * that wants them, at `now` (SQL). Once per run and attempt.
+ */
+export const deadDeliveries = (src: string, now: string) => `
+  dead_deliveries AS (
+    ${DELIVERY_INSERT}
+    SELECT e.tenant_id, n.name, 'run.dead', 'dead:' || e.run_id || ':' || e.ended_attempt,
+      jsonb_build_object('run_id', e.run_id, 'job_id', e.job_id, 'attempt', e.ended_attempt, 'error', e.error),
+      ${now}, ${now}
+    FROM ${src} e JOIN notifications n ON n.tenant_id = e.tenant_id AND 'run.dead' = ANY(n.events)
+    WHERE e.state = 'dead'
+    ON CONFLICT (tenant_id, name, dedupe) DO NOTHING
+  )`;
+
+/**
+ * A CTE: one `worker.lost` delivery per tenant and worker whose runs a CTE `src` took back (rows
+ * with `reaped`, `tenant_id`, `lease_owner`, `run_id`), with the runs, to each notification of the
+ * tenant that wants it.
+ */
+export const lostWorkerDeliveries = (src: string, now: string) => `
+  lost_deliveries AS (
+    ${DELIVERY_INSERT}
+    SELECT w.tenant_id, n.name, 'worker.lost', NULL,
+      jsonb_build_object('worker_id', w.lease_owner, 'run_ids', w.run_ids), ${now}, ${now}
+    FROM (SELECT tenant_id, lease_owner, jsonb_agg(run_id ORDER BY run_id) AS run_ids
+          FROM ${src} WHERE reaped GROUP BY tenant_id, lease_owner) w
+    JOIN notifications n ON n.tenant_id = w.tenant_id AND 'worker.lost' = ANY(n.events)
+  )`;
+
+/**
+ * $1 tenants, $2 jobs, $3 slots dropped, $4 now. The `job.misfired` deliveries of a tick's jobs
+ * whose misfire policy dropped slots (the tick runs it only when some did).
+ */
+export const misfireDeliveries = `
+${DELIVERY_INSERT}
+SELECT m.tenant_id, n.name, 'job.misfired', NULL,
+  jsonb_build_object('job_id', m.job_id, 'dropped_slots', m.dropped), $4, $4
+FROM unnest($1::text[], $2::text[], $3::integer[]) AS m(tenant_id, job_id, dropped)
+JOIN notifications n ON n.tenant_id = m.tenant_id AND 'job.misfired' = ANY(n.events)`;
+
+/**
+ * $1 after this tenant, $2 and this name (null: from the first), $3 rows. The notifications that
+ * want `run.late`, locked (`SKIP LOCKED`: a node scanning one keeps the others off it). `NO KEY`:
+ * the lock must not hold up the deliveries other statements write meanwhile (their foreign key
+ * takes `KEY SHARE` on the row: a dead letter of the tenant would wait for the scan).
+ */
+export const notificationsLateLock = `
+SELECT tenant_id, name, late_after_seconds, late_from, late_run FROM notifications
+WHERE 'run.late' = ANY(events) AND late_after_seconds IS NOT NULL
+  AND ($1::text IS NULL OR (tenant_id, name) > ($1, $2::text))
+ORDER BY tenant_id, name LIMIT $3
+FOR NO KEY UPDATE SKIP LOCKED`;
+
+/**
+ * $1 tenant, $2 name, $3 from this available_at, $4 after this run at it (null: from $3 on, or
+ * from the oldest when $3 is null), $5 before this available_at (now − late_after), $6 rows, $7 now.
+ * Writes a `run.late` delivery for each of the tenant's queued runs (the oldest $6 from $3/$4 on)
+ * available before $5, once per run and `available_at`. The queue is read through its index on
+ * (pool, available_at), one range per pool (the pools found by a skip scan): no index is added to
+ * the queue, which every claim writes. `scanned` and the last run read (`last_at`, `last_run`):
+ * where the next scan starts.
+ */
+export const lateDeliveries = `
+WITH RECURSIVE pools AS (
+  (SELECT pool FROM run_queue ORDER BY pool LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.pool FROM run_queue q WHERE q.pool > p.pool ORDER BY q.pool LIMIT 1)
+  FROM pools p WHERE p.pool IS NOT NULL
+), late AS (
+  SELECT l.run_id, l.job_id, l.available_at FROM pools p CROSS JOIN LATERAL (
+    SELECT q.run_id, q.job_id, q.available_at FROM run_queue q
+    WHERE q.pool = p.pool AND q.available_at < $5 AND q.tenant_id = $1
+      AND ($3::timestamptz IS NULL OR q.available_at > $3
+           OR (q.available_at = $3 AND ($4::uuid IS NULL OR q.run_id > $4)))
+    ORDER BY q.available_at, q.run_id LIMIT $6
+  ) l
+  WHERE p.pool IS NOT NULL
+  ORDER BY l.available_at, l.run_id LIMIT $6
+), written AS (
+  ${DELIVERY_INSERT}
+  SELECT $1, $2, 'run.late', 'late:' || run_id || ':' || (extract(epoch FROM available_at) * 1000)::bigint,
+    jsonb_build_object('run_id', run_id, 'job_id', job_id, 'available_at', available_at,
+      'late_seconds', floor(extract(epoch FROM ($7::timestamptz - available_at)))::bigint),
+    $7, $7
+  FROM late
+  ON CONFLICT (tenant_id, name, dedupe) DO NOTHING
+  RETURNING 1
+), last AS (SELECT run_id, available_at FROM late ORDER BY available_at DESC, run_id DESC LIMIT 1)
+SELECT (SELECT count(*) FROM written)::int AS written, (SELECT count(*) FROM late)::int AS scanned,
+  (SELECT available_at FROM last) AS last_at, (SELECT run_id FROM last) AS last_run`;
+
+/** $1 tenant, $2 name, $3 late_from, $4 late_run. Where the next scan for late runs starts. */
+export const notificationLateMark = `
+UPDATE notifications SET late_from = $3, late_run = $4 WHERE tenant_id = $1 AND name = $2`;
+
+/**
+ * $1 now, $2 rows, $3 lease ms. Claims up to $2 due pending deliveries, oldest first (`SKIP LOCKED`:
+ * nodes claiming at once take different rows), counts the attempt and moves `next_attempt_at` $3
+ * ahead, so no other node tries it while this one does; a node that dies mid-attempt leaves it due
+ * again then (at least once). With the notification's URL and secret.
+ */
+export const deliveryClaim = `
+WITH due AS (
+  SELECT delivery_id FROM notification_deliveries
+  WHERE state = 'pending' AND next_attempt_at <= $1
+  ORDER BY next_attempt_at LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE notification_deliveries d
+SET attempts = d.attempts + 1, last_attempt_at = $1,
+  next_attempt_at = $1::timestamptz + $3::integer * interval '1 millisecond'
+FROM due, notifications n
+WHERE d.delivery_id = due.delivery_id AND n.tenant_id = d.tenant_id AND n.name = d.name
+RETURNING d.delivery_id::text, d.tenant_id, d.name, d.event, d.data, d.created_at, d.attempts, n.url, n.secret`;
+
+/**
+ * $1 delivery, $2 its attempt, $3 state, $4 HTTP status, $5 error, $6 next attempt (pending), $7 now.
+ * Records an attempt's outcome, only while the row is still at that attempt (no row: another node
+ * took it after this one's claim ran out).
+ */
+export const deliveryFinish = `
+UPDATE notification_deliveries SET state = $3, last_status = $4::integer, last_error = $5::text,
+  next_attempt_at = coalesce($6::timestamptz, next_attempt_at),
+  finished_at = CASE WHEN $3 <> 'pending' THEN $7::timestamptz END
+WHERE delivery_id = $1::bigint AND attempts = $2 AND state = 'pending'`;
+
+/** $1 finished before, $2 rows. Deletes delivered and failed rows of the log older than $1. */
+export const deliveryPrune = `
+DELETE FROM notification_deliveries WHERE delivery_id IN (
+  SELECT delivery_id FROM notification_deliveries WHERE state <> 'pending' AND finished_at < $1 LIMIT $2
+)`;
