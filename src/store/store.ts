@@ -9,6 +9,8 @@ import type {
   ClockSample,
   CompleteRunsAnswer,
   CompleteRunsParams,
+  DelayBucket,
+  DelayWindow,
   FailRunAnswer,
   FailRunParams,
   HeartbeatRunsAnswer,
@@ -24,6 +26,7 @@ import type {
   TouchNodeParams,
   ValidJob,
 } from '../core/index.js';
+import type { JobDelay } from './delay.js';
 import type {
   ApiKey,
   BackfillResult,
@@ -196,6 +199,27 @@ export interface Store {
    * statement that scans no table.
    */
   tableStats(): Promise<TableStats[]>;
+  /**
+   * A tenant's scheduling delay from run history (core's `delay.ts`): the buckets of `window`
+   * that have ended runs, by their slot, of one pool or job when given. Bounded by the window
+   * (`delayWindow`: at most MAX_DELAY_BUCKETS buckets over at most MAX_DELAY_RANGE_MS).
+   */
+  delaySeries(p: {
+    tenantId: string;
+    window: DelayWindow;
+    pool?: string;
+    jobId?: string;
+  }): Promise<DelayBucket[]>;
+  /**
+   * Every tenant's jobs with a run whose slot is in [now − windowMs, now]: the `limit` with the
+   * largest delay and the `limit` with the most dead runs (at most 2 × `limit` rows), and how
+   * many jobs the window has.
+   */
+  recentJobDelays(p: {
+    now: number;
+    windowMs: number;
+    limit: number;
+  }): Promise<{ jobs: JobDelay[]; seen: number }>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 
