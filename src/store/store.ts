@@ -199,22 +199,14 @@ export interface Store {
    * statement that scans no table.
    */
   tableStats(): Promise<TableStats[]>;
-  /**
-   * A tenant's scheduling delay from run history (core's `delay.ts`): the buckets of `window`
-   * that have ended runs, by their slot, of one pool or job when given. Bounded by the window
-   * (`delayWindow`: at most MAX_DELAY_BUCKETS buckets over at most MAX_DELAY_RANGE_MS).
-   */
+  /** A tenant's delay series from run history: the buckets of `window` with ended runs (`delay.ts`). */
   delaySeries(p: {
     tenantId: string;
     window: DelayWindow;
     pool?: string;
     jobId?: string;
   }): Promise<DelayBucket[]>;
-  /**
-   * Every tenant's jobs with a run whose slot is in [now − windowMs, now]: the `limit` with the
-   * largest delay and the `limit` with the most dead runs (at most 2 × `limit` rows), and how
-   * many jobs the window has.
-   */
+  /** Every tenant's `limit` latest jobs and `limit` with most dead runs in [now − windowMs, now] (`delay.ts`). */
   recentJobDelays(p: {
     now: number;
     windowMs: number;

@@ -9,8 +9,13 @@
  */
 import { fileURLToPath } from 'node:url';
 import {
+  DEFAULT_DELAY_RANGE_MS,
+  DEFAULT_DELAY_STEP_MS,
   DEFAULT_RETENTION,
   MAX_BACKFILL_SLOTS,
+  MAX_DELAY_BUCKETS,
+  MAX_DELAY_RANGE_MS,
+  MIN_DELAY_STEP_MS,
   RETENTION_STATES,
   ROLES,
   RUN_STATES,
@@ -462,6 +467,25 @@ export const OPTIONS = {
     ...apiClient,
   },
   'dlq replay': apiClient,
+  delay: {
+    job: { flags: '--job <job_id>', description: 'only this job' },
+    pool: { flags: '--pool <pool>', description: 'only this pool' },
+    since: {
+      flags: '--since <duration>',
+      description: `how far back from now, e.g. 1h, 30m, 2d; at most ${MAX_DELAY_RANGE_MS / 86_400_000}d`,
+      default: DEFAULT_DELAY_RANGE_MS,
+      defaultText: '1h',
+      parse: duration,
+    },
+    step: {
+      flags: '--step <duration>',
+      description: `one line per this much time, e.g. 1m, 5m, 1h; at least ${MIN_DELAY_STEP_MS / 1000}s, at most ${MAX_DELAY_BUCKETS} lines`,
+      default: DEFAULT_DELAY_STEP_MS,
+      defaultText: '1m',
+      parse: duration,
+    },
+    ...apiClient,
+  },
   'retention get': apiClient,
   'retention set': { ...retentionStates, ...apiClient },
   'limits put': { ...limitDefinition, ...apiClient },
