@@ -4,11 +4,13 @@
  * interval whatever the scrape rate. Bounded: each is a top N over a recent window of slots, not a
  * series per job. `tock_job_scheduling_delay_seconds` has the `topJobs` jobs with the largest
  * delay in the window; `tock_job_dead_runs` the `topJobs` jobs with the most dead runs there (only
- * jobs with one). A job leaves a series once it is out of its top N, or has no run in the window;
- * `tock_job_window_jobs` counts the jobs the window had, so a reader sees when N cut some off.
+ * jobs with one); `tock_job_misfired_slots` and `tock_job_last_misfire_timestamp_seconds` the
+ * `topJobs` jobs with the latest misfire in the window (from `jobs`, migration 0025). A job leaves
+ * a series once it is out of its top N, or has nothing in the window; `tock_job_window_jobs` and
+ * `tock_job_misfired_jobs` count the jobs the window had, so a reader sees when N cut some off.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { JobDelay } from '../store/index.js';
+import type { JobDelay, JobMisfire } from '../store/index.js';
 
 /** The jobs with a series in each per-job top N (the N latest, the N with most dead runs). */
 export const DEFAULT_TOP_JOBS = 20;
@@ -30,6 +32,9 @@ export class JobGauges {
   readonly delay: Gauge;
   readonly deadRuns: Gauge;
   readonly windowJobs: Gauge;
+  readonly misfiredSlots: Gauge;
+  readonly lastMisfire: Gauge;
+  readonly misfiredJobs: Gauge;
 
   constructor(registry: Registry, o: JobGaugeOptions = {}) {
     this.topJobs = o.topJobs ?? DEFAULT_TOP_JOBS;
@@ -56,17 +61,42 @@ export class JobGauges {
       help: `Jobs with a started or queued run whose slot is in ${window} (those past the top ${this.topJobs} have no tock_job_* series)`,
       registers: [registry],
     });
+    this.misfiredSlots = new Gauge({
+      name: 'tock_job_misfired_slots',
+      help: `Slots a job's misfire policy dropped since it was created (where countable), from the jobs table; only the ${this.topJobs} jobs with the latest misfire, if in the last ${this.windowMs / 1000} s`,
+      labelNames: ['tenant', 'job'],
+      registers: [registry],
+    });
+    this.lastMisfire = new Gauge({
+      name: 'tock_job_last_misfire_timestamp_seconds',
+      help: `When a tick last found the job behind and dropped slots (Unix seconds), from the jobs table; only the ${this.topJobs} jobs with the latest misfire, if in the last ${this.windowMs / 1000} s`,
+      labelNames: ['tenant', 'job'],
+      registers: [registry],
+    });
+    this.misfiredJobs = new Gauge({
+      name: 'tock_job_misfired_jobs',
+      help: `Jobs whose last misfire is in the last ${this.windowMs / 1000} s (those past the top ${this.topJobs} have no misfire series)`,
+      registers: [registry],
+    });
   }
 
   /** A new sample: the jobs out of it lose their series. */
-  set(sample: { jobs: readonly JobDelay[]; seen: number }): void {
-    this.delay.reset();
-    this.deadRuns.reset();
+  set(
+    sample: { jobs: readonly JobDelay[]; seen: number },
+    misfires: { jobs: readonly JobMisfire[]; seen: number },
+  ): void {
+    for (const g of [this.delay, this.deadRuns, this.misfiredSlots, this.lastMisfire]) g.reset();
     this.windowJobs.set(sample.seen);
     for (const j of sample.jobs) {
       const labels = { tenant: j.tenantId, job: j.jobId };
       if (j.late) this.delay.set(labels, j.delayMs / 1000);
       if (j.dying) this.deadRuns.set(labels, j.dead);
+    }
+    this.misfiredJobs.set(misfires.seen);
+    for (const j of misfires.jobs) {
+      const labels = { tenant: j.tenantId, job: j.jobId };
+      this.misfiredSlots.set(labels, j.slots);
+      this.lastMisfire.set(labels, j.at.getTime() / 1000);
     }
   }
 }

@@ -319,7 +319,13 @@ export class RunGaugeSampler {
     private readonly o: {
       store: Pick<
         Store,
-        'sampleRunCounts' | 'readyDepth' | 'unservedRuns' | 'limitGauges' | 'tableStats' | 'recentJobDelays'
+        | 'sampleRunCounts'
+        | 'readyDepth'
+        | 'unservedRuns'
+        | 'limitGauges'
+        | 'tableStats'
+        | 'recentJobDelays'
+        | 'recentMisfires'
       >;
       clock: Clock;
       metrics: Metrics;
@@ -361,15 +367,17 @@ export class RunGaugeSampler {
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
     const { windowMs, topJobs } = metrics.jobs;
-    const [counts, ready, unserved, limits, tables, jobs] = await Promise.all([
+    const recent = { now, windowMs, limit: topJobs };
+    const [counts, ready, unserved, limits, tables, jobs, misfires] = await Promise.all([
       store.sampleRunCounts(),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
       store.limitGauges({ now, limit: MAX_LIMIT_SERIES }),
       store.tableStats(),
-      store.recentJobDelays({ now, windowMs, limit: topJobs }),
+      store.recentJobDelays(recent),
+      store.recentMisfires(recent),
     ]);
-    metrics.jobs.set(jobs);
+    metrics.jobs.set(jobs, misfires);
     metrics.setLimits(limits.limits, limits.total);
     metrics.setTableStats(tables);
     metrics.unservedRuns.set(unserved.runs);

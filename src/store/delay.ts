@@ -1,7 +1,7 @@
 /**
  * Scheduling delay from run history (`queries/delay.ts`): a tenant's series in buckets of slots
  * for `GET /v1/delay`, and the jobs of every tenant with the latest and the most dead runs in a
- * recent window for the `tock_job_*` gauges. Read from the database, so every server answers the
+ * recent window, and with a recent misfire, for the `tock_job_*` gauges. Read from the database, so every server answers the
  * same; both reads are bounded (buckets and range by `delayWindow`, jobs by `limit`).
  */
 import {
@@ -13,7 +13,22 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit } from './checks.js';
 import * as Q from './queries/delay.js';
+import { jobMisfiredRecent } from './queries/jobs.js';
 import type { Queryable } from './rows.js';
+
+/** A recent window of slots, [now − windowMs, now], and the most jobs a per-job read returns per ranking. */
+export interface RecentParams {
+  now: number;
+  windowMs: number;
+  limit: number;
+}
+
+/** The start of a recent window, checked. */
+function windowStart(p: RecentParams): Date {
+  if (!Number.isInteger(p.windowMs) || p.windowMs < 1)
+    throw new ValidationError('windowMs must be a positive integer', { field: 'windowMs' });
+  return checkInstant(p.now - p.windowMs, 'from');
+}
 
 /** A job in the recent window (`recentJobDelays`): its largest delay and its dead runs there. */
 export interface JobDelay {
@@ -74,12 +89,10 @@ export async function delaySeries(
  */
 export async function recentJobDelays(
   db: Queryable,
-  p: { now: number; windowMs: number; limit: number },
+  p: RecentParams,
 ): Promise<{ jobs: JobDelay[]; seen: number }> {
-  if (!Number.isInteger(p.windowMs) || p.windowMs < 1)
-    throw new ValidationError('windowMs must be a positive integer', { field: 'windowMs' });
   const { rows } = await db.query(Q.runJobDelayTop, [
-    checkInstant(p.now - p.windowMs, 'from'),
+    windowStart(p),
     checkInstant(p.now, 'now'),
     checkLimit(p.limit, 10_000),
   ]);
@@ -92,6 +105,36 @@ export async function recentJobDelays(
       dead: r.dead as number,
       late: r.late as boolean,
       dying: r.dying as boolean,
+    })),
+  };
+}
+
+/** A job whose last misfire is recent (`recentMisfires`). */
+export interface JobMisfire {
+  tenantId: string;
+  jobId: string;
+  /** Slots its misfire policy dropped since it was created, where countable. */
+  slots: number;
+  /** The last tick that found it behind and dropped slots. */
+  at: Date;
+}
+
+/**
+ * Every tenant's jobs whose last misfire is in [now − windowMs, now], newest first, at most
+ * `limit`, with how many there are (`jobs_misfired`; migration 0025).
+ */
+export async function recentMisfires(
+  db: Queryable,
+  p: RecentParams,
+): Promise<{ jobs: JobMisfire[]; seen: number }> {
+  const { rows } = await db.query(jobMisfiredRecent, [windowStart(p), checkLimit(p.limit, 10_000)]);
+  return {
+    seen: rows[0] ? (rows[0].jobs as number) : 0,
+    jobs: rows.map((r) => ({
+      tenantId: r.tenant_id as string,
+      jobId: r.job_id as string,
+      slots: Number(r.misfired_slots),
+      at: r.misfired_at as Date,
     })),
   };
 }

@@ -273,8 +273,12 @@ export class PostgresStore implements Store {
     return delay.delaySeries(this.pool, p);
   }
 
-  recentJobDelays(p: { now: number; windowMs: number; limit: number }) {
+  recentJobDelays(p: delay.RecentParams) {
     return delay.recentJobDelays(this.pool, p);
+  }
+
+  recentMisfires(p: delay.RecentParams) {
+    return delay.recentMisfires(this.pool, p);
   }
 
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */

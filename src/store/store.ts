@@ -26,7 +26,7 @@ import type {
   TouchNodeParams,
   ValidJob,
 } from '../core/index.js';
-import type { JobDelay } from './delay.js';
+import type { JobDelay, JobMisfire, RecentParams } from './delay.js';
 import type {
   ApiKey,
   BackfillResult,
@@ -207,11 +207,9 @@ export interface Store {
     jobId?: string;
   }): Promise<DelayBucket[]>;
   /** Every tenant's `limit` latest jobs and `limit` with most dead runs in [now − windowMs, now] (`delay.ts`). */
-  recentJobDelays(p: {
-    now: number;
-    windowMs: number;
-    limit: number;
-  }): Promise<{ jobs: JobDelay[]; seen: number }>;
+  recentJobDelays(p: RecentParams): Promise<{ jobs: JobDelay[]; seen: number }>;
+  /** Every tenant's `limit` jobs with the latest misfire in [now − windowMs, now] (`delay.ts`). */
+  recentMisfires(p: RecentParams): Promise<{ jobs: JobMisfire[]; seen: number }>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 

@@ -3,14 +3,16 @@
  * and `tock_job_dead_runs` are a top N over the recent window of slots (N + k late jobs give N
  * series), their values are those of the runs inserted (the largest delay of a job's ended runs,
  * the wait so far of a queued one; its dead runs), a job whose runs left the window loses its
- * series, and a burst of scrapes reads the database once per sample interval.
+ * series, and a burst of scrapes reads the database once per sample interval. Misfires
+ * (`tock_job_misfired_slots`, `tock_job_last_misfire_timestamp_seconds`) are what real ticks
+ * recorded in `jobs`, for the N jobs with the latest misfire in the window.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { METRICS_SAMPLE_MS, Metrics, RunGaugeSampler } from '../../src/api/index.js';
 import { FakeClock } from '../../src/core/index.js';
 import type { Store } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { type DelayRun, insertDelayRuns } from '../setup/factories.js';
+import { alignUp, type DelayRun, insertDelayRuns, job, upsertJob } from '../setup/factories.js';
 
 const WINDOW = 60_000;
 const TOP = 3;
@@ -111,5 +113,38 @@ describe('per-job gauges from run history', () => {
     await Promise.all(Array.from({ length: 20 }, () => sampler.refresh()));
     for (let i = 0; i < 20; i++) await sampler.refresh();
     expect(reads.n).toBe(1);
+  });
+
+  test('misfires: the N jobs with the latest misfire in the window, as the ticks recorded them', async () => {
+    // A day on from the other tests' runs, on the 10 s grid of the jobs' `@every 10s`.
+    const a = alignUp(db.clock.nowMs() + 86_400_000, 10_000);
+    const outage = 350_000; // past the 60 s threshold: `skip` drops the 35 slots after the first
+    const tick = (now: number) => db.store.tick({ now, lookaheadMs: 0, batchSize: 100 });
+    // A job that misfired before the window, then was paused.
+    await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId: 'old', misfire: 'skip' }), now: a });
+    await tick(a);
+    await tick(a + outage);
+    await db.store.pauseJob({ tenantId: 'acme', jobId: 'old', now: a + outage });
+    // Four (N + 1) jobs that misfire at the same later tick.
+    const b = a + 400_000;
+    for (const jobId of ['m-1', 'm-2', 'm-3', 'm-4'])
+      await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId, misfire: 'skip' }), now: b });
+    await tick(b);
+    expect((await tick(b + outage)).dropped).toBe(4 * 35);
+
+    const { metrics, sampler } = sampling(new FakeClock(b + outage));
+    await sampler.refresh();
+    expect(await series(metrics, 'tock_job_misfired_slots')).toEqual({
+      'acme/m-1': 35,
+      'acme/m-2': 35,
+      'acme/m-3': 35,
+    });
+    const at = (b + outage) / 1000;
+    expect(await series(metrics, 'tock_job_last_misfire_timestamp_seconds')).toEqual({
+      'acme/m-1': at,
+      'acme/m-2': at,
+      'acme/m-3': at,
+    });
+    expect(await metrics.registry.metrics()).toMatch(/^tock_job_misfired_jobs 4$/m);
   });
 });
