@@ -10,14 +10,8 @@
  * `tock_job_misfired_jobs` count the jobs the window had, so a reader sees when N cut some off.
  */
 import { Gauge, type Registry } from 'prom-client';
+import { DEFAULT_JOB_WINDOW_MS, DEFAULT_TOP_JOBS, MAX_TOP_JOBS } from '../core/index.js';
 import type { JobDelay, JobMisfire } from '../store/index.js';
-
-/** The jobs with a series in each per-job top N (the N latest, the N with most dead runs). */
-export const DEFAULT_TOP_JOBS = 20;
-/** The per-job gauges read the runs whose slot is in this last stretch of time, ms (5 min). */
-export const DEFAULT_JOB_WINDOW_MS = 300_000;
-/** The largest `topJobs` a process accepts: 2 × 1,000 series at most. */
-export const MAX_TOP_JOBS = 1000;
 
 export interface JobGaugeOptions {
   /** The jobs in each top N, 1 to MAX_TOP_JOBS. Default DEFAULT_TOP_JOBS (20). */

@@ -11,6 +11,13 @@ import { parseDuration } from './duration.js';
 import { ValidationError } from './errors.js';
 import { parseInstant } from './schedule/schedule.js';
 
+/** The jobs with a series in each per-job top N of the metrics (the latest, the most dead runs, the latest misfires). */
+export const DEFAULT_TOP_JOBS = 20;
+/** The per-job gauges read the slots (and misfires) of this last stretch of time, ms (5 min). */
+export const DEFAULT_JOB_WINDOW_MS = 300_000;
+/** The largest per-job top N a process accepts (1,000 series per gauge at most). */
+export const MAX_TOP_JOBS = 1000;
+
 /** `GET /v1/delay` without `from`: this long before `to`, ms (1 h). */
 export const DEFAULT_DELAY_RANGE_MS = 3_600_000;
 /** `GET /v1/delay` without `step`: one bucket per minute. */
