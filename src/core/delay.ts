@@ -52,6 +52,13 @@ export function delayWindow(input: { from?: string; to?: string; step?: string; 
   const toMs = input.to === undefined ? input.now : parseInstant(input.to, 'to');
   const fromMs = input.from === undefined ? toMs - DEFAULT_DELAY_RANGE_MS : parseInstant(input.from, 'from');
   const stepMs = input.step === undefined ? DEFAULT_DELAY_STEP_MS : parseDuration(input.step, 'step');
+  return checkDelayWindow(fromMs, toMs, stepMs);
+}
+
+/** The window of [fromMs, toMs) in buckets of stepMs, within the bounds `delayWindow` states. */
+export function checkDelayWindow(fromMs: number, toMs: number, stepMs: number): DelayWindow {
+  if (!Number.isFinite(fromMs) || !Number.isFinite(toMs) || !Number.isInteger(stepMs))
+    throw new ValidationError('a delay window needs finite instants and a whole step', { field: 'from' });
   if (fromMs >= toMs) throw new ValidationError('from must be before to', { field: 'from' });
   if (toMs - fromMs > MAX_DELAY_RANGE_MS)
     throw new ValidationError(`from to to is longer than ${MAX_DELAY_RANGE_MS / 86_400_000} days`, {

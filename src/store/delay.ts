@@ -1,13 +1,14 @@
 /**
  * Scheduling delay from run history (`queries/delay.ts`): a tenant's series in buckets of slots
  * for `GET /v1/delay`, and the jobs of every tenant with the latest and the most dead runs in a
- * recent window, and with a recent misfire, for the `tock_job_*` gauges. Read from the database, so every server answers the
- * same; both reads are bounded (buckets and range by `delayWindow`, jobs by `limit`).
+ * recent window, and with a recent misfire, for the `tock_job_*` gauges. Read from the database,
+ * so every server answers the same; every read is bounded (buckets and range by
+ * `checkDelayWindow`, jobs by `limit`).
  */
 import {
+  checkDelayWindow,
   type DelayBucket,
   type DelayWindow,
-  delayWindow,
   ValidationError,
   validateId,
 } from '../core/index.js';
@@ -54,13 +55,8 @@ export async function delaySeries(
 ): Promise<DelayBucket[]> {
   const w = p.window;
   // The caller's window, checked again here: the statement's cost rests on its bounds.
-  const same = delayWindow({
-    from: new Date(w.fromMs).toISOString(),
-    to: new Date(w.toMs).toISOString(),
-    step: `${w.stepMs}ms`,
-    now: w.toMs,
-  });
-  if (same.buckets !== w.buckets) throw new ValidationError('the window has the wrong number of buckets');
+  if (checkDelayWindow(w.fromMs, w.toMs, w.stepMs).buckets !== w.buckets)
+    throw new ValidationError('the window has the wrong number of buckets');
   const params = [
     p.tenantId,
     checkInstant(w.fromMs, 'from'),
