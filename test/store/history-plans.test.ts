@@ -131,7 +131,7 @@ test("the delay series (GET /v1/delay): a tenant's range down runs_by_tenant, a 
   expect(job).not.toMatch(scansRuns);
 });
 
-test('the per-job gauges: each tenant probed, then its window of slots down runs_by_tenant', async () => {
+test('the per-job gauges: each tenant probed, then its window of slots down runs_by_tenant, the queue by key', async () => {
   const plan = await genericPlan(
     D.runJobDelayTop,
     ['timestamptz', 'timestamptz', 'int'],
@@ -140,4 +140,7 @@ test('the per-job gauges: each tenant probed, then its window of slots down runs
   expect(plan).toContain('runs_by_tenant');
   expect(indexConds(plan)).toMatch(/tenant_id = t\.tenant_id.*scheduled_for >= \$1/);
   expect(plan).not.toMatch(scansRuns);
+  // A pending run's wait: its queue row by its key, never a scan of the queue.
+  expect(indexConds(plan)).toMatch(/run_id = r\.run_id/);
+  expect(plan).not.toMatch(/"Seq Scan"[^}]*"Relation Name":"run_queue"/);
 });

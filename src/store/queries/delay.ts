@@ -66,7 +66,9 @@ export const runDelaySeriesOfJob = delaySeries(
  * generic plan sees no parameter's value; the LIMIT also keeps the planner from
  * hashing the tenants against a scan of a whole index): no index leads with the slot alone, and a
  * run insert should not pay for one.
- * A claimed run not ended yet counts at its end (it started).
+ * A pending run's wait is looked up in the queue by its key, for that run alone (a join could hash
+ * the whole queue, a backlog of millions, at every sample); a claimed run not ended yet has none
+ * there and counts at its end (it started), so a job with only such runs is left out.
  */
 export const runJobDelayTop = `
 WITH RECURSIVE tenants AS (
@@ -75,22 +77,22 @@ WITH RECURSIVE tenants AS (
   SELECT (SELECT r.tenant_id FROM runs r WHERE r.tenant_id > t.tenant_id ORDER BY r.tenant_id LIMIT 1)
   FROM tenants t WHERE t.tenant_id IS NOT NULL
 ), seen AS (
-  SELECT r.tenant_id, r.job_id,
-    max(CASE WHEN r.state = 'pending'
-      THEN GREATEST(0, extract(epoch FROM $2::timestamptz - GREATEST(q.available_at, r.created_at)) * 1000)::float8
-      ELSE r.delay_ms END) AS delay_ms,
-    count(*) FILTER (WHERE r.state = 'dead')::int AS dead
+  SELECT r.tenant_id, r.job_id, max(r.delay_ms) AS delay_ms, count(*) FILTER (WHERE r.state = 'dead')::int AS dead
   FROM tenants t
   CROSS JOIN LATERAL (
-    SELECT r.run_id, r.tenant_id, r.job_id, r.state, r.created_at, ${delayMs('r')} AS delay_ms FROM runs r
+    SELECT r.tenant_id, r.job_id, r.state,
+      CASE WHEN r.state = 'pending' THEN (
+        SELECT GREATEST(0, extract(epoch FROM $2::timestamptz - GREATEST(q.available_at, r.created_at)) * 1000)::float8
+        FROM run_queue q WHERE q.run_id = r.run_id
+      ) ELSE ${delayMs('r')} END AS delay_ms
+    FROM runs r
     WHERE r.tenant_id = t.tenant_id AND r.scheduled_for >= $1 AND r.scheduled_for <= $2
       AND (r.state = 'pending' OR ${ENDED})
     ORDER BY r.scheduled_for DESC
     LIMIT ${JOB_DELAY_RUNS_PER_TENANT}
   ) r
-  LEFT JOIN run_queue q ON q.run_id = r.run_id AND r.state = 'pending'
-  WHERE r.state <> 'pending' OR q.run_id IS NOT NULL
   GROUP BY r.tenant_id, r.job_id
+  HAVING max(r.delay_ms) IS NOT NULL
 ), ranked AS (
   SELECT s.*, count(*) OVER () AS jobs,
     row_number() OVER (ORDER BY s.delay_ms DESC, s.tenant_id, s.job_id) AS by_delay,
