@@ -27,6 +27,7 @@ import { type AuthMode, addAuth } from './plugins/auth.js';
 import { addErrorAnswers, answerClientError, answerFrameworkError } from './plugins/errors.js';
 import { addRequestMetrics } from './plugins/metrics.js';
 import { addTenantQuota, DEFAULT_QUOTA, DEFAULT_WORKER_QUOTA, TenantQuota } from './plugins/quota.js';
+import { delayRoutes } from './routes/delay.js';
 import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
 import { leaseRoutes } from './routes/leases.js';
@@ -145,6 +146,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const routes = { store: o.store, clock: o.clock, metrics: o.metrics };
   await app.register(jobRoutes, routes);
   await app.register(runRoutes, routes);
+  await app.register(delayRoutes, routes);
   await app.register(retentionRoutes, routes);
   await app.register(leaseRoutes, { ...routes, longPolls });
   await app.register(limitRoutes, routes);

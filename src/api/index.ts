@@ -1,5 +1,6 @@
 /** The HTTP API: `buildApp` (not listening), its metrics and schemas. */
 export { type AppOptions, buildApp } from './app.js';
+export { type JobGaugeOptions, JobGauges } from './job-metrics.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './limits.js';
 export { listenForRuns, RunWakeups, type Wakeups } from './long-poll.js';
 export {

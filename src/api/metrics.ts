@@ -4,12 +4,14 @@
  * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
  * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, at most MAX_LIMIT_SERIES
  * limits with limit gauges, one series per table of Tock's (a fixed list) for the table gauges,
- * and the run, limit and table gauges are a sample the `RunGaugeSampler` reads at most once per
+ * at most `topJobs` (DEFAULT_TOP_JOBS, 20) jobs in each per-job top N (`job-metrics.ts`), and the
+ * run, limit, table and per-job gauges are a sample the `RunGaugeSampler` reads at most once per
  * METRICS_SAMPLE_MS, however often `/metrics` is scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
 import { EXACT_COUNT_BELOW, type LimitGauge, type Store, type TableStats } from '../store/index.js';
+import { type JobGaugeOptions, JobGauges } from './job-metrics.js';
 
 /**
  * The run gauges (`tock_runs`, `tock_ready_runs`, `tock_unserved_runs`), the limit gauges
@@ -208,6 +210,9 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** The per-job top N gauges from run history (`job-metrics.ts`). */
+  readonly jobs: JobGauges;
+
   /** The pools that have a label of their own (at most MAX_POOL_LABELS). */
   private readonly poolLabels = new Set<string>();
   /** The jobs that have a last-success series (at most `maxJobSeries`), and those seen past it. */
@@ -216,9 +221,16 @@ export class Metrics {
   private readonly maxJobSeries: number;
 
   constructor(
-    options: { processMetrics?: boolean /** Default MAX_JOB_SERIES. */; maxJobSeries?: number } = {},
+    options: {
+      processMetrics?: boolean;
+      /** Default MAX_JOB_SERIES. */
+      maxJobSeries?: number;
+      /** The per-job top N gauges: how many jobs, over which window (defaults in `job-metrics.ts`). */
+      jobGauges?: JobGaugeOptions;
+    } = {},
   ) {
     this.maxJobSeries = options.maxJobSeries ?? MAX_JOB_SERIES;
+    this.jobs = new JobGauges(this.registry, options.jobGauges);
     // prom-client's default metrics are named process_* and nodejs_* already: `tock_` makes them
     // tock_process_cpu_seconds_total, not tock_process_process_cpu_seconds_total.
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'tock_' });
@@ -295,8 +307,8 @@ export class Metrics {
 }
 
 /**
- * Fills the run, limit and table gauges from the database: one sample (runs by state, ready runs by
- * priority, unserved runs, the limits, Tock's tables) at most every \`intervalMs\`, started by a
+ * Fills the run, limit, table and per-job gauges from the database: one sample (runs by state,
+ * ready runs by priority, unserved runs, the limits, Tock's tables, the recent window's jobs) at most every \`intervalMs\`, started by a
  * scrape that finds the last one older. Scrapes meanwhile get the gauges as they are; the database
  * sees one read per interval whatever the scrape rate, even while failing. A scrape that starts a
  * sample, or comes while one is read, waits for it at most \`waitMs\` once there is an earlier
@@ -311,7 +323,16 @@ export class RunGaugeSampler {
 
   constructor(
     private readonly o: {
-      store: Pick<Store, 'sampleRunCounts' | 'readyDepth' | 'unservedRuns' | 'limitGauges' | 'tableStats'>;
+      store: Pick<
+        Store,
+        | 'sampleRunCounts'
+        | 'readyDepth'
+        | 'unservedRuns'
+        | 'limitGauges'
+        | 'tableStats'
+        | 'recentJobDelays'
+        | 'recentMisfires'
+      >;
       clock: Clock;
       metrics: Metrics;
       /** Default METRICS_SAMPLE_MS. */
@@ -351,13 +372,18 @@ export class RunGaugeSampler {
 
   private async read(now: number): Promise<void> {
     const { store, metrics } = this.o;
-    const [counts, ready, unserved, limits, tables] = await Promise.all([
+    const { windowMs, topJobs } = metrics.jobs;
+    const recent = { now, windowMs, limit: topJobs };
+    const [counts, ready, unserved, limits, tables, jobs, misfires] = await Promise.all([
       store.sampleRunCounts(),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
       store.limitGauges({ now, limit: MAX_LIMIT_SERIES }),
       store.tableStats(),
+      store.recentJobDelays(recent),
+      store.recentMisfires(recent),
     ]);
+    metrics.jobs.set(jobs, misfires);
     metrics.setLimits(limits.limits, limits.total);
     metrics.setTableStats(tables);
     metrics.unservedRuns.set(unserved.runs);

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { registerDelay } from './commands/delay.js';
 import { registerDemo } from './commands/demo.js';
 import { registerDev } from './commands/dev.js';
 import { registerDlq } from './commands/dlq.js';
@@ -62,6 +63,7 @@ export function buildProgram(): Command {
     registerJobs,
     registerRuns,
     registerDlq,
+    registerDelay,
     registerLimits,
     registerNotifications,
     registerRetention,

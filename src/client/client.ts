@@ -17,6 +17,7 @@ import type {
   BulkJobsAnswer,
   CompleteManyAnswer,
   CreatedKey,
+  DelayAnswer,
   DeliveryList,
   HeartbeatAnswer,
   Job,
@@ -59,6 +60,19 @@ export interface TockClientOptions {
   timeoutMs?: number;
   /** The `fetch` to use. Default: the global `fetch`. */
   fetch?: typeof fetch;
+}
+
+/**
+ * `GET /v1/delay`: the range (`from` to `to`, ISO-8601 instants; default the server's last hour),
+ * the bucket length (`step`, a duration such as `1m`; default 1m) and one pool or job. At most
+ * 1440 buckets over at most 7 days.
+ */
+export interface DelayOptions {
+  from?: string;
+  to?: string;
+  step?: string;
+  pool?: string;
+  jobId?: string;
 }
 
 /** A page of a list: `limit` 1–500 (server default 50), `cursor` from the previous page's `next_cursor`. */
@@ -230,6 +244,12 @@ export class TockClient {
     return this.request('GET', '/v1/runs', {
       query: { state: options.state, job_id: options.jobId, limit: options.limit, cursor: options.cursor },
     });
+  }
+
+  /** The tenant's scheduling delay over time, from run history: a bucket per `step` of slots. */
+  delay(options: DelayOptions = {}): Promise<DelayAnswer> {
+    const { from, to, step, pool, jobId } = options;
+    return this.request('GET', '/v1/delay', { query: { from, to, step, pool, job_id: jobId } });
   }
 
   /** A run with its attempts. */

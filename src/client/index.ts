@@ -6,6 +6,7 @@ export {
   type BackfillOptions,
   type ClaimOptions,
   DEFAULT_TIMEOUT_MS,
+  type DelayOptions,
   type ListRunsOptions,
   type PageOptions,
   TockClient,

@@ -392,3 +392,25 @@ export interface DeliveryList {
   /** Pass as `cursor` for the next (older) page; `null` on the last page. */
   next_cursor: string | null;
 }
+
+/** One bucket of `GET /v1/delay`: the ended runs whose slot is in [start, start + step). */
+export interface DelayBucket {
+  start: string;
+  /** Ended runs (succeeded or dead) in the bucket. */
+  runs: number;
+  /** Nearest-rank median, 99th percentile and largest delay, seconds; null without runs. */
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+}
+
+/** `GET /v1/delay`: the tenant's scheduling delay over time, from run history. */
+export interface DelayAnswer {
+  from: string;
+  to: string;
+  step_seconds: number;
+  pool: string | null;
+  job_id: string | null;
+  /** Every bucket of the range in order, those without runs included. */
+  buckets: DelayBucket[];
+}

@@ -2,6 +2,7 @@
 export * from './backfill.js';
 export * from './backoff.js';
 export * from './clock.js';
+export * from './delay.js';
 export * from './duration.js';
 export * from './errors.js';
 export * from './fields/field.js';

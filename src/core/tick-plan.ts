@@ -48,6 +48,8 @@ export interface TickPlan {
   runs: PlannedRun[];
   /** Slots the misfire policy dropped, where countable (else 0). */
   dropped: number;
+  /** The policy dropped slots: `dropped` of them, or more than could be counted (a long cron backlog). */
+  misfired: boolean;
   /** The job's new `next_run_at`; null when exhausted or parked. */
   nextRunAt: number | null;
   /** Why the job was parked (its schedule could not be evaluated), or null. */
@@ -74,11 +76,18 @@ export function planTick(input: TickPlanInput): TickPlan {
       availableAt: slot + jitter,
       sortKey: sortKey(slot + jitter, job.priority, input.agingStepMs),
     }));
-    return { runs, dropped: plan.dropped ?? 0, nextRunAt: plan.nextRunAt, parked: null };
+    return {
+      runs,
+      dropped: plan.dropped ?? 0,
+      misfired: plan.dropped !== 0,
+      nextRunAt: plan.nextRunAt,
+      parked: null,
+    };
   } catch (err) {
     return {
       runs: [],
       dropped: 0,
+      misfired: false,
       nextRunAt: null,
       parked: err instanceof Error ? err.message : String(err),
     };

@@ -4,7 +4,7 @@
  * unless told `--insecure`.
  */
 import type { Logger } from 'pino';
-import { type HttpLimits, Metrics } from '../api/index.js';
+import { type HttpLimits, type JobGaugeOptions, Metrics } from '../api/index.js';
 import { PostgresStore } from '../store/index.js';
 import { databaseClock, openDatabase } from './database.js';
 import { startServices } from './services.js';
@@ -40,6 +40,8 @@ export interface ServerOptions {
   limits?: Partial<HttpLimits>;
   /** A port on 127.0.0.1 serving `GET /metrics` without a key. Default: none. */
   metricsPort?: number;
+  /** The per-job top N gauges: how many jobs, over which window. Default `DEFAULT_TOP_JOBS` over `DEFAULT_JOB_WINDOW_MS`. */
+  metricsJobs?: JobGaugeOptions;
   announce: (line: string) => void;
 }
 
@@ -74,7 +76,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       clock,
       sync,
       logger,
-      metrics: new Metrics(),
+      metrics: new Metrics({ jobGauges: o.metricsJobs }),
       api: {
         host: o.host,
         port: o.port,

@@ -13,6 +13,7 @@ import {
   checkAgingStep,
   DEFAULT_AGING_STEP_MS,
   DEFAULT_MISFIRE_THRESHOLD_MS,
+  type DelayWindow,
   isValidatedJob,
   type JobInput,
   type LeaseRef,
@@ -31,6 +32,7 @@ import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
 import * as claims from './claims.js';
 import { inTransaction } from './db.js';
+import * as delay from './delay.js';
 import * as idempotency from './idempotency.js';
 import * as jobs from './jobs.js';
 import * as keys from './keys.js';
@@ -266,6 +268,18 @@ export class PostgresStore implements Store {
 
   tableStats() {
     return tableStats(this.pool);
+  }
+
+  delaySeries(p: { tenantId: string; window: DelayWindow; pool?: string; jobId?: string }) {
+    return delay.delaySeries(this.pool, p);
+  }
+
+  recentJobDelays(p: delay.RecentParams) {
+    return delay.recentJobDelays(this.pool, p);
+  }
+
+  recentMisfires(p: delay.RecentParams) {
+    return delay.recentMisfires(this.pool, p);
   }
 
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */

@@ -9,6 +9,8 @@ import type {
   ClockSample,
   CompleteRunsAnswer,
   CompleteRunsParams,
+  DelayBucket,
+  DelayWindow,
   FailRunAnswer,
   FailRunParams,
   HeartbeatRunsAnswer,
@@ -24,6 +26,7 @@ import type {
   TouchNodeParams,
   ValidJob,
 } from '../core/index.js';
+import type { JobDelay, JobMisfire, RecentParams } from './delay.js';
 import type { NotificationStore } from './notification-store.js';
 import type {
   ApiKey,
@@ -197,6 +200,17 @@ export interface Store extends NotificationStore {
    * statement that scans no table.
    */
   tableStats(): Promise<TableStats[]>;
+  /** A tenant's delay series from run history: the buckets of `window` with ended runs (`delay.ts`). */
+  delaySeries(p: {
+    tenantId: string;
+    window: DelayWindow;
+    pool?: string;
+    jobId?: string;
+  }): Promise<DelayBucket[]>;
+  /** Every tenant's `limit` latest jobs and `limit` with most dead runs in [now − windowMs, now] (`delay.ts`). */
+  recentJobDelays(p: RecentParams): Promise<{ jobs: JobDelay[]; seen: number }>;
+  /** Every tenant's `limit` jobs with the latest misfire in [now − windowMs, now] (`delay.ts`). */
+  recentMisfires(p: RecentParams): Promise<{ jobs: JobMisfire[]; seen: number }>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 

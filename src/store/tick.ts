@@ -1,7 +1,8 @@
 /**
  * The tick: one transaction that locks up to a batch of due jobs (`FOR UPDATE SKIP LOCKED`, so
  * schedulers racing on the same shards share them), inserts the runs `planTick` plans for each
- * (a slot that has a run is skipped: one run per slot), and advances each job's `next_run_at`.
+ * (a slot that has a run is skipped: one run per slot), and advances each job's `next_run_at`,
+ * adding the slots its misfire policy dropped to the job's misfire record (migration 0025).
  * With a fence, only the shards this node still holds at the epochs it was given, locked
  * `FOR SHARE` until the commit so none changes hands during the tick. A job whose misfire policy
  * dropped slots gets its `job.misfired` deliveries in the same transaction.
@@ -60,35 +61,31 @@ function dueJob(row: Row) {
   };
 }
 
+type TickContext = TickParams & {
+  horizon: Date;
+  shardIds: number[];
+  misfireThresholdMs: number;
+  agingStepMs: number;
+  parse: (source: string, timezone: string) => Schedule;
+};
+
 /**
- * One tick, inside a transaction (`db` a client in it). `shardIds`: the shards to scan when no
- * fence narrows them (`p.shards`, or all).
+ * The statements' arrays for the due jobs' plans: the slots to insert, and each job's new
+ * `next_run_at` with the slots its misfire policy dropped.
  */
-export async function tick(
-  db: Queryable,
-  p: TickParams & {
-    horizon: Date;
-    shardIds: number[];
-    misfireThresholdMs: number;
-    agingStepMs: number;
-    parse: (source: string, timezone: string) => Schedule;
-  },
-): Promise<TickResult> {
-  let shards = p.shardIds;
-  let fencedOut: number[] = [];
-  if (p.fence) {
-    ({ held: shards, fencedOut } = await fence(db, { ...p, fence: p.fence }));
-    if (shards.length === 0) return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut };
-  }
-  const due = await db.query(J.jobDueLock, [p.horizon, p.batchSize, shards]);
-  const slots = { tenants: [] as string[], jobs: [] as string[], at: [] as Date[] };
-  const keys: Date[] = [];
+function planDue(rows: Row[], p: TickContext) {
+  const slots = { tenants: [] as string[], jobs: [] as string[], at: [] as Date[], keys: [] as Date[] };
   const available: Date[] = [];
-  const next = { tenants: [] as string[], jobs: [] as string[], at: [] as (Date | null)[] };
+  const next = {
+    tenants: [] as string[],
+    jobs: [] as string[],
+    at: [] as (Date | null)[],
+    dropped: [] as number[],
+    misfired: [] as boolean[],
+  };
   let dropped = 0;
-  const misfired = { tenants: [] as string[], jobs: [] as string[], dropped: [] as number[] };
   const parked: TickResult['parked'] = [];
-  for (const row of due.rows) {
+  for (const row of rows) {
     const job = dueJob(row);
     const plan = planTick({
       job,
@@ -103,36 +100,56 @@ export async function tick(
       slots.jobs.push(job.jobId);
       slots.at.push(new Date(run.scheduledFor));
       available.push(new Date(run.availableAt));
-      keys.push(new Date(run.sortKey));
+      slots.keys.push(new Date(run.sortKey));
     }
     dropped += plan.dropped;
-    if (plan.dropped > 0) {
-      misfired.tenants.push(job.tenantId);
-      misfired.jobs.push(job.jobId);
-      misfired.dropped.push(plan.dropped);
-    }
     if (plan.parked !== null) parked.push({ tenantId: job.tenantId, jobId: job.jobId, reason: plan.parked });
     next.tenants.push(job.tenantId);
     next.jobs.push(job.jobId);
     next.at.push(plan.nextRunAt === null ? null : new Date(plan.nextRunAt));
+    next.dropped.push(plan.dropped);
+    next.misfired.push(plan.misfired);
   }
+  return { slots, available, next, dropped, parked };
+}
+
+/**
+ * One tick, inside a transaction (`db` a client in it). `shardIds`: the shards to scan when no
+ * fence narrows them (`p.shards`, or all).
+ */
+export async function tick(db: Queryable, p: TickContext): Promise<TickResult> {
+  let shards = p.shardIds;
+  let fencedOut: number[] = [];
+  if (p.fence) {
+    ({ held: shards, fencedOut } = await fence(db, { ...p, fence: p.fence }));
+    if (shards.length === 0) return { jobs: 0, created: [], dropped: 0, parked: [], full: false, fencedOut };
+  }
+  const due = await db.query(J.jobDueLock, [p.horizon, p.batchSize, shards]);
+  const { slots, available, next, dropped, parked } = planDue(due.rows, p);
+  const now = new Date(p.now);
   let created: RunRef[] = [];
   if (slots.at.length > 0) {
     const inserted = await db.query(R.runInsertSlots, [
       slots.tenants,
       slots.jobs,
       slots.at,
-      keys,
-      new Date(p.now),
+      slots.keys,
+      now,
       available,
     ]);
     created = inserted.rows.map(toRef);
   }
-  if (next.jobs.length > 0) await db.query(J.jobAdvanceMany, [next.tenants, next.jobs, next.at]);
+  if (next.jobs.length > 0)
+    await db.query(J.jobAdvanceMany, [next.tenants, next.jobs, next.at, next.dropped, next.misfired, now]);
   if (created.length > 0) await db.query(runNotify);
   // A misfire's notifications, in the tick's transaction; a tick that dropped nothing pays nothing.
-  if (misfired.jobs.length > 0)
-    await db.query(misfireDeliveries, [misfired.tenants, misfired.jobs, misfired.dropped, new Date(p.now)]);
+  // `dropped_slots` null: more than the policy could count (a long cron backlog).
+  const misfired = next.jobs.flatMap((_, i) => (next.misfired[i] ? [i] : []));
+  if (misfired.length > 0) {
+    const of = <T>(xs: T[]) => misfired.map((i) => xs[i] as T);
+    const counts = of(next.dropped).map((n) => (n > 0 ? n : null));
+    await db.query(misfireDeliveries, [of(next.tenants), of(next.jobs), counts, now]);
+  }
   return {
     jobs: due.rows.length,
     created,

@@ -310,7 +310,11 @@ describe('table gauges (issue 21, item 3)', () => {
     // counts before the scrape (a backend otherwise publishes them up to 10 s later).
     const pool = db.newPool(1);
     const store = new PostgresStore(pool);
-    const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 } });
+    // The per-job gauges read the runs of their window, and reading a page prunes its dead row
+    // versions (opportunistic pruning): with the churned runs in the window, the sample's own read
+    // could empty the dead-tuple count it reports. A 1 s window ends before their slots.
+    const metrics = new Metrics({ processMetrics: false, jobGauges: { windowMs: 1000 } });
+    const api = await startApi(db, { quota: { perSecond: 1_000_000, burst: 1_000_000 }, metrics });
     try {
       const t = db.clock.nowMs();
       await upsertJob(store, { tenantId: 'acme', job: job({ jobId: 'churn', pool: 'p-churn' }), now: t });

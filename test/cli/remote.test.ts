@@ -11,9 +11,10 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { buildProgram } from '../../src/cli/main.js';
+import { SystemClock } from '../../src/core/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { countRows, endedRun } from '../setup/factories.js';
+import { countRows, endedRun, insertDelayRuns } from '../setup/factories.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
@@ -850,6 +851,34 @@ describe('tock retention and tock runs prune', () => {
     expect(await okJson(['runs', 'prune'])).toMatchObject({ dry_run: false, runs: { succeeded: 3 } });
     expect(await count()).toBe(0);
     expect(await countRows(db.pool, 'attempts', 'run_id NOT IN (SELECT run_id FROM runs)')).toBe(0);
+  });
+});
+
+describe('tock delay', () => {
+  test("a line per step of the last --since, from run history; --job narrows it; a bad step is the server's 400", async () => {
+    // The command ends its range at this machine's now, not the test API's FakeClock.
+    const now = new SystemClock().nowMs();
+    await insertDelayRuns(db.pool, [
+      ...[1000, 2000, 3000].map((delayMs, i) => ({
+        tenantId: TENANT,
+        jobId: 'late',
+        slot: now - 600_000 + i,
+        delayMs,
+      })),
+      { tenantId: TENANT, jobId: 'prompt', slot: now - 600_000, delayMs: 5 },
+      { tenantId: 'beta', jobId: 'late', slot: now - 600_000, delayMs: 90_000 },
+    ]);
+    const all = await ok(['delay', '--since', '1h', '--step', '30m']);
+    const lines = all.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^4 ended runs with a slot from \S+ to \S+$/);
+    expect(lines[1]).toMatch(/^start\s+runs\s+p50\s+p99\s+max$/);
+    expect(lines[2]).toMatch(/^\S+\s+0\s+-\s+-\s+-$/);
+    expect(lines[3]).toMatch(/^\S+\s+4\s+1s\s+3s\s+3s$/);
+    expect(lines).toHaveLength(4);
+    const job = await okJson(['delay', '--since', '1h', '--step', '1h', '--job', 'late']);
+    expect(job.job_id).toBe('late');
+    expect(job.buckets).toEqual([{ start: expect.any(String), runs: 3, p50: 2, p99: 3, max: 3 }]);
+    expect(await fails(['delay', '--since', '2d', '--step', '1s'])).toContain('at most 1440');
   });
 });
 

@@ -48,6 +48,7 @@ describe('planTick', () => {
         { scheduledFor: T0 + 20_000, availableAt: T0 + 20_000, sortKey: T0 + 20_000 },
       ],
       dropped: 0,
+      misfired: false,
       nextRunAt: T0 + 30_000,
       parked: null,
     });
@@ -66,10 +67,24 @@ describe('planTick', () => {
   it('a job behind by more than the threshold follows its misfire policy and counts what it drops', () => {
     const nextRunAt = T0 - 300_000; // 30 slots of 10 s missed, 5 minutes behind
     const skip = plan({ nextRunAt, misfire: 'skip' }, { lookaheadMs: 0 });
-    expect(skip).toMatchObject({ runs: [], dropped: 31, nextRunAt: T0 + 10_000, parked: null });
+    expect(skip).toMatchObject({
+      runs: [],
+      dropped: 31,
+      misfired: true,
+      nextRunAt: T0 + 10_000,
+      parked: null,
+    });
     const once = plan({ nextRunAt, misfire: 'fire_once' }, { lookaheadMs: 0 });
     expect(once.runs.map((r) => r.scheduledFor)).toEqual([T0]);
     expect(once.dropped).toBe(30);
+  });
+
+  it('a cron backlog too long to count is a misfire without a count', () => {
+    const p = plan(
+      { schedule: '* * * * *', nextRunAt: T0 - 2000 * 60_000, misfire: 'skip' },
+      { lookaheadMs: 0 },
+    );
+    expect(p).toMatchObject({ runs: [], dropped: 0, misfired: true });
   });
 
   it("the job's own misfire threshold replaces the store's, in seconds", () => {
@@ -78,6 +93,7 @@ describe('planTick', () => {
     const lenient = plan({ nextRunAt, misfire: 'skip', misfireThresholdSeconds: 600 }, { lookaheadMs: 0 });
     expect(lenient.runs).toHaveLength(31);
     expect(lenient.dropped).toBe(0);
+    expect(lenient.misfired).toBe(false);
     // The store's 60 s: behind, skip drops them.
     expect(plan({ nextRunAt, misfire: 'skip' }, { lookaheadMs: 0 }).runs).toEqual([]);
   });
@@ -109,6 +125,7 @@ describe('planTick', () => {
     expect(plan({ schedule: `@at ${new Date(at).toISOString()}`, nextRunAt: at })).toEqual({
       runs: [{ scheduledFor: at, availableAt: at, sortKey: at }],
       dropped: 0,
+      misfired: false,
       nextRunAt: null,
       parked: null,
     });

@@ -1,7 +1,8 @@
 /**
  * `tock server`'s metrics, the real binary (built `dist/`): the API's `/metrics` needs a
  * cluster-admin key (401 without a key, 403 with a tenant admin's), and `--metrics-port` serves
- * the same metrics without a key on 127.0.0.1 only.
+ * the same metrics without a key on 127.0.0.1 only. `--metrics-top-jobs` and
+ * `--metrics-job-window` reach the per-job gauges (their help says their bound).
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
@@ -34,7 +35,20 @@ afterAll(async () => {
 describe('tock server --metrics-port', () => {
   test('the API /metrics needs a cluster-admin key; the loopback port needs none', async () => {
     const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json' };
-    const server = new TockProcess(['server', '--port', '0', '--metrics-port', '0'], env);
+    const server = new TockProcess(
+      [
+        'server',
+        '--port',
+        '0',
+        '--metrics-port',
+        '0',
+        '--metrics-top-jobs',
+        '7',
+        '--metrics-job-window',
+        '2m',
+      ],
+      env,
+    );
     try {
       const listening = await server.waitFor(
         (l) => String(l.msg).startsWith('tock listening on http://127.0.0.1:'),
@@ -57,7 +71,11 @@ describe('tock server --metrics-port', () => {
       expect(await api.text()).toContain('# TYPE tock_runs gauge');
       const loopback = await get(metricsUrl);
       expect(loopback.status).toBe(200);
-      expect(await loopback.text()).toContain('# TYPE tock_runs gauge');
+      const text = await loopback.text();
+      expect(text).toContain('# TYPE tock_runs gauge');
+      expect(text).toMatch(
+        /^# HELP tock_job_scheduling_delay_seconds .*the last 120 s of slots.*only the 7 jobs/m,
+      );
       expect((await get(metricsUrl.replace('/metrics', '/v1/jobs'))).status).toBe(404);
     } finally {
       server.child.kill('SIGTERM');

@@ -198,3 +198,53 @@ export async function endedRun(
   );
   return run.runId;
 }
+
+/** A run for the delay reads (`insertDelayRuns`): its slot, and when it became due and started, epoch ms. */
+export interface DelayRun {
+  tenantId: string;
+  jobId: string;
+  slot: number;
+  /** Its start minus its slot, ms; with `createdAfterMs`, minus its creation instead. Null: never started. */
+  delayMs: number | null;
+  /** Created this long after its slot (a trigger for a past slot, a backfill). Default 0. */
+  createdAfterMs?: number;
+  /** Default 'succeeded'; 'pending' is queued (in `run_queue`, available at its slot). */
+  state?: 'succeeded' | 'dead' | 'cancelled' | 'pending';
+  pool?: string;
+}
+
+/**
+ * Runs written straight by SQL (no job needed), as run history keeps them: `available_at` at the
+ * slot, `created_at` at the slot plus `createdAfterMs`, `started_at` at the later of the two plus
+ * `delayMs`; a pending run is queued. Fast for thousands (one statement for the runs).
+ */
+export async function insertDelayRuns(pool: pg.Pool, runs: readonly DelayRun[]): Promise<void> {
+  const col = <T>(f: (r: DelayRun) => T) => runs.map(f);
+  await pool.query(
+    `WITH made AS (
+       INSERT INTO runs (tenant_id, job_id, scheduled_for, state, parked, max_attempts, handler, payload, pool,
+         priority, backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, started_at,
+         finished_at)
+       SELECT v.tenant_id, v.job_id, to_timestamp(v.slot / 1000.0), v.state,
+         CASE WHEN v.state IN ('dead', 'cancelled') THEN v.state END, 3, 'h', '{}', v.pool, 0, 2, 3600,
+         to_timestamp(v.slot / 1000.0), to_timestamp(v.slot / 1000.0), to_timestamp((v.slot + v.created) / 1000.0),
+         to_timestamp((v.slot + v.created + v.delay) / 1000.0),
+         CASE WHEN v.state <> 'pending' THEN to_timestamp((v.slot + v.created + v.delay) / 1000.0 + 1) END
+       FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::text[], $6::float8[], $7::float8[])
+         AS v(tenant_id, job_id, slot, state, pool, created, delay)
+       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key, state
+     )
+     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
+     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM made
+     WHERE state = 'pending'`,
+    [
+      col((r) => r.tenantId),
+      col((r) => r.jobId),
+      col((r) => r.slot),
+      col((r) => r.state ?? 'succeeded'),
+      col((r) => r.pool ?? 'default'),
+      col((r) => r.createdAfterMs ?? 0),
+      col((r) => r.delayMs),
+    ],
+  );
+}

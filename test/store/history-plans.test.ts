@@ -7,6 +7,7 @@
  * after a cursor read every newer run through a filter.)
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import * as D from '../../src/store/queries/delay.js';
 import * as R from '../../src/store/queries/run-reads.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 
@@ -115,4 +116,31 @@ test("a job's runs: one page chosen on its index before the claims are joined", 
     expect(plan).toMatch(/"Node Type":"Limit"[\s\S]*runs_tenant_id_job_id_scheduled_for_key/);
     if (shape.after) expect(indexConds(plan)).toMatch(/scheduled_for/);
   }
+});
+
+test("the delay series (GET /v1/delay): a tenant's range down runs_by_tenant, a job's down its unique index", async () => {
+  const types = ['text', 'timestamptz', 'timestamptz', 'float8', 'float8', 'text'];
+  const args = [`'${BIG}'`, "'2026-02-01T00:00:00Z'", "'2026-02-02T00:00:00Z'", '0', '60000', 'NULL'];
+  const tenant = await genericPlan(D.runDelaySeries, types, args);
+  expect(tenant).toContain('runs_by_tenant');
+  expect(indexConds(tenant)).toMatch(/scheduled_for >= \$2.*scheduled_for < \$3/);
+  expect(tenant).not.toMatch(scansRuns);
+  const job = await genericPlan(D.runDelaySeriesOfJob, [...types, 'text'], [...args, "'job-7'"]);
+  expect(job).toContain('runs_tenant_id_job_id_scheduled_for_key');
+  expect(indexConds(job)).toMatch(/job_id = \$7.*scheduled_for >= \$2/);
+  expect(job).not.toMatch(scansRuns);
+});
+
+test('the per-job gauges: each tenant probed, then its window of slots down runs_by_tenant, the queue by key', async () => {
+  const plan = await genericPlan(
+    D.runJobDelayTop,
+    ['timestamptz', 'timestamptz', 'int'],
+    ["'2026-02-01T00:00:00Z'", "'2026-02-01T00:05:00Z'", '20'],
+  );
+  expect(plan).toContain('runs_by_tenant');
+  expect(indexConds(plan)).toMatch(/tenant_id = t\.tenant_id.*scheduled_for >= \$1/);
+  expect(plan).not.toMatch(scansRuns);
+  // A pending run's wait: its queue row by its key, never a scan of the queue.
+  expect(indexConds(plan)).toMatch(/run_id = r\.run_id/);
+  expect(plan).not.toMatch(/"Seq Scan"[^}]*"Relation Name":"run_queue"/);
 });

@@ -41,6 +41,16 @@ async function slotsOf(tenantId: string, jobId: string): Promise<number[]> {
   return rows.map((r) => (r.scheduled_for as Date).getTime());
 }
 
+/** The misfire record of a tenant's one job: slots dropped (bigint, as text) and the last misfire. */
+async function misfireRecord(
+  tenantId: string,
+): Promise<{ misfired_slots: string; misfired_at: Date | null }> {
+  const { rows } = await db.pool.query('SELECT misfired_slots, misfired_at FROM jobs WHERE tenant_id = $1', [
+    tenantId,
+  ]);
+  return rows[0];
+}
+
 describe('exactly once', () => {
   test('two stores ticking the same 200 due jobs at the same instant create each (job, slot) once', async () => {
     const tenantId = uniqueId('t-herd');
@@ -218,6 +228,11 @@ describe('misfire after a 350 s outage', () => {
       want.slots.map((s) => t0 + s),
     );
     expect(after.dropped).toBe(want.dropped);
+    // Recorded on the job (migration 0025), for every server's metrics.
+    expect(await misfireRecord(tenantId)).toEqual({
+      misfired_slots: String(want.dropped),
+      misfired_at: new Date(now),
+    });
     expect(await slotsOf(tenantId, def.jobId)).toEqual([t0, ...want.slots.map((s) => t0 + s)]);
     expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 360_000));
 
@@ -226,6 +241,10 @@ describe('misfire after a 350 s outage', () => {
     const next = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
     expect(next.created.map((r) => r.scheduledFor)).toEqual([new Date(t0 + 360_000)]);
     expect(next.dropped).toBe(0);
+    expect(await misfireRecord(tenantId)).toEqual({
+      misfired_slots: String(want.dropped),
+      misfired_at: new Date(now),
+    });
   });
 
   test('a tick less than the misfire threshold late fires every missed slot, whatever the policy', async () => {
@@ -235,6 +254,7 @@ describe('misfire after a 350 s outage', () => {
     db.clock.advance(30_000);
     const tick = await db.store.tick({ now: db.clock.nowMs(), lookaheadMs: 0, batchSize: 10 });
     expect(tick.dropped).toBe(0);
+    expect(await misfireRecord(tenantId)).toEqual({ misfired_slots: '0', misfired_at: null });
     expect(await slotsOf(tenantId, def.jobId)).toEqual([t0, t0 + 10_000, t0 + 20_000, t0 + 30_000]);
     expect((await db.store.getJob({ tenantId, jobId: def.jobId })).nextRunAt).toEqual(new Date(t0 + 40_000));
   });

@@ -25,6 +25,7 @@ async function server(o: ServerOptions): Promise<void> {
         longPollsPerTenant: o.longPollsPerTenant,
       },
       metricsPort: o.metricsPort,
+      metricsJobs: { topJobs: o.metricsTopJobs, windowMs: o.metricsJobWindow },
       announce,
     });
   });

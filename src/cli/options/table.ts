@@ -9,8 +9,16 @@
  */
 import { fileURLToPath } from 'node:url';
 import {
+  DEFAULT_DELAY_RANGE_MS,
+  DEFAULT_DELAY_STEP_MS,
+  DEFAULT_JOB_WINDOW_MS,
   DEFAULT_RETENTION,
+  DEFAULT_TOP_JOBS,
   MAX_BACKFILL_SLOTS,
+  MAX_DELAY_BUCKETS,
+  MAX_DELAY_RANGE_MS,
+  MAX_TOP_JOBS,
+  MIN_DELAY_STEP_MS,
   NOTIFICATION_EVENTS,
   RETENTION_STATES,
   ROLES,
@@ -20,6 +28,7 @@ import { agingStep, apiClient, database, heldRuns, listen, paging, scheduler } f
 import {
   decimal,
   duration,
+  durationBetween,
   idempotencyKey,
   instant,
   intInRange,
@@ -167,6 +176,21 @@ const server = {
       "also serve GET /metrics without a key on this port of 127.0.0.1 (0 picks a free one); the API's /metrics needs a cluster-admin key. Default: off",
     env: 'TOCK_METRICS_PORT',
     parse: port,
+  },
+  metricsTopJobs: {
+    flags: '--metrics-top-jobs <n>',
+    description: `jobs in each per-job top N of /metrics (the latest, the most dead runs, the latest misfires), 1-${MAX_TOP_JOBS}`,
+    env: 'TOCK_METRICS_TOP_JOBS',
+    default: DEFAULT_TOP_JOBS,
+    parse: intInRange(1, MAX_TOP_JOBS),
+  },
+  metricsJobWindow: {
+    flags: '--metrics-job-window <duration>',
+    description: 'the recent stretch of slots and misfires the per-job gauges of /metrics read, 1s to 1d',
+    env: 'TOCK_METRICS_JOB_WINDOW',
+    default: DEFAULT_JOB_WINDOW_MS,
+    defaultText: '5m',
+    parse: durationBetween(1000, 86_400_000, '1s to 1d'),
   },
 } as const;
 
@@ -490,6 +514,25 @@ export const OPTIONS = {
     ...apiClient,
   },
   'dlq replay': apiClient,
+  delay: {
+    job: { flags: '--job <job_id>', description: 'only this job' },
+    pool: { flags: '--pool <pool>', description: 'only this pool' },
+    since: {
+      flags: '--since <duration>',
+      description: `how far back from now, e.g. 1h, 30m, 2d; at most ${MAX_DELAY_RANGE_MS / 86_400_000}d`,
+      default: DEFAULT_DELAY_RANGE_MS,
+      defaultText: '1h',
+      parse: duration,
+    },
+    step: {
+      flags: '--step <duration>',
+      description: `one line per this much time, e.g. 1m, 5m, 1h; at least ${MIN_DELAY_STEP_MS / 1000}s, at most ${MAX_DELAY_BUCKETS} lines`,
+      default: DEFAULT_DELAY_STEP_MS,
+      defaultText: '1m',
+      parse: duration,
+    },
+    ...apiClient,
+  },
   'retention get': apiClient,
   'retention set': { ...retentionStates, ...apiClient },
   'limits put': { ...limitDefinition, ...apiClient },

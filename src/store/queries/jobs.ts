@@ -121,8 +121,25 @@ ORDER BY next_run_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED`;
 
-/** $1 tenants, $2 jobs, $3 new next_run_at (null: exhausted). Advances the jobs a tick planned. */
+/**
+ * $1 tenants, $2 jobs, $3 new next_run_at (null: exhausted), $4 slots the misfire policy dropped
+ * (int[]), $5 whether it dropped any (bool[]: a cron backlog too long to count drops an unknown
+ * number), $6 now. Advances the jobs a tick planned, and records their misfires (migration 0025).
+ */
 export const jobAdvanceMany = `
-UPDATE jobs SET next_run_at = v.next_run_at
-FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS v(tenant_id, job_id, next_run_at)
+UPDATE jobs SET next_run_at = v.next_run_at, misfired_slots = jobs.misfired_slots + v.dropped,
+  misfired_at = CASE WHEN v.misfired THEN $6::timestamptz ELSE jobs.misfired_at END
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bool[])
+  AS v(tenant_id, job_id, next_run_at, dropped, misfired)
 WHERE jobs.tenant_id = v.tenant_id AND jobs.job_id = v.job_id`;
+
+/**
+ * $1 since, $2 most jobs. The jobs of every tenant whose last misfire is at or after $1, newest
+ * first, at most $2, with the count of all of them, down `jobs_misfired`.
+ */
+export const jobMisfiredRecent = `
+SELECT tenant_id, job_id, misfired_slots, misfired_at, count(*) OVER ()::int AS jobs
+FROM jobs
+WHERE misfired_at >= $1
+ORDER BY misfired_at DESC, tenant_id, job_id
+LIMIT $2`;
