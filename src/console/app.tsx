@@ -31,8 +31,8 @@ const NAV: { page: Route['page']; href: string; label: string }[] = [
   { page: 'cluster', href: '#/cluster', label: 'Cluster' },
 ];
 
-/** The nav entry a page belongs to (a job's page is under Jobs). */
-const section = (r: Route): Route['page'] => (r.page === 'job' ? 'jobs' : r.page === 'run' ? 'now' : r.page);
+/** The nav entry a page belongs to (a job's page and a run's are under Jobs). */
+const section = (r: Route): Route['page'] => (r.page === 'job' || r.page === 'run' ? 'jobs' : r.page);
 
 export function App() {
   const [state, setState] = useState<State>({ kind: 'loading' });

@@ -95,21 +95,23 @@ export function JobPage({ session, jobId }: { session: Session; jobId: string })
           </section>
         </>
       )}
-      <section aria-labelledby="history">
-        <h2 id="history">Runs, newest first</h2>
-        <LoadError error={runs.error} />
-        {runs.data && (
-          <RunsTable
-            caption={`Runs of ${jobId}, page ${pager.page}`}
-            runs={runs.data.runs}
-            now={now}
-            canOperate={canOperate}
-            report={setReport}
-            changed={changed}
-          />
-        )}
-        <Pager pager={pager} nextCursor={runs.data?.next_cursor} what="runs" />
-      </section>
+      {job.error?.code !== 'not_found' && (
+        <section aria-labelledby="history">
+          <h2 id="history">Runs, newest first</h2>
+          <LoadError error={runs.error} />
+          {runs.data && (
+            <RunsTable
+              caption={`Runs of ${jobId}, page ${pager.page}`}
+              runs={runs.data.runs}
+              now={now}
+              canOperate={canOperate}
+              report={setReport}
+              changed={changed}
+            />
+          )}
+          <Pager pager={pager} nextCursor={runs.data?.next_cursor} what="runs" />
+        </section>
+      )}
     </>
   );
 }

@@ -132,7 +132,7 @@ export function RunPage({ session, runId }: { session: Session; runId: string })
             <dd>
               <When iso={r.available_at} now={now} />
             </dd>
-            {r.lease_owner && (
+            {r.state === 'running' && r.lease_owner && (
               <>
                 <dt>Leased by</dt>
                 <dd>
