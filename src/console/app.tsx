@@ -14,7 +14,8 @@ import { JobsPage } from './pages/jobs.js';
 import { NowPage } from './pages/now.js';
 import { RunPage } from './pages/run.js';
 import { SignIn } from './pages/sign-in.js';
-import { type Route, useRoute } from './router.js';
+import { useRoute } from './router.js';
+import type { Route } from './routes.js';
 import { type Session, session } from './session.js';
 import type { WhoAmI } from './types.js';
 

@@ -1,17 +1,12 @@
 /**
  * Live pages: `usePoll` loads at once, then again every `POLL_MS` while the tab is visible. A
  * hidden tab makes no request (the timer stops, and the page loads again when it shows); a load
- * never overlaps the one before. A 429 from the API's per-tenant quota backs off: the wait doubles
- * (at least the `Retry-After` the server sent) up to `MAX_BACKOFF_MS`, and returns to `POLL_MS`
- * after the next answer.
+ * never overlaps the one before. A 429 from the API's per-tenant quota backs off (`backoff.ts`),
+ * and the wait returns to `POLL_MS` after the next answer.
  */
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.js';
-
-/** Between two loads of a visible page, ms. */
-export const POLL_MS = 5000;
-/** The longest wait after repeated 429 answers, ms. */
-export const MAX_BACKOFF_MS = 60_000;
+import { backoffMs, POLL_MS } from './backoff.js';
 
 export interface Polled<T> {
   /** The last answer (kept while a later load fails); null before the first. */
@@ -20,11 +15,6 @@ export interface Polled<T> {
   error: ApiError | null;
   /** Loads now (after an action), without waiting for the timer. */
   refresh: () => void;
-}
-
-/** The wait after a 429: double the last one, at least what the server asks, at most MAX_BACKOFF_MS. */
-export function backoffMs(lastMs: number, retryAfterS: number | null): number {
-  return Math.min(MAX_BACKOFF_MS, Math.max(lastMs * 2, (retryAfterS ?? 0) * 1000));
 }
 
 export function usePoll<T>(load: () => Promise<T>, deps: unknown[], intervalMs = POLL_MS): Polled<T> {

@@ -4,7 +4,7 @@
  * running run, replay a dead one.
  */
 import { api, seg } from './api.js';
-import { runHref } from './router.js';
+import { runHref } from './routes.js';
 import type { Run } from './types.js';
 import { ConfirmButton, IdLink, type Report, StateBadge, When } from './ui.js';
 

@@ -57,42 +57,7 @@ export function JobPage({ session, jobId }: { session: Session; jobId: string })
               }}
             />
           )}
-          <section aria-labelledby="definition">
-            <h2 id="definition">Definition</h2>
-            <dl class="facts">
-              <dt>State</dt>
-              <dd>
-                <StateBadge state={j.state} />
-              </dd>
-              <dt>Next slot</dt>
-              <dd data-testid="next-slot">
-                <When iso={j.next_run_at} now={now} empty="none" />
-              </dd>
-              <dt>Schedule</dt>
-              <dd>
-                <code>{j.schedule}</code> ({j.timezone})
-              </dd>
-              <dt>Handler</dt>
-              <dd>
-                {j.handler} <span class="muted">in pool {j.pool}</span>
-              </dd>
-              <dt>Attempts</dt>
-              <dd>at most {j.max_attempts}</dd>
-              <dt>Misfire, overlap</dt>
-              <dd>
-                {j.misfire}, {j.overlap}
-                {j.max_concurrency !== null && `, at most ${j.max_concurrency} at once`}
-              </dd>
-              <dt>Version</dt>
-              <dd>
-                {j.version}, changed <When iso={j.updated_at} now={now} />
-              </dd>
-            </dl>
-            <details>
-              <summary>The whole definition (JSON)</summary>
-              <pre>{json(j)}</pre>
-            </details>
-          </section>
+          <Definition j={j} now={now} />
         </>
       )}
       {job.error?.code !== 'not_found' && (
@@ -113,5 +78,46 @@ export function JobPage({ session, jobId }: { session: Session; jobId: string })
         </section>
       )}
     </>
+  );
+}
+
+function Definition({ j, now }: { j: Job; now: number }) {
+  return (
+    <section aria-labelledby="definition">
+      <h2 id="definition">Definition</h2>
+      <dl class="facts">
+        <dt>State</dt>
+        <dd>
+          <StateBadge state={j.state} />
+        </dd>
+        <dt>Next slot</dt>
+        <dd data-testid="next-slot">
+          <When iso={j.next_run_at} now={now} empty="none" />
+        </dd>
+        <dt>Schedule</dt>
+        <dd>
+          <code>{j.schedule}</code> ({j.timezone})
+        </dd>
+        <dt>Handler</dt>
+        <dd>
+          {j.handler} <span class="muted">in pool {j.pool}</span>
+        </dd>
+        <dt>Attempts</dt>
+        <dd>at most {j.max_attempts}</dd>
+        <dt>Misfire, overlap</dt>
+        <dd>
+          {j.misfire}, {j.overlap}
+          {j.max_concurrency !== null && `, at most ${j.max_concurrency} at once`}
+        </dd>
+        <dt>Version</dt>
+        <dd>
+          {j.version}, changed <When iso={j.updated_at} now={now} />
+        </dd>
+      </dl>
+      <details>
+        <summary>The whole definition (JSON)</summary>
+        <pre>{json(j)}</pre>
+      </details>
+    </section>
   );
 }

@@ -6,9 +6,10 @@
  */
 import { useState } from 'preact/hooks';
 import { api, seg, withQuery } from '../api.js';
+import { runInstant } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
-import { jobHref } from '../router.js';
+import { jobHref } from '../routes.js';
 import type { Session } from '../session.js';
 import type { Job, JobList, Run, RunList } from '../types.js';
 import { IdLink, LoadError, Notice, Pager, type Report, StateBadge, usePager, When } from '../ui.js';
@@ -44,7 +45,6 @@ export function JobsPage({ session }: { session: Session }) {
   const [stateFilter, setStateFilter] = useState('all');
   const [report, setReport] = useState<Report | null>(null);
   const canOperate = session.can('operate');
-  const now = Date.now();
   const text = filter.trim().toLowerCase();
   const rows = (polled.data?.rows ?? []).filter(
     ({ job }) =>
@@ -82,58 +82,13 @@ export function JobsPage({ session }: { session: Session }) {
       ) : rows.length === 0 ? (
         <p class="muted">{polled.data.rows.length === 0 ? 'No jobs yet.' : 'No job on this page matches.'}</p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption>
-              Jobs of tenant {session.who.tenant_id}, page {pager.page}
-            </caption>
-            <thead>
-              <tr>
-                <th scope="col">Job</th>
-                <th scope="col">Schedule</th>
-                <th scope="col">Handler</th>
-                <th scope="col">State</th>
-                <th scope="col">Next slot</th>
-                <th scope="col">Last run</th>
-                {canOperate && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map(({ job, last }) => (
-                <tr key={job.job_id} data-job={job.job_id}>
-                  <td>
-                    <IdLink href={jobHref(job.job_id)} id={job.job_id} />
-                  </td>
-                  <td>
-                    <code>{job.schedule}</code> <span class="muted">{job.timezone}</span>
-                  </td>
-                  <td>{job.handler}</td>
-                  <td>
-                    <StateBadge state={job.state} />
-                  </td>
-                  <td data-testid="next-slot">
-                    <When iso={job.next_run_at} now={now} empty="none" />
-                  </td>
-                  <td data-testid="last-run">
-                    {last ? (
-                      <>
-                        <StateBadge state={last.state} />{' '}
-                        <When iso={last.finished_at ?? last.started_at ?? last.created_at} now={now} />
-                      </>
-                    ) : (
-                      <span class="muted">no run yet</span>
-                    )}
-                  </td>
-                  {canOperate && (
-                    <td>
-                      <JobActions job={job} report={setReport} changed={polled.refresh} />
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <JobsTable
+          rows={rows}
+          caption={`Jobs of tenant ${session.who.tenant_id}, page ${pager.page}`}
+          canOperate={canOperate}
+          report={setReport}
+          changed={polled.refresh}
+        />
       )}
       <Pager
         pager={pager}
@@ -142,5 +97,68 @@ export function JobsPage({ session }: { session: Session }) {
         labels={['First', 'Previous', 'Next']}
       />
     </>
+  );
+}
+
+interface JobsTableProps {
+  rows: Row[];
+  caption: string;
+  canOperate: boolean;
+  report: (r: Report) => void;
+  changed: () => void;
+}
+
+function JobsTable({ rows, caption, canOperate, report, changed }: JobsTableProps) {
+  const now = Date.now();
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Job</th>
+            <th scope="col">Schedule</th>
+            <th scope="col">Handler</th>
+            <th scope="col">State</th>
+            <th scope="col">Next slot</th>
+            <th scope="col">Last run</th>
+            {canOperate && <th scope="col">Actions</th>}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(({ job, last }) => (
+            <tr key={job.job_id} data-job={job.job_id}>
+              <td>
+                <IdLink href={jobHref(job.job_id)} id={job.job_id} />
+              </td>
+              <td>
+                <code>{job.schedule}</code> <span class="muted">{job.timezone}</span>
+              </td>
+              <td>{job.handler}</td>
+              <td>
+                <StateBadge state={job.state} />
+              </td>
+              <td data-testid="next-slot">
+                <When iso={job.next_run_at} now={now} empty="none" />
+              </td>
+              <td data-testid="last-run">
+                {last ? (
+                  <>
+                    <StateBadge state={last.state} /> <When iso={runInstant(last)} now={now} />
+                  </>
+                ) : (
+                  <span class="muted">no run yet</span>
+                )}
+              </td>
+              {canOperate && (
+                <td>
+                  <JobActions job={job} report={report} changed={changed} />
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { api, seg } from '../api.js';
 import { json } from '../format.js';
 import { usePoll } from '../poll.js';
-import { jobHref } from '../router.js';
+import { jobHref } from '../routes.js';
 import { RunActions } from '../runs-table.js';
 import type { Session } from '../session.js';
 import type { Attempt, RunWithAttempts } from '../types.js';
@@ -102,58 +102,7 @@ export function RunPage({ session, runId }: { session: Session; runId: string })
               changed={run.refresh}
             />
           </div>
-          <dl class="facts">
-            <dt>State</dt>
-            <dd data-testid="run-state">
-              <StateBadge state={r.state} />
-            </dd>
-            {r.waiting_for && (
-              <>
-                <dt>Waiting for</dt>
-                <dd>{r.waiting_for}</dd>
-              </>
-            )}
-            <dt>Slot</dt>
-            <dd>
-              <When iso={r.scheduled_for} now={now} />
-            </dd>
-            <dt>Attempt</dt>
-            <dd>
-              {r.attempt} of at most {r.max_attempts}
-            </dd>
-            <dt>Handler</dt>
-            <dd>
-              {r.handler}{' '}
-              <span class="muted">
-                in pool {r.pool}, priority {r.priority}
-              </span>
-            </dd>
-            <dt>Claimable from</dt>
-            <dd>
-              <When iso={r.available_at} now={now} />
-            </dd>
-            {r.state === 'running' && r.lease_owner && (
-              <>
-                <dt>Leased by</dt>
-                <dd>
-                  <span class="id">{r.lease_owner}</span> until <When iso={r.lease_expires_at} now={now} />
-                </dd>
-              </>
-            )}
-            {r.progress !== null && (
-              <>
-                <dt>Progress</dt>
-                <dd>
-                  {r.progress}
-                  {r.progress_message && ` — ${r.progress_message}`}
-                </dd>
-              </>
-            )}
-            <dt>Finished</dt>
-            <dd>
-              <When iso={r.finished_at} now={now} />
-            </dd>
-          </dl>
+          <RunFacts r={r} now={now} />
           <details>
             <summary>Payload (JSON)</summary>
             <pre>{json(r.payload)}</pre>
@@ -167,5 +116,62 @@ export function RunPage({ session, runId }: { session: Session; runId: string })
         </>
       )}
     </>
+  );
+}
+
+function RunFacts({ r, now }: { r: RunWithAttempts; now: number }) {
+  return (
+    <dl class="facts">
+      <dt>State</dt>
+      <dd data-testid="run-state">
+        <StateBadge state={r.state} />
+      </dd>
+      {r.waiting_for && (
+        <>
+          <dt>Waiting for</dt>
+          <dd>{r.waiting_for}</dd>
+        </>
+      )}
+      <dt>Slot</dt>
+      <dd>
+        <When iso={r.scheduled_for} now={now} />
+      </dd>
+      <dt>Attempt</dt>
+      <dd>
+        {r.attempt} of at most {r.max_attempts}
+      </dd>
+      <dt>Handler</dt>
+      <dd>
+        {r.handler}{' '}
+        <span class="muted">
+          in pool {r.pool}, priority {r.priority}
+        </span>
+      </dd>
+      <dt>Claimable from</dt>
+      <dd>
+        <When iso={r.available_at} now={now} />
+      </dd>
+      {r.state === 'running' && r.lease_owner && (
+        <>
+          <dt>Leased by</dt>
+          <dd>
+            <span class="id">{r.lease_owner}</span> until <When iso={r.lease_expires_at} now={now} />
+          </dd>
+        </>
+      )}
+      {r.progress !== null && (
+        <>
+          <dt>Progress</dt>
+          <dd>
+            {r.progress}
+            {r.progress_message && ` — ${r.progress_message}`}
+          </dd>
+        </>
+      )}
+      <dt>Finished</dt>
+      <dd>
+        <When iso={r.finished_at} now={now} />
+      </dd>
+    </dl>
   );
 }
