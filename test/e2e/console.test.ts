@@ -4,8 +4,8 @@
  * at the console relies on: signing in with a key (kept in the tab's sessionStorage only); a
  * reader key gets no write button, and the API refuses its writes anyway; another tenant's jobs
  * never appear; a triggered run appears and finishes, with its output and logs; a dead letter is
- * replayed and then succeeds; a paused job has no next slot. Each page is photographed into
- * test-results/console/.
+ * replayed and then succeeds; a paused job has no next slot; a server without keys opens the
+ * console without signing in. Each page is photographed into test-results/console/.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -309,6 +309,29 @@ describe('the web console', () => {
     await confirmAction(page, row, 'Resume');
     await row.getByTestId('next-slot').locator('time').waitFor({ timeout: SLOW });
     await page.close();
+  });
+
+  test('a server without keys (--insecure, as tock dev) opens the console without signing in', async () => {
+    const open = tock(['server', '--port', '0', '--insecure', '--tick', '200ms'], {
+      DATABASE_URL: db.url,
+      TOCK_SCHEMA: db.schema,
+    });
+    const line = await open.waitFor(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('tock listening on '),
+      'the open server to listen',
+      SLOW,
+    );
+    const page = await browser.tab();
+    await page.goto(String(line.msg).slice('tock listening on '.length));
+    await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: SLOW });
+    expect(await page.getByTestId('tenant').textContent()).toBe('default');
+    expect(await page.getByTestId('role').textContent()).toBe('cluster-admin');
+    await page.getByText('open mode: no key').waitFor();
+    expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
+    await page.getByText('No jobs yet.').waitFor({ timeout: SLOW });
+    await page.close();
+    open.child.kill('SIGTERM');
+    await open.exited;
   });
 
   test('runs now and cluster pages load for an operator', async () => {

@@ -5,7 +5,7 @@
  * and by state). Polled while the tab is visible.
  */
 import { useState } from 'preact/hooks';
-import { api, seg, withQuery } from '../api.js';
+import { ApiError, api, seg, withQuery } from '../api.js';
 import { runInstant } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
@@ -30,8 +30,13 @@ async function loadPage(cursor: string | null): Promise<{ rows: Row[]; next: str
   for (let i = 0; i < rows.length; i += PARALLEL) {
     await Promise.all(
       rows.slice(i, i + PARALLEL).map(async (row) => {
-        const runs = await api<RunList>(withQuery(`/v1/jobs/${seg(row.job.job_id)}/runs`, { limit: 1 }));
-        row.last = runs.runs[0] ?? null;
+        try {
+          const path = withQuery(`/v1/jobs/${seg(row.job.job_id)}/runs`, { limit: 1 });
+          row.last = (await api<RunList>(path)).runs[0] ?? null;
+        } catch (err) {
+          // A job deleted since the list was read has no runs to show; anything else fails the load.
+          if (!(err instanceof ApiError && err.status === 404)) throw err;
+        }
       }),
     );
   }
