@@ -348,4 +348,8 @@ describe('the web console', () => {
     await screenshot(page, '08-cluster');
     await page.close();
   });
+
+  test('no tab had an uncaught error or a Content-Security-Policy violation', () => {
+    expect(browser.problems).toEqual([]);
+  });
 });

@@ -27,6 +27,12 @@ const ARGS = [
 export interface Browser {
   /** A new tab: its own sessionStorage, so its own sign-in. */
   tab(): Promise<Page>;
+  /**
+   * What went wrong in any tab so far: uncaught errors, and console errors such as a
+   * Content-Security-Policy violation (not the browser's line for each answer of 4xx, which the
+   * tests cause on purpose).
+   */
+  problems: string[];
   close(): Promise<void>;
 }
 
@@ -39,7 +45,16 @@ export async function launchBrowser(): Promise<Browser> {
     viewport: { width: 1280, height: 800 },
   });
   mkdirSync(SCREENSHOTS, { recursive: true });
+  const problems: string[] = [];
+  context.on('page', (page) => {
+    page.on('pageerror', (err) => problems.push(`uncaught: ${err.message}`));
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource'))
+        problems.push(`console: ${m.text()}`);
+    });
+  });
   return {
+    problems,
     tab: () => context.newPage(),
     close: async () => {
       await context.close();
