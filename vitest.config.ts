@@ -14,6 +14,7 @@ const UNIT = [
   // A pool pointed where nothing answers: the database is down on purpose.
   'test/api/database-down.test.ts',
   'test/cli/format/*.test.ts',
+  'test/console/*.test.ts',
   'test/docs/*.test.ts',
   'test/runtime/handlers-module.test.ts',
   'test/runtime/logger.test.ts',

@@ -27,7 +27,13 @@ try {
     cwd: root,
     stdio: ['ignore', 2, 2],
   });
-  if (built.status !== 0) {
+  // The web console's bundle (scripts/build-console.mjs, with esbuild, a dev dependency).
+  const consoleBuild = `${root}scripts/build-console.mjs`;
+  const bundled =
+    built.status === 0 && existsSync(consoleBuild) && existsSync(`${root}node_modules/esbuild`)
+      ? spawnSync(process.execPath, [consoleBuild], { cwd: root, stdio: ['ignore', 2, 2] })
+      : built;
+  if (built.status !== 0 || bundled.status !== 0) {
     process.stderr.write('tock: the build failed (above); fix it, then run `npm run build`\n');
     process.exit(1);
   }

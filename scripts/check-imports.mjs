@@ -20,6 +20,8 @@ const ALLOWED = {
   worker: ['core', 'store'],
   api: ['core', 'store', 'scheduler', 'worker'],
   client: ['core'],
+  // The web console runs in the browser and knows only the HTTP contract (it calls /v1).
+  console: [],
   runtime: ['core', 'store', 'scheduler', 'worker', 'api', 'client'],
   cli: ['core', 'runtime', 'client'],
   '.': ['core', 'store', 'scheduler', 'worker', 'client', 'runtime'],
@@ -29,7 +31,7 @@ function files(dir) {
   return readdirSync(dir).flatMap((name) => {
     const full = path.join(dir, name);
     if (statSync(full).isDirectory()) return files(full);
-    return name.endsWith('.ts') && !name.endsWith('.test.ts') ? [full] : [];
+    return /\.tsx?$/.test(name) && !/\.test\.tsx?$/.test(name) ? [full] : [];
   });
 }
 
@@ -42,11 +44,16 @@ function specifiers(text) {
   ].map((m) => m[1]);
 }
 
-/** The source file a specifier names (`./x.js` is `./x.ts` under NodeNext), or null when there is none. */
+/** The source file a specifier names (`./x.js` is `./x.ts` or `./x.tsx`), or null when there is none. */
 function resolve(from, specifier) {
   const target = path.resolve(path.dirname(from), specifier);
-  const candidates = [target.replace(/\.js$/, '.ts'), `${target}.ts`, path.join(target, 'index.ts')];
-  return candidates.find((c) => c.endsWith('.ts') && existsSync(c) && statSync(c).isFile()) ?? null;
+  const candidates = [
+    target.replace(/\.js$/, '.ts'),
+    target.replace(/\.js$/, '.tsx'),
+    `${target}.ts`,
+    path.join(target, 'index.ts'),
+  ];
+  return candidates.find((c) => /\.tsx?$/.test(c) && existsSync(c) && statSync(c).isFile()) ?? null;
 }
 
 const rel = (file) => path.relative(SRC, file).split(path.sep).join('/');

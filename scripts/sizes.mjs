@@ -39,7 +39,7 @@ export function parseArgs(argv) {
   return options;
 }
 
-/** The `.ts` files under `dir` (relative to `cwd`), sorted, without declarations and tests. */
+/** The `.ts` and `.tsx` files under `dir` (relative to `cwd`), sorted, without declarations and tests. */
 function sourceFiles(dir, cwd) {
   if (statSync(path.resolve(cwd, dir)).isFile()) return [dir];
   return readdirSync(path.resolve(cwd, dir), { withFileTypes: true })
@@ -47,7 +47,7 @@ function sourceFiles(dir, cwd) {
     .flatMap((e) => {
       const full = path.join(dir, e.name);
       if (e.isDirectory()) return sourceFiles(full, cwd);
-      const wanted = e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') && !e.name.endsWith('.test.ts');
+      const wanted = /\.tsx?$/.test(e.name) && !e.name.endsWith('.d.ts') && !/\.test\.tsx?$/.test(e.name);
       return wanted ? [full] : [];
     });
 }
@@ -82,7 +82,13 @@ const isFunctionLike = (node) =>
 
 /** Every function of one file with its qualified name, first line and length in lines. */
 export function functionsOf(file, text) {
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const source = ts.createSourceFile(
+    file,
+    text,
+    ts.ScriptTarget.Latest,
+    true,
+    file.endsWith('.tsx') ? ts.ScriptKind.TSX : ts.ScriptKind.TS,
+  );
   const found = [];
   const lineOf = (pos) => source.getLineAndCharacterOfPosition(pos).line + 1;
   const visit = (node, scope) => {

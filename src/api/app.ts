@@ -12,7 +12,8 @@
  * instance first; then each resource's routes, `routes/*.ts`, registered as encapsulated plugins
  * that inherit them, each given what it needs (the lease routes also the waiting long-polls, which
  * the app closes first when it closes). The order of registration is the order of the OpenAPI
- * document's paths.
+ * document's paths. Last, the web console's static files (`routes/console.ts`), public like
+ * `/healthz`: the console itself signs in with a key and uses only the `/v1` API.
  */
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -27,6 +28,7 @@ import { type AuthMode, addAuth } from './plugins/auth.js';
 import { addErrorAnswers, answerClientError, answerFrameworkError } from './plugins/errors.js';
 import { addRequestMetrics } from './plugins/metrics.js';
 import { addTenantQuota, DEFAULT_QUOTA, DEFAULT_WORKER_QUOTA, TenantQuota } from './plugins/quota.js';
+import { consoleRoutes } from './routes/console.js';
 import { delayRoutes } from './routes/delay.js';
 import { jobRoutes } from './routes/jobs.js';
 import { keyRoutes } from './routes/keys.js';
@@ -35,6 +37,7 @@ import { limitRoutes } from './routes/limits.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { retentionRoutes } from './routes/retention.js';
 import { runRoutes } from './routes/runs.js';
+import { sessionRoutes } from './routes/session.js';
 import { statusRoutes } from './routes/status.js';
 import { refuseUnstorableText } from './text-guard.js';
 import type { App } from './types.js';
@@ -81,6 +84,11 @@ export interface AppOptions {
    * can be written.
    */
   notificationAllow?: readonly string[];
+  /**
+   * The web console at `/`: the directory of its built files, or `false` for none. Default the
+   * package's `dist/console/` (`npm run build` writes it; without it `GET /` answers 503).
+   */
+  console?: string | false;
 }
 
 /** Longest path parameter the router accepts; the schemas then hold ids to 200 characters. */
@@ -152,6 +160,8 @@ export async function buildApp(o: AppOptions): Promise<App> {
   await app.register(limitRoutes, routes);
   await app.register(notificationRoutes, { ...routes, allow: o.notificationAllow ?? [] });
   await app.register(keyRoutes, routes);
+  await app.register(sessionRoutes, routes);
   await app.register(statusRoutes, { ...routes, readiness: o.readiness, runGauges: o.runGauges });
+  if (o.console !== false) await app.register(consoleRoutes, { ...routes, dir: o.console });
   return app;
 }

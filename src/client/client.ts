@@ -42,6 +42,7 @@ import type {
   StatusAnswer,
   TenantRetention,
   UpsertedJob,
+  WhoAmI,
   WorkerHeartbeatAnswer,
   WorkerReport,
 } from './types.js';
@@ -449,6 +450,11 @@ export class TockClient {
   /** Revokes a key; requests made with it are refused from then on. */
   revokeKey(keyId: string): Promise<ApiKey> {
     return this.request('DELETE', `/v1/keys/${segment(keyId)}`);
+  }
+
+  /** Who this client's key is: its tenant, role and permissions (any key that may read). */
+  whoami(): Promise<WhoAmI> {
+    return this.request('GET', '/v1/whoami');
   }
 
   /**

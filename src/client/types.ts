@@ -210,6 +210,18 @@ export interface KeyList {
   keys: ApiKey[];
 }
 
+/** `GET /v1/whoami`: the caller's tenant, role and what the role may do. */
+export interface WhoAmI {
+  tenant_id: string;
+  role: Role;
+  /** The key's id; null in open mode. */
+  key_id: string | null;
+  /** `keys`: requests need a key; `open`: none (`tock dev`, `tock server --insecure`). */
+  auth: 'keys' | 'open';
+  /** Of `read`, `operate`, `work`, `admin`, `cluster`. */
+  permissions: string[];
+}
+
 /** Every error answer: `{error: {code, message, run_id?}}`. */
 export interface ErrorBody {
   error: { code: string; message: string; run_id?: string };

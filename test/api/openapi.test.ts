@@ -48,6 +48,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/keys', 201, true],
   ['get', '/v1/keys', 200, false],
   ['delete', '/v1/keys/{key_id}', 200, false],
+  ['get', '/v1/whoami', 200, false],
   ['get', '/v1/status', 200, false],
 ];
 
@@ -109,6 +110,8 @@ describe('GET /openapi.json', () => {
       ROUTES.map(([m, p]) => `${m} ${p.replace(/\{(\w+)\}/g, ':$1')}`).sort(),
     );
     expect(registered.filter((r) => !r.includes(' /v1/'))).toEqual([
+      'get /',
+      'get /console/:file',
       'get /healthz',
       'get /metrics',
       'get /openapi.json',

@@ -186,6 +186,13 @@ describe('keys', () => {
     const reader = new TockClient({ url, key: created.key });
     await expect(reader.listJobs()).resolves.toMatchObject({ jobs: expect.any(Array) });
     await apiError(reader.putJob('nope', { schedule: '@daily', handler: 'x' }), 403, 'forbidden');
+    expect(await reader.whoami()).toEqual({
+      tenant_id: 'acme',
+      role: 'reader',
+      key_id: created.key_id,
+      auth: 'keys',
+      permissions: ['read'],
+    });
     expect((await client.listKeys()).keys.map((k) => k.key_id)).toContain(created.key_id);
     expect((await client.revokeKey(created.key_id)).revoked_at).toEqual(expect.any(String));
     const refused = await apiError(reader.listJobs(), 401, 'unauthorized');

@@ -83,6 +83,7 @@ beforeAll(async () => {
     'LICENSE',
     'README.md',
     'bin',
+    'scripts',
     'src',
     'migrations',
     'examples',
@@ -112,6 +113,8 @@ test('a checkout without dist/ (right after npm ci): the first command builds it
     stderr: 'tock: dist/ is not built yet: building it (npm run build) …\n',
   });
   expect(existsSync(path.join(checkout, 'dist/cli/main.js'))).toBe(true);
+  // The web console's bundle too (esbuild, a dev dependency, is there).
+  expect(existsSync(path.join(checkout, 'dist/console/index.html'))).toBe(true);
   // The next test shows `npm pack` building on its own.
   await rm(path.join(checkout, 'dist'), { recursive: true, force: true });
 
@@ -140,6 +143,9 @@ test('npm pack builds dist/ first and ships it, the LICENSE and the migrations',
   for (const file of [pkg.main, pkg.types, pkg.exports['.'].default, pkg.exports['.'].types, pkg.bin.tock])
     expect(files).toContain(path.normalize(file));
   expect(files).toContain('dist/cli/main.js');
+  // The web console, bundled: its page, script and style sheet.
+  expect(files).toContain('dist/console/index.html');
+  expect(files.filter((f) => /^dist\/console\/(app|style)-\w+\.(js|css)$/.test(f))).toHaveLength(2);
   expect(files).toContain('migrations/0001_initial.sql');
   expect(files).toContain('LICENSE');
   expect(

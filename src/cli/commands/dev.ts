@@ -30,6 +30,6 @@ export function registerDev(program: Command): void {
   defineCommand(
     program,
     'dev',
-    'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, the API on loopback without keys, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
+    'run everything in one process on the embedded database (or DATABASE_URL): migrations, the example jobs, the API and the web console (/) on loopback without keys, scheduler, reaper and a worker; logs every run; Ctrl-C stops cleanly',
   ).action(dev);
 }

@@ -35,6 +35,6 @@ export function registerServer(program: Command): void {
   defineCommand(
     program,
     'server',
-    'run the API, the scheduler and the reaper against DATABASE_URL (or the embedded database); run several for availability',
+    'run the API (with the web console at /), the scheduler and the reaper against DATABASE_URL (or the embedded database); run several for availability',
   ).action(server);
 }

@@ -1,0 +1,117 @@
+/**
+ * The answers of the HTTP API the console reads, as docs/http-api.md describes them (only the
+ * fields it shows). The console knows the API by this contract alone, not by Tock's source.
+ */
+
+export type Permission = 'read' | 'operate' | 'work' | 'admin' | 'cluster';
+
+export interface WhoAmI {
+  tenant_id: string;
+  role: string;
+  key_id: string | null;
+  auth: 'keys' | 'open';
+  permissions: Permission[];
+}
+
+export interface Job {
+  job_id: string;
+  schedule: string;
+  timezone: string;
+  handler: string;
+  payload: unknown;
+  priority: number;
+  max_attempts: number;
+  pool: string;
+  misfire: string;
+  overlap: string;
+  max_concurrency: number | null;
+  limits: string[];
+  enabled: boolean;
+  state: 'active' | 'paused' | 'finished';
+  next_run_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export type RunState = 'pending' | 'running' | 'succeeded' | 'dead' | 'cancelled' | 'skipped';
+
+export interface Run {
+  run_id: string;
+  job_id: string;
+  scheduled_for: string;
+  state: RunState;
+  attempt: number;
+  max_attempts: number;
+  handler: string;
+  payload: unknown;
+  pool: string;
+  priority: number;
+  available_at: string;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  last_error: string | null;
+  created_at: string;
+  started_at: string | null;
+  claimed_at: string | null;
+  finished_at: string | null;
+}
+
+export interface Attempt {
+  attempt: number;
+  worker_id: string;
+  started_at: string;
+  claimed_at: string | null;
+  finished_at: string | null;
+  outcome: string | null;
+  error: string | null;
+  error_stack: string | null;
+  output: string | null;
+  progress: number | null;
+  progress_message: string | null;
+  logs: string[];
+  logs_dropped: number;
+  reported_at: string | null;
+}
+
+export interface RunWithAttempts extends Run {
+  waiting_for: string | null;
+  progress: number | null;
+  progress_message: string | null;
+  attempts: Attempt[];
+}
+
+export interface JobList {
+  jobs: Job[];
+  next_cursor: string | null;
+}
+
+export interface RunList {
+  runs: Run[];
+  next_cursor: string | null;
+}
+
+export interface StatusNode {
+  node_id: string;
+  role: string;
+  tenant_id: string | null;
+  started_at: string;
+  last_seen_at: string;
+  live: boolean;
+  clock_offset_ms: number | null;
+  shards: number;
+}
+
+export interface Status {
+  server_time: string;
+  scope: 'cluster' | 'tenant';
+  nodes: StatusNode[];
+  next_cursor: string | null;
+  shards?: { count: number; owned: number; unowned: number };
+  unserved: {
+    runs: number;
+    groups: number;
+    items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];
+  };
+  backlog?: { due_jobs: number; ready_runs: number };
+}
