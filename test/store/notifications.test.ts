@@ -5,7 +5,7 @@
  * runs out, and an attempt's outcome is recorded only at the attempt that was claimed.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { validateNotification } from '../../src/core/index.js';
+import { ConflictError, MAX_NOTIFICATIONS_PER_TENANT, validateNotification } from '../../src/core/index.js';
 import { notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
@@ -110,4 +110,17 @@ test('a scan for late runs holding its notifications does not hold up a dead let
     scanner.release();
   }
   expect(await countRows(db.pool, 'notification_deliveries', "tenant_id = 'scanned'")).toBe(1);
+});
+
+test('a tenant holds at most MAX_NOTIFICATIONS_PER_TENANT notifications, created at once or not: each dead letter writes one delivery per notification', async () => {
+  const names = Array.from({ length: MAX_NOTIFICATIONS_PER_TENANT + 10 }, (_, i) => `n${i}`);
+  const results = await Promise.allSettled(names.map((name) => put('many', name, ['run.dead'])));
+  const refused = results.filter((r) => r.status === 'rejected');
+  expect(refused).toHaveLength(10);
+  for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(ConflictError);
+  expect(await countRows(db.pool, 'notifications', "tenant_id = 'many'")).toBe(MAX_NOTIFICATIONS_PER_TENANT);
+  // At the cap, one held may still be replaced; another tenant is not counted.
+  const held = (await db.store.listNotifications({ tenantId: 'many', limit: 1 })).items[0]!;
+  await put('many', held.name, ['run.dead', 'worker.lost']);
+  await put('few', 'one', ['run.dead']);
 });

@@ -13,14 +13,20 @@ const NOTIFICATION_COLUMNS = `tenant_id, name, url, events, late_after_seconds, 
 const DELIVERY_INSERT = `INSERT INTO notification_deliveries
   (tenant_id, name, event, dedupe, data, created_at, next_attempt_at)`;
 
+/** $1 tenant. Serialises the tenant's notification writes (the cap of `notificationPut`), to the transaction's end. */
+export const notificationTenantLock = `SELECT pg_advisory_xact_lock(hashtext('tock.notifications.' || current_schema() || '.' || $1::text))`;
+
 /**
- * $1 tenant, $2 name, $3 url, $4 events, $5 late_after_seconds, $6 secret, $7 now.
- * Creates or replaces (every field; where its last scan for late runs stopped is kept).
- * `created`: the row is new.
+ * $1 tenant, $2 name, $3 url, $4 events, $5 late_after_seconds, $6 secret, $7 now, $8 the most
+ * notifications a tenant may hold. Creates or replaces (every field; where its last scan for late
+ * runs stopped is kept). `created`: the row is new. No row: a new one would pass the cap (run it
+ * after `notificationTenantLock`, so concurrent creates cannot both pass).
  */
 export const notificationPut = `
 INSERT INTO notifications AS n (tenant_id, name, url, events, late_after_seconds, secret, created_at, updated_at)
-VALUES ($1::text, $2::text, $3::text, $4::text[], $5::integer, $6::text, $7, $7)
+SELECT $1::text, $2::text, $3::text, $4::text[], $5::integer, $6::text, $7, $7
+WHERE (SELECT count(*) FROM notifications WHERE tenant_id = $1 AND name <> $2) < $8::integer
+  OR EXISTS (SELECT 1 FROM notifications WHERE tenant_id = $1 AND name = $2)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
   url = EXCLUDED.url, events = EXCLUDED.events, late_after_seconds = EXCLUDED.late_after_seconds,
   secret = EXCLUDED.secret, updated_at = EXCLUDED.updated_at
