@@ -173,8 +173,9 @@ export class Notifier extends EventEmitter<NotifierEvents> {
       await this.scanLate(now);
     }
     if (now >= this.nextPrune) {
-      this.nextPrune = now + PRUNE_EVERY_MS;
-      await this.o.store.pruneDeliveries({ before: now - this.keepMs, limit: PRUNE_BATCH });
+      const pruned = await this.o.store.pruneDeliveries({ before: now - this.keepMs, limit: PRUNE_BATCH });
+      // A full batch: more are due; prune again at the next step, so the log cannot outgrow the prune.
+      this.nextPrune = pruned >= PRUNE_BATCH ? now : now + PRUNE_EVERY_MS;
     }
     return (await this.deliverDue()) >= this.batchSize;
   }

@@ -256,3 +256,26 @@ test('an attempt without an answer ends at the timeout, on the injected clock, a
   const [after] = (await db.store.listDeliveries({ tenantId: 't', name: 'ops', limit: 1 })).items;
   expect(after).toMatchObject({ state: 'delivered', attempts: 2, lastStatus: 200 });
 });
+
+test('a prune that found a full batch prunes again at the next step: the log cannot outgrow one batch per 10 minutes', async () => {
+  const pruned: number[] = [];
+  let left = 2500;
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => [],
+      finishDelivery: async () => true,
+      scanLateRuns: async () => ({ written: 0, next: null }),
+      pruneDeliveries: async ({ limit }) => {
+        const now = Math.min(limit, left);
+        left -= now;
+        pruned.push(now);
+        return now;
+      },
+    },
+  });
+  for (let i = 0; i < 5; i++) {
+    await n.step();
+    clock.advance(1000);
+  }
+  expect(pruned).toEqual([1000, 1000, 500]);
+});
