@@ -279,3 +279,26 @@ test('a prune that found a full batch prunes again at the next step: the log can
   }
   expect(pruned).toEqual([1000, 1000, 500]);
 });
+
+test('a late scan cut off after its pages goes on where it stopped: notifications past the first pages are scanned too', async () => {
+  const starts: (string | null)[] = [];
+  let page = 0;
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => [],
+      finishDelivery: async () => true,
+      pruneDeliveries: async () => 0,
+      // More notifications than one scan walks: every page is full.
+      scanLateRuns: async ({ after }) => {
+        starts.push(after?.name ?? null);
+        page++;
+        return { written: 0, next: { tenantId: 't', name: `n${page}` } };
+      },
+    },
+  });
+  await n.scanLate(clock.nowMs());
+  const first = starts.length;
+  await n.scanLate(clock.nowMs());
+  expect(starts[0]).toBeNull();
+  expect(starts[first]).toBe(`n${first}`);
+});
