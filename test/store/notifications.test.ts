@@ -28,7 +28,7 @@ async function put(tenantId: string, name: string, events: string[]) {
 }
 
 /** `n` runs of tenant `t` dead-lettered at `now` (one attempt each). */
-async function deadRuns(t: string, n: number, now: number) {
+async function deadRuns(t: string, n: number, now: number, error = 'boom') {
   await upsertJob(db.store, {
     tenantId: t,
     job: { jobId: 'dies', schedule: '@every 1h', handler: 'h', maxAttempts: 1 },
@@ -37,7 +37,7 @@ async function deadRuns(t: string, n: number, now: number) {
   for (let i = 0; i < n; i++)
     await db.store.triggerRun({ tenantId: t, jobId: 'dies', scheduledFor: now + i, now });
   const leases = await db.store.claimRuns({ workerId: 'w', pool: 'default', max: n, now: now + n });
-  for (const l of leases) await db.store.failRun({ ...l, error: 'boom', now: now + n });
+  for (const l of leases) await db.store.failRun({ ...l, error, now: now + n });
 }
 
 test('a dead letter writes a delivery only for the notifications that want it', async () => {
@@ -123,4 +123,13 @@ test('a tenant holds at most MAX_NOTIFICATIONS_PER_TENANT notifications, created
   const held = (await db.store.listNotifications({ tenantId: 'many', limit: 1 })).items[0]!;
   await put('many', held.name, ['run.dead', 'worker.lost']);
   await put('few', 'one', ['run.dead']);
+});
+
+test("a run.dead delivery carries at most 1000 characters of the run's error (the run keeps it whole)", async () => {
+  await put('wordy', 'dead', ['run.dead']);
+  await deadRuns('wordy', 1, T0, 'x'.repeat(60_000));
+  const { rows } = await db.pool.query(
+    "SELECT length(data->>'error') AS n FROM notification_deliveries WHERE tenant_id = 'wordy'",
+  );
+  expect(rows.map((r) => r.n)).toEqual([1000]);
 });

@@ -51,16 +51,20 @@ FROM notification_deliveries
 WHERE tenant_id = $1 AND name = $2 AND ($3::bigint IS NULL OR delivery_id < $3)
 ORDER BY delivery_id DESC LIMIT $4`;
 
+/** The most of a dead run's error a `run.dead` delivery carries (a run's error may be 64 KiB; the run keeps it whole). */
+export const DEAD_ERROR_CHARS = 1000;
+
 /**
  * A CTE: the `run.dead` deliveries of the runs a CTE `src` ended dead (its rows carry `tenant_id`,
  * `run_id`, `job_id`, `state`, `ended_attempt`, `error`), one per notification of the run's tenant
- * that wants them, at `now` (SQL). Once per run and attempt.
+ * that wants them, at `now` (SQL). Once per run and attempt; the error cut to `DEAD_ERROR_CHARS`.
  */
 export const deadDeliveries = (src: string, now: string) => `
   dead_deliveries AS (
     ${DELIVERY_INSERT}
     SELECT e.tenant_id, n.name, 'run.dead', 'dead:' || e.run_id || ':' || e.ended_attempt,
-      jsonb_build_object('run_id', e.run_id, 'job_id', e.job_id, 'attempt', e.ended_attempt, 'error', e.error),
+      jsonb_build_object('run_id', e.run_id, 'job_id', e.job_id, 'attempt', e.ended_attempt,
+        'error', left(e.error, ${DEAD_ERROR_CHARS})),
       ${now}, ${now}
     FROM ${src} e JOIN notifications n ON n.tenant_id = e.tenant_id AND 'run.dead' = ANY(n.events)
     WHERE e.state = 'dead'
