@@ -7,7 +7,8 @@
  * converted: local expiry = expiry − the least bound of the server's offset the latest answers gave
  * (each: its `server_time` − when its request was sent). A request left before the server read its
  * clock, so a converted expiry is never later than the real one, whatever the skew between the two
- * machines; and a long-poll's wait, which only loosens its own answer's bound, is not taken out of
+ * machines, while that skew holds (a bound the answer in hand shows stale, after a clock step, is
+ * not used: `localExpiry`); and a long-poll's wait, which only loosens its own answer's bound, is not taken out of
  * the leases it answers. A handler's start goes the other way, to
  * the server's clock, with the least offset of the latest answers (each one's `server_time` − when
  * its request was sent, so a long-poll's wait is not taken for skew): an estimate never earlier than
@@ -192,13 +193,19 @@ export class HttpLeaseSource implements LeaseSource {
    * answers' (recorded by `noteServerTime` first), whichever gives the later expiry; both are never
    * later than the real one. The least bound keeps a long-poll's wait (its `server_time` is the
    * wait later) from being taken out of the leases it answers.
+   *
+   * The latest answers' bound holds only while the offset has not moved up since (the worker's
+   * clock stepped back, the server's forward, another server node's clock): this answer bounds the
+   * offset from below too (`server_time` − now, as the server read its clock before it answered),
+   * and a least bound under that is stale, not used. What is left undetected is at most the
+   * answer's way back, not the step.
    */
   private localExpiry(expiresAt: string, serverTime: string, sentAt: number): Date {
     const server = Date.parse(expiresAt);
     const thisAnswer = sentAt + (server - Date.parse(serverTime));
-    return new Date(
-      this.samples.length > 0 ? Math.max(thisAnswer, server - this.serverOffsetMs) : thisAnswer,
-    );
+    const atLeast = Date.parse(serverTime) - this.clock.nowMs();
+    const fresh = this.samples.length > 0 && this.serverOffsetMs >= atLeast;
+    return new Date(fresh ? Math.max(thisAnswer, server - this.serverOffsetMs) : thisAnswer);
   }
 
   /**

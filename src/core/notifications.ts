@@ -24,6 +24,11 @@ export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
 /** Longest URL and secret a notification may hold, characters. */
 export const MAX_NOTIFICATION_URL = 2000;
 export const MAX_NOTIFICATION_SECRET = 200;
+/**
+ * Most notifications a tenant may hold. Each dead letter, reap and misfire writes one delivery per
+ * notification that wants it, in the statement that makes the change: the cap bounds that fan-out.
+ */
+export const MAX_NOTIFICATIONS_PER_TENANT = 50;
 /** Shortest and longest `late_after`, ms: 1 s to 7 d. */
 export const MIN_LATE_AFTER_MS = 1000;
 export const MAX_LATE_AFTER_MS = 7 * 24 * 3600 * 1000;

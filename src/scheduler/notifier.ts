@@ -103,6 +103,8 @@ export interface NotifierEvents {
 /** Notifications a late scan locks per transaction, and late runs it reads per notification. */
 const LATE_PAGE = 50;
 const LATE_RUNS = 500;
+/** Pages of notifications one scan walks at most; the next scan goes on from there. */
+const LATE_PAGES = 100;
 /** Finished deliveries deleted per step, and how often the log is pruned, ms. */
 const PRUNE_BATCH = 1000;
 const PRUNE_EVERY_MS = 600_000;
@@ -145,6 +147,8 @@ export class Notifier extends EventEmitter<NotifierEvents> {
   private readonly send: WebhookSend;
   private nextLateScan = Number.NEGATIVE_INFINITY;
   private nextPrune = Number.NEGATIVE_INFINITY;
+  /** Where a late scan cut off at `LATE_PAGES` stopped (null: the next one starts from the first). */
+  private lateAfter: { tenantId: string; name: string } | null = null;
 
   constructor(private readonly o: NotifierOptions) {
     super();
@@ -173,22 +177,28 @@ export class Notifier extends EventEmitter<NotifierEvents> {
       await this.scanLate(now);
     }
     if (now >= this.nextPrune) {
-      this.nextPrune = now + PRUNE_EVERY_MS;
-      await this.o.store.pruneDeliveries({ before: now - this.keepMs, limit: PRUNE_BATCH });
+      const pruned = await this.o.store.pruneDeliveries({ before: now - this.keepMs, limit: PRUNE_BATCH });
+      // A full batch: more are due; prune again at the next step, so the log cannot outgrow the prune.
+      this.nextPrune = pruned >= PRUNE_BATCH ? now : now + PRUNE_EVERY_MS;
     }
     return (await this.deliverDue()) >= this.batchSize;
   }
 
-  /** Walks every notification that wants `run.late`, a page per transaction (bounded: pages × page size). */
+  /**
+   * Walks the notifications that want `run.late`, a page per transaction, at most `LATE_PAGES` pages
+   * (bounded: pages × page size); a walk cut off there goes on where it stopped at the next scan, so
+   * notifications past the first pages are scanned too (by turns).
+   */
   async scanLate(now: number): Promise<number> {
     let written = 0;
-    let after: { tenantId: string; name: string } | null = null;
-    for (let page = 0; page < 100; page++) {
+    let after = this.lateAfter;
+    for (let page = 0; page < LATE_PAGES; page++) {
       const r = await this.o.store.scanLateRuns({ now, after, notifications: LATE_PAGE, runs: LATE_RUNS });
       written += r.written;
       after = r.next;
       if (after === null) break;
     }
+    this.lateAfter = after;
     this.emit('late-scan', { written });
     return written;
   }

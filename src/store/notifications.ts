@@ -5,8 +5,10 @@
  * the tenant's; the secret is written, never read back but by the notifier's claim.
  */
 import {
+  ConflictError,
   type Delivery,
   type DeliveryState,
+  MAX_NOTIFICATIONS_PER_TENANT,
   NotFoundError,
   type Notification,
   type NotificationEvent,
@@ -50,13 +52,18 @@ function toDelivery(r: Row): Delivery {
 
 const missing = (name: string) => new NotFoundError(`notification "${name}" does not exist`, { name });
 
-/** Creates or replaces the tenant's notification `name` (already checked by `validateNotification`). */
+/**
+ * Creates or replaces the tenant's notification `name` (already checked by `validateNotification`),
+ * inside a transaction (`db` a client in it); `ConflictError` when a new one would pass
+ * `MAX_NOTIFICATIONS_PER_TENANT`.
+ */
 export async function putNotification(
   db: Queryable,
   p: { tenantId: string; name: string; notification: ValidNotification; now: number },
 ): Promise<{ notification: Notification; created: boolean }> {
   const name = validateNotificationName(p.name);
   const n = p.notification;
+  await db.query(N.notificationTenantLock, [p.tenantId]);
   const { rows } = await db.query(N.notificationPut, [
     p.tenantId,
     name,
@@ -65,8 +72,14 @@ export async function putNotification(
     n.lateAfterSeconds,
     n.secret,
     checkInstant(p.now, 'now'),
+    MAX_NOTIFICATIONS_PER_TENANT,
   ]);
-  const row = rows[0] as Row;
+  const row = rows[0] as Row | undefined;
+  if (!row)
+    throw new ConflictError(
+      `the tenant has ${MAX_NOTIFICATIONS_PER_TENANT} notifications, the most it may hold: delete one first`,
+      { max: MAX_NOTIFICATIONS_PER_TENANT },
+    );
   return { notification: toNotification(row), created: row.created === true };
 }
 

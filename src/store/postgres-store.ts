@@ -377,7 +377,7 @@ export class PostgresStore implements Store {
 
   // Webhook notifications (notifications.ts).
   putNotification(p: Parameters<Store['putNotification']>[0]) {
-    return notifications.putNotification(this.pool, p);
+    return inTransaction(this.pool, (client) => notifications.putNotification(client, p));
   }
   getNotification(p: Parameters<Store['getNotification']>[0]) {
     return notifications.getNotification(this.pool, p);

@@ -307,7 +307,7 @@ test("a long-poll's wait does not shorten the leases it answers: expiries go to 
     attempt: 1,
     max_attempts: 3,
     lease_token: '00000000-0000-4000-8000-00000000000a',
-    lease_expires_at: new Date(now + 8000 + 6000).toISOString(),
+    lease_expires_at: new Date(now + 6000).toISOString(),
     available_at: new Date(now).toISOString(),
     timeout_seconds: null,
   });
@@ -315,12 +315,14 @@ test("a long-poll's wait does not shorten the leases it answers: expiries go to 
     req.resume();
     req.on('end', () => {
       res.setHeader('content-type', 'application/json');
-      const now = clock.nowMs();
       if (req.url === '/v1/leases') {
-        // Claimed after an 8 s wait on the server, with a 6 s lease.
-        res.end(JSON.stringify({ runs: [lease(now)], server_time: new Date(now + 8000).toISOString() }));
+        // Claimed after an 8 s wait on the server (8 s pass on the worker too), with a 6 s lease.
+        clock.advance(8000);
+        const now = clock.nowMs();
+        res.end(JSON.stringify({ runs: [lease(now)], server_time: new Date(now).toISOString() }));
         return;
       }
+      const now = clock.nowMs();
       res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(now).toISOString() }));
     });
   });
@@ -342,7 +344,62 @@ test("a long-poll's wait does not shorten the leases it answers: expiries go to 
     const [run] = await source.claimRuns({ workerId: 'w-wait', pool: 'p', max: 1 });
     // On the worker's clock the lease runs 6 s from the claim (8 s after the request left), not
     // 2 s before it; and never later than the server's expiry.
-    expect(run!.leaseExpiresAt.getTime()).toBe(clock.nowMs() + 8000 + 6000);
+    expect(run!.leaseExpiresAt.getTime()).toBe(clock.nowMs() + 6000);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test("a lease's expiry is never later than the real one when the offset moved since the latest answers (a clock stepped): the stale least bound is not used", async () => {
+  const clock = new FakeClock(Date.parse('2026-12-05T10:00:00Z'));
+  /** How far the server's clock is ahead of the worker's: 0, then stepped 60 s ahead. */
+  let skew = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      const serverNow = clock.nowMs() + skew;
+      if (req.url === '/v1/leases') {
+        const run = {
+          run_id: '00000000-0000-4000-8000-000000000002',
+          tenant_id: 't',
+          job_id: 'j',
+          handler: 'h',
+          payload: {},
+          pool: 'p',
+          scheduled_for: new Date(serverNow).toISOString(),
+          attempt: 1,
+          max_attempts: 3,
+          lease_token: '00000000-0000-4000-8000-00000000000a',
+          lease_expires_at: new Date(serverNow + 6000).toISOString(),
+          available_at: new Date(serverNow).toISOString(),
+          timeout_seconds: null,
+        };
+        res.end(JSON.stringify({ runs: [run], server_time: new Date(serverNow).toISOString() }));
+        return;
+      }
+      res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(serverNow).toISOString() }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const source = new HttpLeaseSource({
+      url,
+      key: 'k',
+      clock,
+      waitMs: 0,
+      workerId: 'w-step',
+      resultLingerMs: 0,
+    });
+    await source.heartbeatRuns({
+      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
+    });
+    // The worker's clock is stepped back a minute (or the server's forward): the offset is 60 s now.
+    skew = 60_000;
+    const [run] = await source.claimRuns({ workerId: 'w-step', pool: 'p', max: 1 });
+    // The server's reaper takes the lease back 6 s from now on the worker's clock; unfixed: 66 s.
+    expect(run!.leaseExpiresAt.getTime()).toBeLessThanOrEqual(clock.nowMs() + 6000);
   } finally {
     await new Promise((resolve) => server.close(resolve));
   }

@@ -256,3 +256,49 @@ test('an attempt without an answer ends at the timeout, on the injected clock, a
   const [after] = (await db.store.listDeliveries({ tenantId: 't', name: 'ops', limit: 1 })).items;
   expect(after).toMatchObject({ state: 'delivered', attempts: 2, lastStatus: 200 });
 });
+
+test('a prune that found a full batch prunes again at the next step: the log cannot outgrow one batch per 10 minutes', async () => {
+  const pruned: number[] = [];
+  let left = 2500;
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => [],
+      finishDelivery: async () => true,
+      scanLateRuns: async () => ({ written: 0, next: null }),
+      pruneDeliveries: async ({ limit }) => {
+        const now = Math.min(limit, left);
+        left -= now;
+        pruned.push(now);
+        return now;
+      },
+    },
+  });
+  for (let i = 0; i < 5; i++) {
+    await n.step();
+    clock.advance(1000);
+  }
+  expect(pruned).toEqual([1000, 1000, 500]);
+});
+
+test('a late scan cut off after its pages goes on where it stopped: notifications past the first pages are scanned too', async () => {
+  const starts: (string | null)[] = [];
+  let page = 0;
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => [],
+      finishDelivery: async () => true,
+      pruneDeliveries: async () => 0,
+      // More notifications than one scan walks: every page is full.
+      scanLateRuns: async ({ after }) => {
+        starts.push(after?.name ?? null);
+        page++;
+        return { written: 0, next: { tenantId: 't', name: `n${page}` } };
+      },
+    },
+  });
+  await n.scanLate(clock.nowMs());
+  const first = starts.length;
+  await n.scanLate(clock.nowMs());
+  expect(starts[0]).toBeNull();
+  expect(starts[first]).toBe(`n${first}`);
+});

@@ -5,7 +5,7 @@
  * runs out, and an attempt's outcome is recorded only at the attempt that was claimed.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { validateNotification } from '../../src/core/index.js';
+import { ConflictError, MAX_NOTIFICATIONS_PER_TENANT, validateNotification } from '../../src/core/index.js';
 import { notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
@@ -28,7 +28,7 @@ async function put(tenantId: string, name: string, events: string[]) {
 }
 
 /** `n` runs of tenant `t` dead-lettered at `now` (one attempt each). */
-async function deadRuns(t: string, n: number, now: number) {
+async function deadRuns(t: string, n: number, now: number, error = 'boom') {
   await upsertJob(db.store, {
     tenantId: t,
     job: { jobId: 'dies', schedule: '@every 1h', handler: 'h', maxAttempts: 1 },
@@ -37,7 +37,7 @@ async function deadRuns(t: string, n: number, now: number) {
   for (let i = 0; i < n; i++)
     await db.store.triggerRun({ tenantId: t, jobId: 'dies', scheduledFor: now + i, now });
   const leases = await db.store.claimRuns({ workerId: 'w', pool: 'default', max: n, now: now + n });
-  for (const l of leases) await db.store.failRun({ ...l, error: 'boom', now: now + n });
+  for (const l of leases) await db.store.failRun({ ...l, error, now: now + n });
 }
 
 test('a dead letter writes a delivery only for the notifications that want it', async () => {
@@ -110,4 +110,26 @@ test('a scan for late runs holding its notifications does not hold up a dead let
     scanner.release();
   }
   expect(await countRows(db.pool, 'notification_deliveries', "tenant_id = 'scanned'")).toBe(1);
+});
+
+test('a tenant holds at most MAX_NOTIFICATIONS_PER_TENANT notifications, created at once or not: each dead letter writes one delivery per notification', async () => {
+  const names = Array.from({ length: MAX_NOTIFICATIONS_PER_TENANT + 10 }, (_, i) => `n${i}`);
+  const results = await Promise.allSettled(names.map((name) => put('many', name, ['run.dead'])));
+  const refused = results.filter((r) => r.status === 'rejected');
+  expect(refused).toHaveLength(10);
+  for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(ConflictError);
+  expect(await countRows(db.pool, 'notifications', "tenant_id = 'many'")).toBe(MAX_NOTIFICATIONS_PER_TENANT);
+  // At the cap, one held may still be replaced; another tenant is not counted.
+  const held = (await db.store.listNotifications({ tenantId: 'many', limit: 1 })).items[0]!;
+  await put('many', held.name, ['run.dead', 'worker.lost']);
+  await put('few', 'one', ['run.dead']);
+});
+
+test("a run.dead delivery carries at most 1000 characters of the run's error (the run keeps it whole)", async () => {
+  await put('wordy', 'dead', ['run.dead']);
+  await deadRuns('wordy', 1, T0, 'x'.repeat(60_000));
+  const { rows } = await db.pool.query(
+    "SELECT length(data->>'error') AS n FROM notification_deliveries WHERE tenant_id = 'wordy'",
+  );
+  expect(rows.map((r) => r.n)).toEqual([1000]);
 });

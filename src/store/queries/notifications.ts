@@ -13,14 +13,20 @@ const NOTIFICATION_COLUMNS = `tenant_id, name, url, events, late_after_seconds, 
 const DELIVERY_INSERT = `INSERT INTO notification_deliveries
   (tenant_id, name, event, dedupe, data, created_at, next_attempt_at)`;
 
+/** $1 tenant. Serialises the tenant's notification writes (the cap of `notificationPut`), to the transaction's end. */
+export const notificationTenantLock = `SELECT pg_advisory_xact_lock(hashtext('tock.notifications.' || current_schema() || '.' || $1::text))`;
+
 /**
- * $1 tenant, $2 name, $3 url, $4 events, $5 late_after_seconds, $6 secret, $7 now.
- * Creates or replaces (every field; where its last scan for late runs stopped is kept).
- * `created`: the row is new.
+ * $1 tenant, $2 name, $3 url, $4 events, $5 late_after_seconds, $6 secret, $7 now, $8 the most
+ * notifications a tenant may hold. Creates or replaces (every field; where its last scan for late
+ * runs stopped is kept). `created`: the row is new. No row: a new one would pass the cap (run it
+ * after `notificationTenantLock`, so concurrent creates cannot both pass).
  */
 export const notificationPut = `
 INSERT INTO notifications AS n (tenant_id, name, url, events, late_after_seconds, secret, created_at, updated_at)
-VALUES ($1::text, $2::text, $3::text, $4::text[], $5::integer, $6::text, $7, $7)
+SELECT $1::text, $2::text, $3::text, $4::text[], $5::integer, $6::text, $7, $7
+WHERE (SELECT count(*) FROM notifications WHERE tenant_id = $1 AND name <> $2) < $8::integer
+  OR EXISTS (SELECT 1 FROM notifications WHERE tenant_id = $1 AND name = $2)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
   url = EXCLUDED.url, events = EXCLUDED.events, late_after_seconds = EXCLUDED.late_after_seconds,
   secret = EXCLUDED.secret, updated_at = EXCLUDED.updated_at
@@ -45,16 +51,20 @@ FROM notification_deliveries
 WHERE tenant_id = $1 AND name = $2 AND ($3::bigint IS NULL OR delivery_id < $3)
 ORDER BY delivery_id DESC LIMIT $4`;
 
+/** The most of a dead run's error a `run.dead` delivery carries (a run's error may be 64 KiB; the run keeps it whole). */
+export const DEAD_ERROR_CHARS = 1000;
+
 /**
  * A CTE: the `run.dead` deliveries of the runs a CTE `src` ended dead (its rows carry `tenant_id`,
  * `run_id`, `job_id`, `state`, `ended_attempt`, `error`), one per notification of the run's tenant
- * that wants them, at `now` (SQL). Once per run and attempt.
+ * that wants them, at `now` (SQL). Once per run and attempt; the error cut to `DEAD_ERROR_CHARS`.
  */
 export const deadDeliveries = (src: string, now: string) => `
   dead_deliveries AS (
     ${DELIVERY_INSERT}
     SELECT e.tenant_id, n.name, 'run.dead', 'dead:' || e.run_id || ':' || e.ended_attempt,
-      jsonb_build_object('run_id', e.run_id, 'job_id', e.job_id, 'attempt', e.ended_attempt, 'error', e.error),
+      jsonb_build_object('run_id', e.run_id, 'job_id', e.job_id, 'attempt', e.ended_attempt,
+        'error', left(e.error, ${DEAD_ERROR_CHARS})),
       ${now}, ${now}
     FROM ${src} e JOIN notifications n ON n.tenant_id = e.tenant_id AND 'run.dead' = ANY(n.events)
     WHERE e.state = 'dead'
