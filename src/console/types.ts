@@ -10,7 +10,8 @@ export interface WhoAmI {
   role: string;
   key_id: string | null;
   auth: 'keys' | 'open';
-  permissions: Permission[];
+  /** Of the `Permission`s; a name this console does not know grants nothing here. */
+  permissions: string[];
 }
 
 export interface Job {
@@ -108,7 +109,8 @@ export interface Status {
   nodes: StatusNode[];
   next_cursor: string | null;
   shards?: { count: number; owned: number; unowned: number };
-  unserved: {
+  /** Absent from older servers. */
+  unserved?: {
     runs: number;
     groups: number;
     items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];

@@ -53,12 +53,16 @@ function ClusterStatus() {
                 </dd>
               </>
             )}
-            <dt>Unserved runs</dt>
-            <dd>
-              {s.unserved.runs === 0 ? 'none' : `${s.unserved.runs} claimable runs no live worker serves`}
-            </dd>
+            {s.unserved && (
+              <>
+                <dt>Unserved runs</dt>
+                <dd>
+                  {s.unserved.runs === 0 ? 'none' : `${s.unserved.runs} claimable runs no live worker serves`}
+                </dd>
+              </>
+            )}
           </dl>
-          <UnservedTable items={s.unserved.items} now={now} />
+          <UnservedTable items={s.unserved?.items ?? []} now={now} />
           <NodesTable s={s} now={now} />
         </>
       )}
@@ -66,7 +70,7 @@ function ClusterStatus() {
   );
 }
 
-function UnservedTable({ items, now }: { items: Status['unserved']['items']; now: number }) {
+function UnservedTable({ items, now }: { items: NonNullable<Status['unserved']>['items']; now: number }) {
   if (items.length === 0) return null;
   return (
     <div class="table-wrap">
