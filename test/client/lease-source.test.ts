@@ -228,11 +228,14 @@ test('a worker on a long-polling source claims again at once after a short answe
   }
 });
 
-test("a long-poll's wait is not taken for clock skew: handler starts go to the server's clock with the least offset seen", async () => {
-  // Found by the http benchmark: the offset was the last answer's server_time − when its request
-  // left, and after a claim that waited 5 s on the server every start was sent 5 s late.
-  const clock = new FakeClock(Date.parse('2026-12-04T10:00:00Z'));
-  const bodies: Record<string, unknown>[] = [];
+/**
+ * A stand-in for a Tock server on loopback: each request's JSON answer is `answer(path, body)`.
+ * Runs `use` with its URL, then closes it.
+ */
+async function withFakeServer(
+  answer: (path: string, body: string) => unknown,
+  use: (url: string) => Promise<void>,
+): Promise<void> {
   const server = createServer((req, res) => {
     let text = '';
     req.on('data', (chunk) => {
@@ -240,35 +243,69 @@ test("a long-poll's wait is not taken for clock skew: handler starts go to the s
     });
     req.on('end', () => {
       res.setHeader('content-type', 'application/json');
-      const now = clock.nowMs();
-      if (req.url === '/v1/leases') {
-        // Answered after a 5 s wait on the server (the worker's clock is not moved: only the
-        // answer's time says how long it took).
-        res.end(JSON.stringify({ runs: [], server_time: new Date(now + 5000).toISOString() }));
-        return;
-      }
-      if (req.url?.endsWith('/heartbeat')) {
-        res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(now).toISOString() }));
-        return;
-      }
-      const body = JSON.parse(text) as { results: { run_id: string }[] };
-      bodies.push(body);
-      res.end(
-        JSON.stringify({
-          results: body.results.map((r) => ({
-            run_id: r.run_id,
-            outcome: 'done',
-            status: 200,
-            state: 'succeeded',
-          })),
-          server_time: new Date(now).toISOString(),
-        }),
-      );
+      res.end(JSON.stringify(answer(req.url ?? '', text)));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    await use(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+/** A server's answer to `POST /v1/runs/complete`: every result done. */
+const allDone = (body: string, serverNow: number) => ({
+  results: (JSON.parse(body) as { results: { run_id: string }[] }).results.map((r) => ({
+    run_id: r.run_id,
+    outcome: 'done',
+    status: 200,
+    state: 'succeeded',
+  })),
+  server_time: new Date(serverNow).toISOString(),
+});
+
+/** One leased run as `POST /v1/leases` answers it, claimed at `serverNow` for `leaseMs`. */
+const leasedRun = (serverNow: number, leaseMs: number) => ({
+  run_id: '00000000-0000-4000-8000-000000000002',
+  tenant_id: 't',
+  job_id: 'j',
+  handler: 'h',
+  payload: {},
+  pool: 'p',
+  scheduled_for: new Date(serverNow).toISOString(),
+  attempt: 1,
+  max_attempts: 3,
+  lease_token: '00000000-0000-4000-8000-00000000000a',
+  lease_expires_at: new Date(serverNow + leaseMs).toISOString(),
+  available_at: new Date(serverNow).toISOString(),
+  timeout_seconds: null,
+});
+
+/** A heartbeat's answer that renews nothing, at `serverNow`. */
+const noRenewals = (serverNow: number) => ({
+  renewed: [],
+  lost: [],
+  server_time: new Date(serverNow).toISOString(),
+});
+
+const FIRST_LEASE = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' };
+
+test("a long-poll's wait is not taken for clock skew: handler starts go to the server's clock with the least offset seen", async () => {
+  // Found by the http benchmark: the offset was the last answer's server_time − when its request
+  // left, and after a claim that waited 5 s on the server every start was sent 5 s late.
+  const clock = new FakeClock(Date.parse('2026-12-04T10:00:00Z'));
+  const bodies: Record<string, unknown>[] = [];
+  const answer = (path: string, body: string) => {
+    const now = clock.nowMs();
+    // Answered after a 5 s wait on the server (the worker's clock is not moved: only the
+    // answer's time says how long it took).
+    if (path === '/v1/leases') return { runs: [], server_time: new Date(now + 5000).toISOString() };
+    if (path.endsWith('/heartbeat')) return noRenewals(now);
+    bodies.push(JSON.parse(body));
+    return allDone(body, now);
+  };
+  await withFakeServer(answer, async (url) => {
     const source = new HttpLeaseSource({
       url,
       key: 'k',
@@ -277,18 +314,14 @@ test("a long-poll's wait is not taken for clock skew: handler starts go to the s
       workerId: 'w-offset',
       resultLingerMs: 0,
     });
-    await source.heartbeatRuns({
-      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
-    });
+    await source.heartbeatRuns({ leases: [FIRST_LEASE] });
     await source.claimRuns({ workerId: 'w-offset', pool: 'p', max: 1 });
     const startedAt = clock.nowMs() - 100;
-    const lease = { runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't', startedAt };
+    const lease = { ...FIRST_LEASE, startedAt };
     expect(await source.completeRuns({ leases: [lease] })).toEqual({ completed: [lease.runId], lost: [] });
     // Unfixed: 5 s later, the claim's wait.
     expect(bodies[0]).toMatchObject({ results: [{ started_at: new Date(startedAt).toISOString() }] });
-  } finally {
-    await new Promise((resolve) => server.close(resolve));
-  }
+  });
 });
 
 test("a long-poll's wait does not shorten the leases it answers: expiries go to the worker's clock with the least offset seen", async () => {
@@ -296,39 +329,14 @@ test("a long-poll's wait does not shorten the leases it answers: expiries go to 
   // came back with leases already run out on the worker's clock (dated from when the request
   // left), and the worker dropped their runs unstarted.
   const clock = new FakeClock(Date.parse('2026-12-05T10:00:00Z'));
-  const lease = (now: number) => ({
-    run_id: '00000000-0000-4000-8000-000000000002',
-    tenant_id: 't',
-    job_id: 'j',
-    handler: 'h',
-    payload: {},
-    pool: 'p',
-    scheduled_for: new Date(now).toISOString(),
-    attempt: 1,
-    max_attempts: 3,
-    lease_token: '00000000-0000-4000-8000-00000000000a',
-    lease_expires_at: new Date(now + 6000).toISOString(),
-    available_at: new Date(now).toISOString(),
-    timeout_seconds: null,
-  });
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      if (req.url === '/v1/leases') {
-        // Claimed after an 8 s wait on the server (8 s pass on the worker too), with a 6 s lease.
-        clock.advance(8000);
-        const now = clock.nowMs();
-        res.end(JSON.stringify({ runs: [lease(now)], server_time: new Date(now).toISOString() }));
-        return;
-      }
-      const now = clock.nowMs();
-      res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(now).toISOString() }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const answer = (path: string) => {
+    if (path !== '/v1/leases') return noRenewals(clock.nowMs());
+    // Claimed after an 8 s wait on the server (8 s pass on the worker too), with a 6 s lease.
+    clock.advance(8000);
+    const now = clock.nowMs();
+    return { runs: [leasedRun(now, 6000)], server_time: new Date(now).toISOString() };
+  };
+  await withFakeServer(answer, async (url) => {
     const source = new HttpLeaseSource({
       url,
       key: 'k',
@@ -338,52 +346,24 @@ test("a long-poll's wait does not shorten the leases it answers: expiries go to 
       resultLingerMs: 0,
     });
     // A quick round trip first: the offset is known to be at most 0.
-    await source.heartbeatRuns({
-      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
-    });
+    await source.heartbeatRuns({ leases: [FIRST_LEASE] });
     const [run] = await source.claimRuns({ workerId: 'w-wait', pool: 'p', max: 1 });
     // On the worker's clock the lease runs 6 s from the claim (8 s after the request left), not
     // 2 s before it; and never later than the server's expiry.
     expect(run!.leaseExpiresAt.getTime()).toBe(clock.nowMs() + 6000);
-  } finally {
-    await new Promise((resolve) => server.close(resolve));
-  }
+  });
 });
 
 test("a lease's expiry is never later than the real one when the offset moved since the latest answers (a clock stepped): the stale least bound is not used", async () => {
   const clock = new FakeClock(Date.parse('2026-12-05T10:00:00Z'));
   /** How far the server's clock is ahead of the worker's: 0, then stepped 60 s ahead. */
   let skew = 0;
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      const serverNow = clock.nowMs() + skew;
-      if (req.url === '/v1/leases') {
-        const run = {
-          run_id: '00000000-0000-4000-8000-000000000002',
-          tenant_id: 't',
-          job_id: 'j',
-          handler: 'h',
-          payload: {},
-          pool: 'p',
-          scheduled_for: new Date(serverNow).toISOString(),
-          attempt: 1,
-          max_attempts: 3,
-          lease_token: '00000000-0000-4000-8000-00000000000a',
-          lease_expires_at: new Date(serverNow + 6000).toISOString(),
-          available_at: new Date(serverNow).toISOString(),
-          timeout_seconds: null,
-        };
-        res.end(JSON.stringify({ runs: [run], server_time: new Date(serverNow).toISOString() }));
-        return;
-      }
-      res.end(JSON.stringify({ renewed: [], lost: [], server_time: new Date(serverNow).toISOString() }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const answer = (path: string) => {
+    const serverNow = clock.nowMs() + skew;
+    if (path !== '/v1/leases') return noRenewals(serverNow);
+    return { runs: [leasedRun(serverNow, 6000)], server_time: new Date(serverNow).toISOString() };
+  };
+  await withFakeServer(answer, async (url) => {
     const source = new HttpLeaseSource({
       url,
       key: 'k',
@@ -392,17 +372,13 @@ test("a lease's expiry is never later than the real one when the offset moved si
       workerId: 'w-step',
       resultLingerMs: 0,
     });
-    await source.heartbeatRuns({
-      leases: [{ runId: '00000000-0000-4000-8000-000000000001', leaseToken: 't' }],
-    });
+    await source.heartbeatRuns({ leases: [FIRST_LEASE] });
     // The worker's clock is stepped back a minute (or the server's forward): the offset is 60 s now.
     skew = 60_000;
     const [run] = await source.claimRuns({ workerId: 'w-step', pool: 'p', max: 1 });
     // The server's reaper takes the lease back 6 s from now on the worker's clock; unfixed: 66 s.
     expect(run!.leaseExpiresAt.getTime()).toBeLessThanOrEqual(clock.nowMs() + 6000);
-  } finally {
-    await new Promise((resolve) => server.close(resolve));
-  }
+  });
 });
 
 test('a worker through a server loses nothing its handler reported just before it returned: the result carries it', async () => {
@@ -440,30 +416,11 @@ test('a worker through a server loses nothing its handler reported just before i
 
 test('results handed in within the linger go in one request; with no linger, each turn sends its own', async () => {
   const batches: number[] = [];
-  const server = createServer((req, res) => {
-    let text = '';
-    req.on('data', (chunk) => {
-      text += chunk;
-    });
-    req.on('end', () => {
-      const body = JSON.parse(text) as { results: { run_id: string }[] };
-      batches.push(body.results.length);
-      res.setHeader('content-type', 'application/json');
-      res.end(
-        JSON.stringify({
-          results: body.results.map((r) => ({
-            run_id: r.run_id,
-            outcome: 'done',
-            status: 200,
-            state: 'succeeded',
-          })),
-          server_time: new Date().toISOString(),
-        }),
-      );
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const answer = (_path: string, body: string) => {
+    const done = allDone(body, Date.now());
+    batches.push(done.results.length);
+    return done;
+  };
   const lease = (i: number) => ({ runId: `00000000-0000-4000-8000-00000000000${i}`, leaseToken: 't' });
   const spaced = async (source: HttpLeaseSource) => {
     const sent: Promise<unknown>[] = [];
@@ -473,7 +430,7 @@ test('results handed in within the linger go in one request; with no linger, eac
     }
     return Promise.all(sent);
   };
-  try {
+  await withFakeServer(answer, async (url) => {
     const lingering = new HttpLeaseSource({ url, key: 'k', waitMs: 0, resultLingerMs: 200 });
     const answers = await spaced(lingering);
     expect(answers).toEqual([1, 2, 3].map((i) => ({ completed: [lease(i).runId], lost: [] })));
@@ -482,7 +439,5 @@ test('results handed in within the linger go in one request; with no linger, eac
     await spaced(new HttpLeaseSource({ url, key: 'k', waitMs: 0, resultLingerMs: 0 }));
     expect(batches).toEqual([1, 1, 1]);
     expect(() => new HttpLeaseSource({ url, resultLingerMs: -1 })).toThrow(RangeError);
-  } finally {
-    await new Promise((resolve) => server.close(resolve));
-  }
+  });
 });
