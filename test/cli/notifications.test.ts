@@ -4,14 +4,12 @@
  * comes from the environment and is never printed, bad events are refused before any request, and
  * the delivery log shows a dead run's delivery.
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { upsertJob } from '../setup/factories.js';
+import { runTock } from '../setup/proc.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
 const SECRET = 'a-secret-of-24-characters';
 
@@ -19,19 +17,8 @@ let db: TestDatabase;
 let api: Api;
 let adminKey: string;
 
-function tock(args: string[], env: Record<string, string | undefined> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, DATABASE_URL: undefined, TOCK_URL: api.base, TOCK_KEY: adminKey, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const tock = (args: string[], env: Record<string, string | undefined> = {}) =>
+  runTock(args, { DATABASE_URL: undefined, TOCK_URL: api.base, TOCK_KEY: adminKey, ...env });
 
 async function ok(args: string[], env: Record<string, string | undefined> = {}): Promise<string> {
   const out = await tock(args, env);

@@ -3,7 +3,6 @@
  * built in this process on the test database's store and FakeClock and listens on loopback; every
  * command runs as a child process with TOCK_URL and TOCK_KEY, as an operator would run it.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,8 +14,8 @@ import { SystemClock } from '../../src/core/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { countRows, endedRun, insertDelayRuns } from '../setup/factories.js';
+import { type Exited, runTock } from '../setup/proc.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
 
 let db: TestDatabase;
@@ -25,33 +24,15 @@ let url: string;
 let adminKey: string;
 let dir: string;
 
-interface Exited {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs `tock <args>` against the test API as the tenant's admin unless `env` says otherwise. */
-function tock(args: string[], env: Record<string, string | undefined> = {}): Promise<Exited> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      env: {
-        ...process.env,
-        DATABASE_URL: undefined,
-        TOCK_SCHEMA: undefined,
-        TOCK_URL: url,
-        TOCK_KEY: adminKey,
-        ...env,
-      },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+const tock = (args: string[], env: Record<string, string | undefined> = {}): Promise<Exited> =>
+  runTock(args, {
+    DATABASE_URL: undefined,
+    TOCK_SCHEMA: undefined,
+    TOCK_URL: url,
+    TOCK_KEY: adminKey,
+    ...env,
   });
-}
 
 /** Runs a command that must succeed and returns its stdout. */
 async function ok(args: string[], env: Record<string, string | undefined> = {}): Promise<string> {

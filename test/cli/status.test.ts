@@ -4,16 +4,14 @@
  * FakeClock: `--json` prints the answer as the server gave it, the plain form prints exactly
  * `formatStatus` of it, and a key without the permission fails with the server's 403.
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { formatStatus } from '../../src/cli/format/status.js';
 import type { StatusAnswer } from '../../src/client/index.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
 import { job, upsertJob } from '../setup/factories.js';
+import { runTock } from '../setup/proc.js';
 
-const BIN = path.resolve(import.meta.dirname, '../../bin/tock.js');
 const TENANT = 'acme';
 
 /** A representative answer: two schedulers sharing the shards, one that died, one busy worker. */
@@ -208,31 +206,8 @@ describe('tock status (the binary)', () => {
   let operatorKey: string;
   let workerKey: string;
 
-  interface Exited {
-    code: number | null;
-    stdout: string;
-    stderr: string;
-  }
-
-  function tock(args: string[], key: string): Promise<Exited> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, ...args], {
-        env: {
-          ...process.env,
-          DATABASE_URL: undefined,
-          TOCK_SCHEMA: undefined,
-          TOCK_URL: api.base,
-          TOCK_KEY: key,
-        },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
-  }
+  const tock = (args: string[], key: string) =>
+    runTock(args, { DATABASE_URL: undefined, TOCK_SCHEMA: undefined, TOCK_URL: api.base, TOCK_KEY: key });
 
   beforeAll(async () => {
     db = await setupDatabase();
