@@ -49,10 +49,17 @@ function flakyStore(): ShardStore & { down: boolean; steps: number } {
   return s;
 }
 
-function manager(store: ShardStore = db.store, nodeId = 'node-a'): ShardManager {
-  const m = new ShardManager({ store, clock, logger, nodeId, leaseMs: LEASE_MS, renewMs: RENEW_MS });
+function manager(store: ShardStore = db.store, nodeId = 'node-a', log = logger): ShardManager {
+  const m = new ShardManager({ store, clock, logger: log, nodeId, leaseMs: LEASE_MS, renewMs: RENEW_MS });
   stops.push(() => m.stop({ keep: true }));
   return m;
+}
+
+/** Node a's manager with its log lines kept, parsed. */
+function recordedManager(): { m: ShardManager; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const recording = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+  return { m: manager(db.store, 'node-a', recording), lines };
 }
 
 /** `n` jobs of tenant `t`, every 10 s, due at T0. */
@@ -137,16 +144,7 @@ describe('ShardManager', () => {
   });
 
   test('the ownership log line names shards as ranges, not one id each', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const recording = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
-    const m = new ShardManager({
-      store: db.store,
-      clock,
-      logger: recording,
-      nodeId: 'node-a',
-      leaseMs: LEASE_MS,
-    });
-    stops.push(() => m.stop({ keep: true }));
+    const { m, lines } = recordedManager();
     await m.stepOnce();
     const changed = lines.find((l) => l.msg === 'shard ownership changed');
     expect(changed).toMatchObject({ taken: '0-63', released: '', lost: '', holding: 64, shards: 64 });
@@ -246,16 +244,7 @@ describe('ShardManager', () => {
   });
 
   test('every lost shard is logged once, whether a tick or the next step finds it gone', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const recording = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
-    const m = new ShardManager({
-      store: db.store,
-      clock,
-      logger: recording,
-      nodeId: 'node-a',
-      leaseMs: LEASE_MS,
-    });
-    stops.push(() => m.stop({ keep: true }));
+    const { m, lines } = recordedManager();
     await m.stepOnce();
     // Node b takes every shard; a tick of a's finds 10 of them fenced out before a's next step.
     await db.store.shardStep({ nodeId: 'node-b', now: T0 + LEASE_MS + 1, leaseMs: LEASE_MS });
