@@ -4,6 +4,12 @@ import { fmt, markdownTable } from '../lib.mjs';
 import { smallMultiples } from './chart.mjs';
 import { TABLES, WORKERS } from './samples.mjs';
 
+/** The processes, server first: `server`, `worker0`, …, and how a table or a picture names each. */
+const PROCESSES = ['server', ...Array.from({ length: WORKERS }, (_, i) => `worker${i}`)];
+const PROCESS_LABELS = ['server', ...Array.from({ length: WORKERS }, (_, i) => `worker ${i}`)];
+/** A figure's column for each process: `perProcess('rss')` → rss_server_mib, rss_worker0_mib, … */
+const perProcess = (figure, unit = 'mib') => PROCESSES.map((p) => `${figure}_${p}_${unit}`);
+
 /** Least-squares slope of `ys` over `xs` (per unit of x), or null under 3 points. */
 function slope(xs, ys) {
   const pts = xs.map((x, i) => [x, ys[i]]).filter(([, y]) => y !== null && Number.isFinite(y));
@@ -40,14 +46,10 @@ export const COLUMNS = [
   'total_mib',
   ...TABLES.map((t) => `${t}_dead`),
   'dead_total',
-  'rss_server_mib',
-  ...Array.from({ length: WORKERS }, (_, i) => `rss_worker${i}_mib`),
-  'heap_server_mib',
-  ...Array.from({ length: WORKERS }, (_, i) => `heap_worker${i}_mib`),
-  'heap_total_server_mib',
-  ...Array.from({ length: WORKERS }, (_, i) => `heap_total_worker${i}_mib`),
-  'lag_server_p99_ms',
-  ...Array.from({ length: WORKERS }, (_, i) => `lag_worker${i}_p99_ms`),
+  ...perProcess('rss'),
+  ...perProcess('heap'),
+  ...perProcess('heap_total'),
+  ...perProcess('lag', 'p99_ms'),
   'long_running',
   'vacuumed',
 ];
@@ -81,10 +83,7 @@ export function checksOf(s, r) {
     return { key, perHour: fit && fit.slope / fit.mean, mean: fit?.mean ?? null };
   };
   /** The trends of a figure of each process: `rss`, `heap`, `heap_total`. */
-  const trends = (figure) =>
-    [`${figure}_server_mib`, ...Array.from({ length: WORKERS }, (_, i) => `${figure}_worker${i}_mib`)].map(
-      trend,
-    );
+  const trends = (figure) => perProcess(figure).map(trend);
   const rss = trends('rss');
   return {
     latency: { p99First, p99Last, ratio, holds: ratio !== null && ratio <= 1.5 },
@@ -177,7 +176,9 @@ export function tableOf(s, r, c) {
     ],
     [
       'RSS at the end: server, worker 0, worker 1',
-      `${['rss_server_mib', 'rss_worker0_mib', 'rss_worker1_mib'].map((k) => fmt(rows.at(-1)?.[k])).join(', ')} MiB`,
+      `${perProcess('rss')
+        .map((k) => fmt(rows.at(-1)?.[k]))
+        .join(', ')} MiB`,
       '',
     ],
     ...[
@@ -190,7 +191,9 @@ export function tableOf(s, r, c) {
     ]),
     [
       'event-loop delay p99, worst row: server, worker 0, worker 1',
-      `${['lag_server_p99_ms', 'lag_worker0_p99_ms', 'lag_worker1_p99_ms'].map((k) => fmt(max(k), 1)).join(', ')} ms`,
+      `${perProcess('lag', 'p99_ms')
+        .map((k) => fmt(max(k), 1))
+        .join(', ')} ms`,
       '',
     ],
     [
@@ -205,6 +208,9 @@ export function tableOf(s, r, c) {
 /** The SVG of the rows: small multiples of the series. */
 export function pictureOf(s, rows) {
   const col = (key) => rows.map((x) => x[key]);
+  /** One series per process of a figure, named `server`, `worker 0`, … (then `suffix`). */
+  const processSeries = (figure, unit = 'mib', suffix = '') =>
+    perProcess(figure, unit).map((key, i) => ({ name: `${PROCESS_LABELS[i]}${suffix}`, values: col(key) }));
   return smallMultiples({
     title: `Tock soak, ${fmt(s.minutes)} min: a row every 10 s`,
     xs: col('elapsed_s'),
@@ -254,32 +260,17 @@ export function pictureOf(s, rows) {
       {
         title: 'RSS',
         unit: 'MiB',
-        series: [
-          { name: 'server', values: col('rss_server_mib') },
-          { name: 'worker 0', values: col('rss_worker0_mib') },
-          { name: 'worker 1', values: col('rss_worker1_mib') },
-        ],
+        series: processSeries('rss'),
       },
       {
         title: 'JS heap: used, reserved',
         unit: 'MiB',
-        series: [
-          { name: 'server', values: col('heap_server_mib') },
-          { name: 'worker 0', values: col('heap_worker0_mib') },
-          { name: 'worker 1', values: col('heap_worker1_mib') },
-          { name: 'server, reserved', values: col('heap_total_server_mib') },
-          { name: 'worker 0, reserved', values: col('heap_total_worker0_mib') },
-          { name: 'worker 1, reserved', values: col('heap_total_worker1_mib') },
-        ],
+        series: [...processSeries('heap'), ...processSeries('heap_total', 'mib', ', reserved')],
       },
       {
         title: 'event-loop delay p99',
         unit: 'ms',
-        series: [
-          { name: 'server', values: col('lag_server_p99_ms') },
-          { name: 'worker 0', values: col('lag_worker0_p99_ms') },
-          { name: 'worker 1', values: col('lag_worker1_p99_ms') },
-        ],
+        series: processSeries('lag', 'p99_ms'),
       },
       {
         title: 'long runs running',
