@@ -4,8 +4,8 @@
  * claim of due deliveries, the record of each attempt, the pruning of the log). The events of dead
  * runs, lost workers and misfires are written by `failRun`, `reapExpired` and `tick` themselves.
  */
-import type { Delivery, DeliveryState, Notification, ValidNotification } from '../core/index.js';
-import type { DueDelivery, Page } from './types.js';
+import type { Delivery, Notification, ValidNotification } from '../core/index.js';
+import type { DeliveryOutcome, DueDelivery, Page } from './types.js';
 
 export interface NotificationStore {
   /** Creates or replaces (every field) the tenant's notification `name`, checked by `validateNotification`. */
@@ -46,15 +46,7 @@ export interface NotificationStore {
   /** Claims up to `limit` due deliveries (all tenants) for `leaseMs`, counting the attempt. */
   claimDeliveries(p: { now: number; limit: number; leaseMs: number }): Promise<DueDelivery[]>;
   /** Records an attempt's outcome; false when the delivery had moved past `attempt`. */
-  finishDelivery(p: {
-    deliveryId: string;
-    attempt: number;
-    state: DeliveryState;
-    status: number | null;
-    error: string | null;
-    nextAttemptAt: number | null;
-    now: number;
-  }): Promise<boolean>;
+  finishDelivery(p: DeliveryOutcome): Promise<boolean>;
   /** Deletes up to `limit` delivered or failed deliveries that ended before `before`; how many. */
   pruneDeliveries(p: { before: number; limit: number }): Promise<number>;
 }

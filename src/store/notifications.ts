@@ -7,7 +7,6 @@
 import {
   ConflictError,
   type Delivery,
-  type DeliveryState,
   MAX_NOTIFICATIONS_PER_TENANT,
   NotFoundError,
   type Notification,
@@ -19,7 +18,7 @@ import { checkInstant, checkLimit } from './checks.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
 import * as N from './queries/notifications.js';
 import type { Queryable, Row } from './rows.js';
-import type { DueDelivery, Page } from './types.js';
+import type { DeliveryOutcome, DueDelivery, Page } from './types.js';
 
 function toNotification(r: Row): Notification {
   return {
@@ -160,18 +159,7 @@ export async function claimDeliveries(
 }
 
 /** Records an attempt's outcome; false when the row had moved on (another node's attempt). */
-export async function finishDelivery(
-  db: Queryable,
-  p: {
-    deliveryId: string;
-    attempt: number;
-    state: DeliveryState;
-    status: number | null;
-    error: string | null;
-    nextAttemptAt: number | null;
-    now: number;
-  },
-): Promise<boolean> {
+export async function finishDelivery(db: Queryable, p: DeliveryOutcome): Promise<boolean> {
   const { rowCount } = await db.query(N.deliveryFinish, [
     p.deliveryId,
     p.attempt,

@@ -1,6 +1,7 @@
 /** The shapes the store's contract (`Store`, in `store.ts`) reads and answers, in camelCase. */
 import type {
   AttemptOutcome,
+  DeliveryState,
   Limit,
   MisfirePolicy,
   NotificationEvent,
@@ -309,4 +310,16 @@ export interface DueDelivery {
   url: string;
   /** Signs the delivery; null: unsigned. */
   secret: string | null;
+}
+
+/** An attempt's outcome, as the notifier records it (`finishDelivery`). */
+export interface DeliveryOutcome {
+  deliveryId: string;
+  /** The attempt it is the outcome of: recorded only while the delivery is still at it. */
+  attempt: number;
+  state: DeliveryState;
+  status: number | null;
+  error: string | null;
+  nextAttemptAt: number | null;
+  now: number;
 }
