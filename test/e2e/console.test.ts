@@ -185,7 +185,9 @@ afterAll(async () => {
   await db?.teardown();
 });
 
-describe('the web console', () => {
+// Each step of these tests waits at most SLOW on its own, and a test takes several: the test's bound
+// is their sum, so a slow step fails with its own message, not the test runner's 30 s timeout.
+describe('the web console', { timeout: 4 * SLOW }, () => {
   test('signs in with a key kept in sessionStorage only, and shows the tenant, the role and its jobs only', async () => {
     const page = await browser.tab();
     await page.goto(url);
