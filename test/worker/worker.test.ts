@@ -729,9 +729,15 @@ describe('held runs: claim ahead and prefetch', () => {
     expect((await runState(runs[2]!.runId)).state).toBe('running');
     expect((await runState(runs[3]!.runId)).state).toBe('pending');
     const second = once(worker, 'run:started');
+    const firstDone = once(worker, 'run:succeeded');
     gates[0]!.open();
     await second;
     expect(events.started.map((r) => r.runId)).toEqual([runs[0]!.runId, runs[1]!.runId]);
+    // The first run's result is written (until then its lease is renewed too) and the freed
+    // prefetch place is refilled with the fourth run before the heartbeat is counted.
+    await firstDone;
+    await vi.waitFor(async () => expect((await runState(runs[3]!.runId)).state).toBe('running'));
+    await vi.waitFor(() => expect(worker.inFlight).toBe(3));
     // Held leases are renewed with the running ones.
     clock.advance(11_000);
     await worker.heartbeatOnce();
