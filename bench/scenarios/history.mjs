@@ -408,6 +408,7 @@ async function measureReads(ctx, s, url) {
     await measure('GET /v1/status', 'cluster-admin (+ backlog, shards)', () =>
       timeAll(base, ops, Array(n).fill('/v1/status'), s.warmup),
     );
+    await measureConsoleViews(measure, first, pool, jobs);
     await measure('GET /metrics', 'tock_runs by state: a new sample each scrape', () =>
       timeAll(base, ops, Array(s.scrapes).fill('/metrics'), 1),
     );
@@ -416,6 +417,39 @@ async function measureReads(ctx, s, url) {
     await app.close();
     await pool.end();
   }
+}
+
+/**
+ * The console's own reads that the history pages above do not cover: who the key is, a job, the
+ * limits, and the delay charts. The seeded slots end an hour before the seeding, so a chart is read
+ * over the newest hour (the Cluster page's view) and day of the seeded history, and a job's over
+ * its newest week (the most the API allows), not over the last hour of the clock, which is empty.
+ */
+async function measureConsoleViews(measure, first, pool, jobs) {
+  const { rows } = await pool.query('SELECT max(scheduled_for) AS last FROM runs WHERE tenant_id = $1', [
+    TENANT,
+  ]);
+  const end = rows[0].last.getTime() + 1;
+  const range = (hours, step) =>
+    `from=${new Date(end - hours * 3_600_000).toISOString()}&to=${new Date(end).toISOString()}&step=${step}`;
+  await measure('GET /v1/whoami', 'the console at sign-in', first(Array(jobs().length).fill('/v1/whoami')));
+  await measure('GET /v1/jobs/{id}', 'random jobs (the job page)', first(jobs().map((j) => `/v1/jobs/${j}`)));
+  await measure('GET /v1/limits', 'the Limits page', first(Array(jobs().length).fill('/v1/limits')));
+  await measure(
+    'GET /v1/delay',
+    'the tenant, newest hour of history, 1 m steps (Cluster chart)',
+    first(Array(jobs().length).fill(`/v1/delay?${range(1, '1m')}`)),
+  );
+  await measure(
+    'GET /v1/delay',
+    'the tenant, newest day of history, 1 h steps',
+    first(Array(Math.min(30, jobs().length)).fill(`/v1/delay?${range(24, '1h')}`)),
+  );
+  await measure(
+    'GET /v1/delay?job_id=…',
+    'random jobs, newest week of history, 1 h steps (job page chart)',
+    first(jobs().map((j) => `/v1/delay?job_id=${j}&${range(24 * 7, '1h')}`)),
+  );
 }
 
 /** 1,000 job ids spread over the tenant's ids (and so over the shards). */
@@ -568,7 +602,7 @@ export default {
       `Tick with ${fmt(DUE)} due: × ${fmt(tickRatio, 2)}, claim of ${CLAIM}: × ${fmt(claimRatio, 2)} (${fmt(s.runs)} runs ÷ empty; same jobs; medians of ${TIMED} a round, median over ${ctx.rounds} round${ctx.rounds > 1 ? 's' : ''}).`,
       `Seeded: ${fmt(s.runs)} runs (${fmt(s.runs - Math.round(s.runs * SMALL_SHARE))} of tenant ${TENANT} over ${fmt(s.jobs)} jobs, the rest of ${SMALL} over ${fmt(s.smallJobs)}), 30 days of slots; 96 % succeeded, 2 % dead (3 attempts rows each), 1 % cancelled, 1 % skipped; runs ${fmt(seeded.runs_bytes / 2 ** 30, 2)} GiB with its indexes${full.seedSeconds === null ? ' (a database seeded earlier, TOCK_BENCH_HISTORY_REUSE=1)' : `, seeded in ${fmt(full.seedSeconds)} s`}.`,
       `Reads: the API in this process, one request at a time after ${s.warmup} not counted, an admin key of ${TENANT} (/metrics and the cluster /v1/status: a cluster-admin key); nearest-rank percentiles. /metrics: ${s.scrapes} scrapes, each taking a new sample of the run gauges (its p99 is its max).`,
-      'There is no console yet: its views are not measured.',
+      "The console's views: its pages read the history endpoints above and /v1/whoami, /v1/jobs/{id}, /v1/limits and /v1/delay (charts over the newest hour, day and a job's week of the seeded history).",
     ];
     return {
       settings: {

@@ -358,6 +358,18 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
       ...Object.fromEntries(
         reports.map((r, i) => [`heap_total_worker${i}_mib`, r ? r.heapTotal / MiB : null]),
       ),
+      young_server_mib: after.young === null ? null : after.young / MiB,
+      ...Object.fromEntries(
+        reports.map((r, i) => [`young_worker${i}_mib`, r?.young == null ? null : r.young / MiB]),
+      ),
+      rss_less_young_server_mib:
+        after.rss === null || after.young === null ? null : (after.rss - after.young) / MiB,
+      ...Object.fromEntries(
+        reports.map((r, i) => [
+          `rss_less_young_worker${i}_mib`,
+          r?.young == null ? null : (r.rss - r.young) / MiB,
+        ]),
+      ),
       lag_server_p99_ms: after.lagP99 === null ? null : after.lagP99 * 1000,
       ...Object.fromEntries(reports.map((r, i) => [`lag_worker${i}_p99_ms`, r?.lagP99Ms ?? null])),
       long_running: reports.every((r) => r) ? reports.reduce((a, r) => a + r.running[1], 0) : null,

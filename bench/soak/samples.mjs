@@ -18,6 +18,7 @@ export async function scrape(url) {
     rss: null,
     heapUsed: null,
     heapTotal: null,
+    young: null,
     lagP99: null,
   };
   for (const line of (await res.text()).split('\n')) {
@@ -32,6 +33,8 @@ export async function scrape(url) {
     else if (name === 'tock_nodejs_heap_size_used_bytes') out.heapUsed = Number(value);
     else if (name === 'tock_nodejs_heap_size_total_bytes') out.heapTotal = Number(value);
     else if (name === 'tock_nodejs_eventloop_lag_p99_seconds') out.lagP99 = Number(value);
+    else if (name === 'tock_nodejs_heap_space_size_total_bytes' && labels === 'space="new"')
+      out.young = Number(value);
   }
   return out;
 }
@@ -84,6 +87,7 @@ export function mergeReports(reports) {
     rss: last.rss,
     heapUsed: last.heapUsed,
     heapTotal: last.heapTotal,
+    young: last.young,
     lagP99Ms: Math.max(...reports.map((r) => r.lagP99Ms)),
     claim: calls('claim'),
     heartbeat: calls('heartbeat'),

@@ -14,9 +14,11 @@
 // Started with one argument, its settings as JSON: { index, log, fastConcurrency,
 // longConcurrency, failPerMille }; DATABASE_URL names the database. SIGTERM stops it: no new
 // claims, 2 s for running handlers, the rest aborted and released, the log flushed.
+
 import { createHash } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import v8 from 'node:v8';
 import pino from 'pino';
 import { databaseClock } from '../../dist/runtime/database.js';
 import { createPool, PostgresStore } from '../../dist/store/index.js';
@@ -157,11 +159,15 @@ const summary = (list) => {
 };
 const report = setInterval(() => {
   const memory = process.memoryUsage();
+  const young = v8.getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
   const line = {
     at: dbNow(),
     rss: memory.rss,
     heapUsed: memory.heapUsed,
     heapTotal: memory.heapTotal,
+    // The young generation's pages that are resident (V8 reserves its semi-spaces up front and
+    // they become resident as they are first written).
+    young: young?.physical_space_size ?? null,
     lagP99Ms: lag.percentile(99) / 1e6,
     claim: summary(calls.claim),
     heartbeat: summary(calls.heartbeat),
