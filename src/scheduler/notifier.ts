@@ -75,6 +75,8 @@ export interface NotifierOptions {
   policy?: Partial<DeliveryPolicy>;
   /** Time between scans for late runs, ms. Default 30000. */
   lateScanMs?: number;
+  /** Late runs one scan reads (and reports) per notification at most; the next scan goes on from there. Default 500. */
+  lateRuns?: number;
   /** How long a delivered or failed delivery stays in the log, ms. Default 7 days. */
   keepMs?: number;
   /** The HTTP transport. Default: `fetch`, redirects not followed. */
@@ -105,6 +107,12 @@ const LATE_PAGE = 50;
 const LATE_RUNS = 500;
 /** Pages of notifications one scan walks at most; the next scan goes on from there. */
 const LATE_PAGES = 100;
+/**
+ * Longest a scan walks, ms of the clock: past it the scan stops after its page and the next goes
+ * on from there. With each statement bounded (a page of notifications, `lateRuns` index entries of
+ * each), a scan is bounded by pages × this page's time too, not only by the page count.
+ */
+const LATE_SCAN_BUDGET_MS = 10_000;
 /** Finished deliveries deleted per step, and how often the log is pruned, ms. */
 const PRUNE_BATCH = 1000;
 const PRUNE_EVERY_MS = 600_000;
@@ -143,6 +151,7 @@ export class Notifier extends EventEmitter<NotifierEvents> {
   private readonly timeoutMs: number;
   private readonly policy: DeliveryPolicy;
   private readonly lateScanMs: number;
+  private readonly lateRuns: number;
   private readonly keepMs: number;
   private readonly send: WebhookSend;
   private nextLateScan = Number.NEGATIVE_INFINITY;
@@ -156,6 +165,7 @@ export class Notifier extends EventEmitter<NotifierEvents> {
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.policy = { ...DEFAULT_DELIVERY_POLICY, ...o.policy };
     this.lateScanMs = o.lateScanMs ?? 30_000;
+    this.lateRuns = o.lateRuns ?? LATE_RUNS;
     this.keepMs = o.keepMs ?? 7 * 24 * 3600 * 1000;
     this.send = o.send ?? fetchSend;
     this.periodic = new Periodic({
@@ -186,17 +196,23 @@ export class Notifier extends EventEmitter<NotifierEvents> {
 
   /**
    * Walks the notifications that want `run.late`, a page per transaction, at most `LATE_PAGES` pages
-   * (bounded: pages × page size); a walk cut off there goes on where it stopped at the next scan, so
+   * and `LATE_SCAN_BUDGET_MS` (bounded: pages × page size, each notification's statement at most
+   * `lateRuns` runs read, and in time); a walk cut off there goes on where it stopped at the next scan, so
    * notifications past the first pages are scanned too (by turns).
    */
   async scanLate(now: number): Promise<number> {
     let written = 0;
     let after = this.lateAfter;
     for (let page = 0; page < LATE_PAGES; page++) {
-      const r = await this.o.store.scanLateRuns({ now, after, notifications: LATE_PAGE, runs: LATE_RUNS });
+      const r = await this.o.store.scanLateRuns({
+        now,
+        after,
+        notifications: LATE_PAGE,
+        runs: this.lateRuns,
+      });
       written += r.written;
       after = r.next;
-      if (after === null) break;
+      if (after === null || this.o.clock.nowMs() - now >= LATE_SCAN_BUDGET_MS) break;
     }
     this.lateAfter = after;
     this.emit('late-scan', { written });

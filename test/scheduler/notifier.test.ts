@@ -302,3 +302,36 @@ test('a late scan cut off after its pages goes on where it stopped: notification
   expect(starts[0]).toBeNull();
   expect(starts[first]).toBe(`n${first}`);
 });
+
+test('a scan for late runs reports at most lateRuns per notification and goes on at the next scan, each run once; another tenant’s backlog is not read', async () => {
+  await notify('t', 'late', ['run.late'], { lateAfter: '1m' });
+  await notify('small', 'late', ['run.late'], { lateAfter: '1m' });
+  // 7 queued runs of t, one of small queued after them all.
+  await upsertJob(db.store, {
+    tenantId: 't',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  await upsertJob(db.store, {
+    tenantId: 'small',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  const runs: string[] = [];
+  for (let i = 0; i < 7; i++)
+    runs.push(
+      (await db.store.triggerRun({ tenantId: 't', jobId: 'j', scheduledFor: T0 + i, now: T0 })).runId,
+    );
+  const small = await db.store.triggerRun({ tenantId: 'small', jobId: 'j', scheduledFor: T0 + 10, now: T0 });
+  clock.set(T0 + 2 * 60_000);
+  const n = notifier({ lateRuns: 3 });
+  const written: number[] = [];
+  for (let i = 0; i < 4; i++) written.push(await n.scanLate(clock.nowMs()));
+  // t: 3, 3, 1, then nothing; small's one run in the first scan, not behind t's seven.
+  expect(written).toEqual([4, 3, 1, 0]);
+  const { rows } = await db.pool.query(
+    "SELECT tenant_id, data->>'run_id' AS run_id FROM notification_deliveries WHERE event = 'run.late' ORDER BY delivery_id",
+  );
+  expect(rows.filter((r) => r.tenant_id === 't').map((r) => r.run_id)).toEqual(runs);
+  expect(rows.filter((r) => r.tenant_id === 'small').map((r) => r.run_id)).toEqual([small.runId]);
+});

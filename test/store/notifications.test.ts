@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { ConflictError, MAX_NOTIFICATIONS_PER_TENANT, validateNotification } from '../../src/core/index.js';
-import { notificationsLateLock } from '../../src/store/queries/notifications.js';
+import { lateDeliveries, notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
 
@@ -132,4 +132,61 @@ test("a run.dead delivery carries at most 1000 characters of the run's error (th
     "SELECT length(data->>'error') AS n FROM notification_deliveries WHERE tenant_id = 'wordy'",
   );
   expect(rows.map((r) => r.n)).toEqual([1000]);
+});
+
+/** Every plan node that reads `run_queue`: the rows it returned and those it read and filtered out. */
+function queueReads(plan: Record<string, unknown>): number[] {
+  const own =
+    plan['Relation Name'] === 'run_queue'
+      ? [Number(plan['Actual Rows']) + Number(plan['Rows Removed by Filter'] ?? 0)]
+      : [];
+  const children = (plan.Plans as Record<string, unknown>[] | undefined) ?? [];
+  return [...own, ...children.flatMap(queueReads)];
+}
+
+test("a late scan's statement reads at most its page of the queue, however many runs are late or the tenant has queued", async () => {
+  await put('bulk', 'late', ['run.late']);
+  await put('few', 'late', ['run.late']);
+  // 2,000 late runs of one tenant at one instant (a cron minute), then 3 of another, in one pool.
+  const insert = async (tenant: string, n: number, at: string) => {
+    await db.pool.query(
+      `WITH r AS (
+         INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+           backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
+         SELECT $1, 'j', $3::timestamptz + i * interval '1 ms', 1, 'h', '{}', 'default', 0, 1, 60, $3, $3, $3
+         FROM generate_series(1, $2::int) i RETURNING *)
+       INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
+       SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM r`,
+      [tenant, n, at],
+    );
+  };
+  await insert('bulk', 2000, '2026-02-01T00:00:00Z');
+  await insert('few', 3, '2026-02-01T00:00:01Z');
+  await db.pool.query('ANALYZE run_queue');
+  const now = new Date('2026-02-02T00:00:00Z');
+  for (const [tenant, from] of [
+    ['bulk', null],
+    ['few', null],
+    ['bulk', new Date('2026-02-01T00:00:00Z')],
+  ] as const) {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${lateDeliveries}`, [
+        tenant,
+        'late',
+        from,
+        null,
+        now,
+        10,
+        now,
+      ]);
+      const reads = queueReads(rows[0]['QUERY PLAN'][0].Plan);
+      expect(reads.length).toBeGreaterThan(0);
+      expect(Math.max(...reads)).toBeLessThanOrEqual(10);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  }
 });

@@ -113,28 +113,20 @@ FOR NO KEY UPDATE SKIP LOCKED`;
 /**
  * $1 tenant, $2 name, $3 from this available_at, $4 after this run at it (null: from $3 on, or
  * from the oldest when $3 is null), $5 before this available_at (now − late_after), $6 rows, $7 now.
- * Writes a `run.late` delivery for each of the tenant's queued runs (the oldest $6 from $3/$4 on)
- * available before $5, once per run and `available_at`. The queue is read through its index on
- * (pool, available_at), one range per pool (the pools found by a skip scan): no index is added to
- * the queue, which every claim writes. `scanned` and the last run read (`last_at`, `last_run`):
- * where the next scan starts.
+ * Writes a `run.late` delivery for each of the tenant's queued runs (the first $6 after $3/$4 in
+ * (available_at, run_id) order) available before $5, once per run and `available_at`. Read down
+ * `run_queue_late (tenant_id, available_at, run_id)` (migration 0029): at most $6 index entries
+ * and their rows, all the tenant's, however many runs are late, the tenant has queued, or other
+ * tenants have (one row comparison, no `OR`: a generic plan keeps it in the index condition).
+ * `scanned` and the last run read (`last_at`, `last_run`): where the next scan starts.
  */
 export const lateDeliveries = `
-WITH RECURSIVE pools AS (
-  (SELECT pool FROM run_queue ORDER BY pool LIMIT 1)
-  UNION ALL
-  SELECT (SELECT q.pool FROM run_queue q WHERE q.pool > p.pool ORDER BY q.pool LIMIT 1)
-  FROM pools p WHERE p.pool IS NOT NULL
-), late AS (
-  SELECT l.run_id, l.job_id, l.available_at FROM pools p CROSS JOIN LATERAL (
-    SELECT q.run_id, q.job_id, q.available_at FROM run_queue q
-    WHERE q.pool = p.pool AND q.available_at < $5 AND q.tenant_id = $1
-      AND ($3::timestamptz IS NULL OR q.available_at > $3
-           OR (q.available_at = $3 AND ($4::uuid IS NULL OR q.run_id > $4)))
-    ORDER BY q.available_at, q.run_id LIMIT $6
-  ) l
-  WHERE p.pool IS NOT NULL
-  ORDER BY l.available_at, l.run_id LIMIT $6
+WITH late AS (
+  SELECT q.run_id, q.job_id, q.available_at FROM run_queue q
+  WHERE q.tenant_id = $1 AND q.available_at < $5
+    AND (q.available_at, q.run_id)
+      > (coalesce($3::timestamptz, '-infinity'), coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
+  ORDER BY q.available_at, q.run_id LIMIT $6
 ), written AS (
   ${DELIVERY_INSERT}
   SELECT $1, $2, 'run.late', 'late:' || run_id || ':' || (extract(epoch FROM available_at) * 1000)::bigint,

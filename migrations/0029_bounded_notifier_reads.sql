@@ -1,0 +1,13 @@
+-- Bounded reads for the notifier (issue 22, server side).
+--
+-- * `run_queue_late (tenant_id, available_at, run_id)`: the scan for late runs (`lateDeliveries`)
+--   reads a tenant's queue in (available_at, run_id) order from where its last statement stopped,
+--   at most a page of entries, all of them the tenant's. Through `run_queue_next (pool,
+--   available_at)` it had to filter other tenants' runs out (a tenant's page read through every
+--   late run of the pool), or through `run_queue_tenants` read the tenant's whole queue, and runs
+--   sharing an instant (a cron minute, a burst of triggers) were read whole and sorted to find
+--   where a page ends. A read that skipped the tenant filter before its LIMIT would be bounded
+--   too, but would make each notification walk every tenant's late runs: one tenant's backlog of
+--   200,000 runs would hold another's late run back by 400 scans. The cost: one more index entry
+--   per queued run (the queue's insert; a claim deletes, which writes no index).
+CREATE INDEX run_queue_late ON run_queue (tenant_id, available_at, run_id);
