@@ -11,3 +11,13 @@
 --   200,000 runs would hold another's late run back by 400 scans. The cost: one more index entry
 --   per queued run (the queue's insert; a claim deletes, which writes no index).
 CREATE INDEX run_queue_late ON run_queue (tenant_id, available_at, run_id);
+
+-- * `notification_deliveries_pending (tenant_id, name, next_attempt_at) WHERE state = 'pending'`
+--   replaces `notification_deliveries_due (next_attempt_at)`: the notifier's claim is fair between
+--   notifications (`deliveryDuePick`): it walks the notifications with pending deliveries by a skip
+--   scan of this index and takes the oldest due of each, a few at a time, instead of the oldest due
+--   of all (where one tenant's thousands came before another's one). Replaced, not added: an
+--   outbox row writes as many index entries as before.
+DROP INDEX notification_deliveries_due;
+CREATE INDEX notification_deliveries_pending ON notification_deliveries (tenant_id, name, next_attempt_at)
+  WHERE state = 'pending';

@@ -54,14 +54,18 @@ test('a dead letter writes a delivery only for the notifications that want it', 
 test('nodes claiming at once take different deliveries; a claim holds them until its lease runs out', async () => {
   const other = db.newStore();
   const now = T0 + 60_000;
-  const [a, b] = await Promise.all([
-    db.store.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
-    other.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
-  ]);
+  const [a, b] = (
+    await Promise.all([
+      db.store.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
+      other.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
+    ])
+  ).map((c) => c.deliveries);
   const ids = [...a!, ...b!].map((d) => d.deliveryId);
   expect(ids).toHaveLength(6);
   expect(new Set(ids).size).toBe(6);
-  expect(await db.store.claimDeliveries({ now: now + 9_999, limit: 10, leaseMs: 10_000 })).toEqual([]);
+  expect(
+    (await db.store.claimDeliveries({ now: now + 9_999, limit: 10, leaseMs: 10_000 })).deliveries,
+  ).toEqual([]);
   // The first node records its attempt; the second died: its deliveries come due again, attempt 2.
   for (const d of a!)
     expect(
@@ -75,7 +79,11 @@ test('nodes claiming at once take different deliveries; a claim holds them until
         now,
       }),
     ).toBe(true);
-  const again = await db.store.claimDeliveries({ now: now + 10_000, limit: 10, leaseMs: 10_000 });
+  const { deliveries: again } = await db.store.claimDeliveries({
+    now: now + 10_000,
+    limit: 10,
+    leaseMs: 10_000,
+  });
   expect(again.map((d) => d.deliveryId).sort()).toEqual(b!.map((d) => d.deliveryId).sort());
   expect(again.every((d) => d.attempt === 2)).toBe(true);
   // The dead node's late record of attempt 1 is refused.
