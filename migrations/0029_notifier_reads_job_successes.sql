@@ -1,4 +1,5 @@
--- Bounded reads for the notifier (issue 22, server side).
+-- Bounded, fair reads for the notifier, and each job's last success in the database (issue 22,
+-- server side).
 --
 -- * `run_queue_late (tenant_id, available_at, run_id)`: the scan for late runs (`lateDeliveries`)
 --   reads a tenant's queue in (available_at, run_id) order from where its last statement stopped,
@@ -21,3 +22,21 @@ CREATE INDEX run_queue_late ON run_queue (tenant_id, available_at, run_id);
 DROP INDEX notification_deliveries_due;
 CREATE INDEX notification_deliveries_pending ON notification_deliveries (tenant_id, name, next_attempt_at)
   WHERE state = 'pending';
+
+-- * `job_successes`: when each job's runs last succeeded, for every server's metrics
+--   (`tock_job_last_success_timestamp_seconds`, which each process used to record of the successes
+--   it saw: two servers disagreed and a restart forgot). Not written by the completion, which stays
+--   one HOT update of `runs`: the metrics sampler (`jobSuccessRecord`, at most once per sample
+--   interval per server) reads each tenant's newest runs of the last hour (a bounded page, as the
+--   per-job delay gauges do) and moves a job's `succeeded_at` forward when it finds a later success
+--   (no write when not). `job_successes_oldest` gives the jobs whose last success is oldest, the
+--   ones an alert on "has not succeeded for X" wants, without reading every job. A job's row goes
+--   with the job.
+CREATE TABLE job_successes (
+  tenant_id    text        NOT NULL,
+  job_id       text        NOT NULL,
+  succeeded_at timestamptz NOT NULL,
+  PRIMARY KEY (tenant_id, job_id),
+  FOREIGN KEY (tenant_id, job_id) REFERENCES jobs (tenant_id, job_id) ON DELETE CASCADE
+);
+CREATE INDEX job_successes_oldest ON job_successes (succeeded_at);
