@@ -198,3 +198,26 @@ test("a late scan's statement reads at most its page of the queue, however many 
     }
   }
 });
+
+test('a claim keeps to the caps: per notification and per tenant, less what the node has in flight', async () => {
+  for (const name of ['n1', 'n2', 'n3']) {
+    await put('capped', name, ['worker.lost']);
+    await db.pool.query(
+      `INSERT INTO notification_deliveries (tenant_id, name, event, data, created_at, next_attempt_at)
+       SELECT 'capped', $1, 'worker.lost', '{}', $2, $2 FROM generate_series(1, 5)`,
+      [name, new Date(T0)],
+    );
+  }
+  const now = T0 + 7 * 86_400_000;
+  const claim = (busy: { tenantId: string; name: string; count: number }[]) =>
+    db.store.claimDeliveries({ now, limit: 100, leaseMs: 60_000, perNotification: 2, perTenant: 3, busy });
+  // n1 has one in flight: the tenant has two places left (3 − 1), taken by turns: n1's first, n2's first.
+  const first = (await claim([{ tenantId: 'capped', name: 'n1', count: 1 }])).deliveries;
+  const of = (ds: { tenantId: string; name: string }[]) =>
+    ds.filter((d) => d.tenantId === 'capped').map((d) => d.name);
+  expect(of(first).sort()).toEqual(['n1', 'n2']);
+  // The tenant at its cap: nothing of it.
+  expect(of((await claim([{ tenantId: 'capped', name: 'n2', count: 3 }])).deliveries)).toEqual([]);
+  // Nothing in flight: three of the tenant, the first of each notification before any second.
+  expect(of((await claim([])).deliveries).sort()).toEqual(['n1', 'n2', 'n3']);
+});
