@@ -13,7 +13,8 @@ export const JOB_SUCCESS_RUNS_PER_TENANT = 10_000;
  * range: the tenants from a walk down the first column of `runs_by_tenant` (one probe each), each
  * tenant's runs down it from the newest slot (no index leads with the slot or the end, and a
  * completion should not pay for one). A job's row moves only forward, and is written only when it
- * does (`WHERE` on the conflict): a sample that finds nothing new writes nothing. Jobs deleted
+ * does (`WHERE` on the conflict): a sample that finds nothing new writes nothing. In key order, so
+ * two servers sampling at once lock the rows they share in one order (no deadlock). Jobs deleted
  * meanwhile are left out (the join); their rows go with them (the foreign key cascades).
  */
 export const jobSuccessRecord = `
@@ -36,6 +37,7 @@ WITH RECURSIVE tenants AS (
 INSERT INTO job_successes AS s (tenant_id, job_id, succeeded_at)
 SELECT f.tenant_id, f.job_id, f.succeeded_at FROM found f
 JOIN jobs j ON j.tenant_id = f.tenant_id AND j.job_id = f.job_id
+ORDER BY f.tenant_id, f.job_id
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET succeeded_at = EXCLUDED.succeeded_at
 WHERE s.succeeded_at < EXCLUDED.succeeded_at`;
 
