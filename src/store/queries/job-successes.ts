@@ -13,9 +13,11 @@ export const JOB_SUCCESS_RUNS_PER_TENANT = 10_000;
  * range: the tenants from a walk down the first column of `runs_by_tenant` (one probe each), each
  * tenant's runs down it from the newest slot (no index leads with the slot or the end, and a
  * completion should not pay for one). A job's row moves only forward, and is written only when it
- * does (`WHERE` on the conflict): a sample that finds nothing new writes nothing. In key order, so
- * two servers sampling at once lock the rows they share in one order (no deadlock). Jobs deleted
- * meanwhile are left out (the join); their rows go with them (the foreign key cascades).
+ * does (`fresh`, and `WHERE` on the conflict for a race): a sample that finds nothing new writes
+ * and locks nothing. In key order, so two servers sampling at once lock the rows they share in one
+ * order (no deadlock). Jobs deleted meanwhile are left out (the join, whose `KEY SHARE` lock waits
+ * for a delete in flight and then skips the job, rather than fail the foreign key); their rows go
+ * with them (the key cascades).
  */
 export const jobSuccessRecord = `
 WITH RECURSIVE tenants AS (
@@ -33,11 +35,16 @@ WITH RECURSIVE tenants AS (
   ) r
   WHERE t.tenant_id IS NOT NULL AND r.state = 'succeeded' AND r.finished_at IS NOT NULL
   GROUP BY r.tenant_id, r.job_id
+), fresh AS (
+  SELECT f.* FROM found f
+  LEFT JOIN job_successes s ON s.tenant_id = f.tenant_id AND s.job_id = f.job_id
+  WHERE s.succeeded_at IS NULL OR s.succeeded_at < f.succeeded_at
 )
 INSERT INTO job_successes AS s (tenant_id, job_id, succeeded_at)
-SELECT f.tenant_id, f.job_id, f.succeeded_at FROM found f
+SELECT f.tenant_id, f.job_id, f.succeeded_at FROM fresh f
 JOIN jobs j ON j.tenant_id = f.tenant_id AND j.job_id = f.job_id
 ORDER BY f.tenant_id, f.job_id
+FOR KEY SHARE OF j
 ON CONFLICT (tenant_id, job_id) DO UPDATE SET succeeded_at = EXCLUDED.succeeded_at
 WHERE s.succeeded_at < EXCLUDED.succeeded_at`;
 
