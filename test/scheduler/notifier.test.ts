@@ -419,3 +419,24 @@ test('claims take turns between notifications: each is served in turn, past the 
   for (let i = 0; i < 6; i++) expect(await n.deliverDue()).toBe(1);
   expect(received.map((r) => r.path)).toEqual(['/t/a', '/t/b', '/t/c', '/t/a', '/t/b', '/t/c']);
 });
+
+test('a late scan stops after 10 s of the clock and goes on from there at the next scan', async () => {
+  const starts: (string | null)[] = [];
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => ({ deliveries: [], next: null }),
+      finishDelivery: async () => true,
+      pruneDeliveries: async () => 0,
+      // Every page is full and takes 4 s of the clock.
+      scanLateRuns: async ({ after }) => {
+        starts.push(after?.name ?? null);
+        clock.advance(4000);
+        return { written: 0, next: { tenantId: 't', name: `n${starts.length}` } };
+      },
+    },
+  });
+  await n.scanLate(clock.nowMs());
+  expect(starts).toEqual([null, 'n1', 'n2']);
+  await n.scanLate(clock.nowMs());
+  expect(starts.slice(3)).toEqual(['n3', 'n4', 'n5']);
+});
