@@ -4,7 +4,6 @@ export { type JobGaugeOptions, JobGauges } from './job-metrics.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './limits.js';
 export { listenForRuns, RunWakeups, type Wakeups } from './long-poll.js';
 export {
-  MAX_JOB_SERIES,
   MAX_POOL_LABELS,
   METRICS_SAMPLE_MS,
   Metrics,

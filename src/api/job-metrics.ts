@@ -8,10 +8,18 @@
  * `topJobs` jobs with the latest misfire in the window (from `jobs`, migration 0025). A job leaves
  * a series once it is out of its top N, or has nothing in the window; `tock_job_window_jobs` and
  * `tock_job_misfired_jobs` count the jobs the window had, so a reader sees when N cut some off.
+ *
+ * `tock_job_last_success_timestamp_seconds` has the `topJobs` enabled jobs whose last success is
+ * OLDEST among the jobs that have ever succeeded (`Store.jobLastSuccesses`, from `job_successes`,
+ * migration 0029): the ones an alert on "has not succeeded for X" fires for, the same on every
+ * server and across restarts (it used to be what each process had seen succeed). A job that never
+ * succeeded has no series (its runs' dead ones are in `tock_job_dead_runs`); a job leaves it when a
+ * success makes it newer than the N oldest. `tock_job_last_success_jobs` counts the jobs with a
+ * recorded success, so a reader sees how many N left out.
  */
 import { Gauge, type Registry } from 'prom-client';
 import { DEFAULT_JOB_WINDOW_MS, DEFAULT_TOP_JOBS, MAX_TOP_JOBS } from '../core/index.js';
-import type { JobDelay, JobMisfire } from '../store/index.js';
+import type { JobDelay, JobMisfire, JobSuccess } from '../store/index.js';
 
 export interface JobGaugeOptions {
   /** The jobs in each top N, 1 to MAX_TOP_JOBS. Default DEFAULT_TOP_JOBS (20). */
@@ -29,6 +37,8 @@ export class JobGauges {
   readonly misfiredSlots: Gauge;
   readonly lastMisfire: Gauge;
   readonly misfiredJobs: Gauge;
+  readonly lastSuccess: Gauge;
+  readonly lastSuccessJobs: Gauge;
 
   constructor(registry: Registry, o: JobGaugeOptions = {}) {
     this.topJobs = o.topJobs ?? DEFAULT_TOP_JOBS;
@@ -72,14 +82,30 @@ export class JobGauges {
       help: `Jobs whose last misfire is in the last ${this.windowMs / 1000} s (those past the top ${this.topJobs} have no misfire series)`,
       registers: [registry],
     });
+    this.lastSuccess = new Gauge({
+      name: 'tock_job_last_success_timestamp_seconds',
+      help: `When a run of the job last succeeded (Unix seconds), from the database (the same on every server): only the ${this.topJobs} enabled jobs whose last success is oldest among the jobs that have succeeded; a success is recorded by the metrics sample when its run's slot is in the last hour`,
+      labelNames: ['tenant', 'job'],
+      registers: [registry],
+    });
+    this.lastSuccessJobs = new Gauge({
+      name: 'tock_job_last_success_jobs',
+      help: `Jobs with a recorded success (counted up to 100000); the ${this.topJobs} whose last success is oldest have a tock_job_last_success_timestamp_seconds series`,
+      registers: [registry],
+    });
   }
 
   /** A new sample: the jobs out of it lose their series. */
   set(
     sample: { jobs: readonly JobDelay[]; seen: number },
     misfires: { jobs: readonly JobMisfire[]; seen: number },
+    successes: { jobs: readonly JobSuccess[]; seen: number } = { jobs: [], seen: 0 },
   ): void {
-    for (const g of [this.delay, this.deadRuns, this.misfiredSlots, this.lastMisfire]) g.reset();
+    for (const g of [this.delay, this.deadRuns, this.misfiredSlots, this.lastMisfire, this.lastSuccess])
+      g.reset();
+    this.lastSuccessJobs.set(successes.seen);
+    for (const j of successes.jobs)
+      this.lastSuccess.set({ tenant: j.tenantId, job: j.jobId }, j.at.getTime() / 1000);
     this.windowJobs.set(sample.seen);
     for (const j of sample.jobs) {
       const labels = { tenant: j.tenantId, job: j.jobId };

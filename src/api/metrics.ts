@@ -2,7 +2,7 @@
  * Prometheus metrics (prom-client), one registry per process. The API records request durations;
  * the runtime feeds scheduler and worker events in through the methods below. Bounded whatever
  * the traffic: at most MAX_POOL_LABELS values of the `pool` label (later pools are counted under
- * `pool="other"`), at most MAX_JOB_SERIES jobs with a last-success series, at most MAX_LIMIT_SERIES
+ * `pool="other"`), at most MAX_LIMIT_SERIES
  * limits with limit gauges, one series per table of Tock's (a fixed list) for the table gauges,
  * at most `topJobs` (DEFAULT_TOP_JOBS, 20) jobs in each per-job top N (`job-metrics.ts`), and the
  * run, limit, table and per-job gauges are a sample the `RunGaugeSampler` reads at most once per
@@ -23,14 +23,6 @@ export const METRICS_SAMPLE_MS = 15_000;
 export const MAX_POOL_LABELS = 100;
 /** The `pool` label of every pool past MAX_POOL_LABELS. */
 export const OTHER_POOL_LABEL = 'other';
-/**
- * At most this many jobs (tenant and job) have a `tock_job_last_success_timestamp_seconds` series
- * in one process: the first jobs this process sees succeed, kept for its life (a series that came
- * and went would look like a job that stopped succeeding). A million jobs must not be a million
- * series; the jobs past the bound are counted in `tock_job_last_success_untracked_jobs`, and every
- * job's last success is in the API (`GET /v1/jobs/{id}/runs?state=succeeded&limit=1`).
- */
-export const MAX_JOB_SERIES = 1000;
 /**
  * At most this many limits (the first by gate, `<tenant>/<key>`, jobs' own caps included) have
  * `tock_limit_*` series in a sample; the count of all is `tock_limits`. Every limit is in the API
@@ -191,17 +183,6 @@ export class Metrics {
     help: 'Shard leases this scheduler node holds',
     registers: [this.registry],
   });
-  readonly jobLastSuccess = new Gauge({
-    name: 'tock_job_last_success_timestamp_seconds',
-    help: `When a run of the job last succeeded, as recorded by this process (Unix seconds); at most ${MAX_JOB_SERIES} jobs`,
-    labelNames: ['tenant', 'job'],
-    registers: [this.registry],
-  });
-  readonly jobLastSuccessUntracked = new Gauge({
-    name: 'tock_job_last_success_untracked_jobs',
-    help: `Jobs whose runs succeeded here but that have no last-success series (past the first ${MAX_JOB_SERIES})`,
-    registers: [this.registry],
-  });
   readonly requestDuration = new Histogram({
     name: 'tock_http_request_duration_seconds',
     help: 'API request duration by route and status',
@@ -215,21 +196,14 @@ export class Metrics {
 
   /** The pools that have a label of their own (at most MAX_POOL_LABELS). */
   private readonly poolLabels = new Set<string>();
-  /** The jobs that have a last-success series (at most `maxJobSeries`), and those seen past it. */
-  private readonly jobSeries = new Set<string>();
-  private readonly untrackedJobs = new Set<string>();
-  private readonly maxJobSeries: number;
 
   constructor(
     options: {
       processMetrics?: boolean;
-      /** Default MAX_JOB_SERIES. */
-      maxJobSeries?: number;
       /** The per-job top N gauges: how many jobs, over which window (defaults in `job-metrics.ts`). */
       jobGauges?: JobGaugeOptions;
     } = {},
   ) {
-    this.maxJobSeries = options.maxJobSeries ?? MAX_JOB_SERIES;
     this.jobs = new JobGauges(this.registry, options.jobGauges);
     // prom-client's default metrics are named process_* and nodejs_* already: `tock_` makes them
     // tock_process_cpu_seconds_total, not tock_process_process_cpu_seconds_total.
@@ -241,21 +215,6 @@ export class Metrics {
     const label = this.poolLabel(run.pool);
     this.claims.inc({ pool: label });
     this.schedulingDelay.observe({ pool: label }, schedulingDelayMs(run, startMs) / 1000);
-  }
-
-  /** A run of the job succeeded at `atMs`: its last-success series, if it has or may get one. */
-  jobSucceeded(tenantId: string, jobId: string, atMs: number): void {
-    const key = `${tenantId}\u0000${jobId}`;
-    if (!this.jobSeries.has(key)) {
-      if (this.jobSeries.size >= this.maxJobSeries) {
-        // Bounded too: counted up to 10 × the series bound, then the gauge stays there.
-        if (this.untrackedJobs.size < 10 * this.maxJobSeries) this.untrackedJobs.add(key);
-        this.jobLastSuccessUntracked.set(this.untrackedJobs.size);
-        return;
-      }
-      this.jobSeries.add(key);
-    }
-    this.jobLastSuccess.set({ tenant: tenantId, job: jobId }, atMs / 1000);
   }
 
   /** A new sample of the limits (at most MAX_LIMIT_SERIES, of `total`): the limits gone lose their series. */
@@ -308,7 +267,8 @@ export class Metrics {
 
 /**
  * Fills the run, limit, table and per-job gauges from the database: one sample (runs by state,
- * ready runs by priority, unserved runs, the limits, Tock's tables, the recent window's jobs) at most every \`intervalMs\`, started by a
+ * ready runs by priority, unserved runs, the limits, Tock's tables, the recent window's jobs, the
+ * jobs whose last success is oldest) at most every \`intervalMs\`, started by a
  * scrape that finds the last one older. Scrapes meanwhile get the gauges as they are; the database
  * sees one read per interval whatever the scrape rate, even while failing. A scrape that starts a
  * sample, or comes while one is read, waits for it at most \`waitMs\` once there is an earlier
@@ -332,6 +292,7 @@ export class RunGaugeSampler {
         | 'tableStats'
         | 'recentJobDelays'
         | 'recentMisfires'
+        | 'jobLastSuccesses'
       >;
       clock: Clock;
       metrics: Metrics;
@@ -374,7 +335,7 @@ export class RunGaugeSampler {
     const { store, metrics } = this.o;
     const { windowMs, topJobs } = metrics.jobs;
     const recent = { now, windowMs, limit: topJobs };
-    const [counts, ready, unserved, limits, tables, jobs, misfires] = await Promise.all([
+    const [counts, ready, unserved, limits, tables, jobs, misfires, successes] = await Promise.all([
       store.sampleRunCounts(),
       store.readyDepth({ now }),
       store.unservedRuns({ now, limit: 1 }),
@@ -382,8 +343,9 @@ export class RunGaugeSampler {
       store.tableStats(),
       store.recentJobDelays(recent),
       store.recentMisfires(recent),
+      store.jobLastSuccesses({ now, limit: topJobs }),
     ]);
-    metrics.jobs.set(jobs, misfires);
+    metrics.jobs.set(jobs, misfires, successes);
     metrics.setLimits(limits.limits, limits.total);
     metrics.setTableStats(tables);
     metrics.unservedRuns.set(unserved.runs);

@@ -126,7 +126,7 @@ export async function writeResults(
 
 /** The successes at `indexes`, in one statement. */
 async function completeAll(
-  { store, clock, metrics }: RouteOptions,
+  { store, clock }: RouteOptions,
   tenantId: string,
   entries: readonly ResultInput[],
   indexes: readonly number[],
@@ -134,7 +134,7 @@ async function completeAll(
 ): Promise<void> {
   if (indexes.length === 0) return;
   const at = clock.nowMs();
-  const { completed, jobs } = await store.completeRuns({
+  const { completed } = await store.completeRuns({
     leases: indexes.map((i) => {
       const e = entries[i]!;
       return {
@@ -147,7 +147,6 @@ async function completeAll(
     }),
     now: at,
     tenantId,
-    withJobs: true,
   });
   const done = new Set(completed.map(key));
   for (const i of indexes) {
@@ -156,7 +155,6 @@ async function completeAll(
       ? { run_id: runId, outcome: 'done', status: 200, state: 'succeeded' }
       : lostOutcome(runId);
   }
-  for (const j of jobs ?? []) metrics.jobSucceeded(j.tenantId, j.jobId, at);
 }
 
 /** One failed attempt: retried or dead-lettered by the store, counted in the metrics. */

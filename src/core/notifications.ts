@@ -174,3 +174,29 @@ export function decideDelivery(p: {
     return { state: 'failed', nextAttemptAt: null };
   return { state: 'pending', nextAttemptAt: next };
 }
+
+/**
+ * Where the next claim of deliveries starts its walk of the notifications (after the key returned;
+ * null: from the first), so that claims take turns: when the claim was full (`picked` reached
+ * `limit`), after the last notification it served, so those past it go first next time; when the
+ * walk was cut off at `walk` notifications without filling the claim, after the last it looked at;
+ * otherwise the walk reached the end, and the next starts again from the first. `step` is a
+ * notification's place in the walk (from 1).
+ */
+export function nextDeliveryTurn(p: {
+  picked: readonly { tenantId: string; name: string; step: number }[];
+  limit: number;
+  walked: number;
+  walk: number;
+  lastWalked: { tenantId: string; name: string } | null;
+}): { tenantId: string; name: string } | null {
+  if (p.picked.length >= p.limit) {
+    const last = p.picked.reduce<(typeof p.picked)[number] | null>(
+      (a, d) => (a === null || d.step > a.step ? d : a),
+      null,
+    );
+    if (last !== null) return { tenantId: last.tenantId, name: last.name };
+  }
+  if (p.walked >= p.walk && p.lastWalked !== null) return { ...p.lastWalked };
+  return null;
+}

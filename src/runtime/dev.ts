@@ -233,7 +233,6 @@ function logMaterialisedRuns(ticks: TickLoop, logger: Logger): void {
 /** The in-process worker's runs, counted in the metrics the API serves. */
 function countRuns(worker: Worker, metrics: Metrics, clock: Clock): void {
   worker.on('run:started', (r) => metrics.runStarted(r, clock.nowMs()));
-  worker.on('run:succeeded', (r) => metrics.jobSucceeded(r.tenantId, r.jobId, clock.nowMs()));
   worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
 }
 

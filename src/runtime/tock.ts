@@ -373,7 +373,6 @@ class LocalTock implements Tock {
     });
     logRuns(worker, logger, clock);
     worker.on('run:started', (run) => metrics.runStarted(run, clock.nowMs()));
-    worker.on('run:succeeded', (run) => metrics.jobSucceeded(run.tenantId, run.jobId, clock.nowMs()));
     worker.on('run:failed', (_r, f) => (f.state === 'dead' ? metrics.deadLetters : metrics.retries).inc());
     worker.start();
     return worker;

@@ -3,11 +3,19 @@
  * store's fail, reap and tick statements write in the transaction of the change), scans for late
  * runs, and prunes the delivery log. A `Periodic` unit like the reaper and the pruner.
  *
- * Delivery is at least once. A step claims up to `batchSize` due deliveries (`FOR UPDATE SKIP
- * LOCKED`; the claim counts the attempt and moves the row's next attempt past `timeoutMs`), so
- * several scheduler nodes deliver side by side without sending one row twice at once, and a node
- * that dies mid-request leaves its rows due again when that lease runs out: no maintenance lease
- * is needed. Each is a `POST` of JSON to the notification's URL, checked again against the
+ * Delivery is at least once. A step claims due deliveries for the places free among
+ * `concurrency` attempts in flight (`FOR UPDATE SKIP LOCKED`; the claim counts the attempt and
+ * moves the row's next attempt past `timeoutMs`), so several scheduler nodes deliver side by side
+ * without sending one row twice at once, and a node that dies mid-request leaves its rows due
+ * again when that lease runs out: no maintenance lease is needed.
+ *
+ * Fair between tenants: the step does not wait for its attempts. Each runs on its own and frees
+ * its place when it ends (and wakes the loop), so a receiver that answers late holds only the
+ * places of its own deliveries in flight: at most `perNotification` of one notification and
+ * `perTenant` of one tenant, the rest go on to others. The claim takes turns (`claimDeliveries`):
+ * the oldest due delivery of every notification before the second of any, the walk of the
+ * notifications going on after the last one served, so one tenant's thousands of due deliveries
+ * do not hold back another's one. Each is a `POST` of JSON to the notification's URL, checked again against the
  * server's allow-list (it may have shrunk since the notification was written), redirects not
  * followed, the answer bounded by `timeoutMs` of the injected clock. A 2xx answer delivers; any
  * other answer, a timeout or a failed connection is tried again with exponential backoff
@@ -36,7 +44,7 @@ import {
   Periodic,
   sanitiseText,
 } from '../core/index.js';
-import type { DueDelivery, NotificationStore } from '../store/index.js';
+import type { DueDelivery, NotificationKey, NotificationStore } from '../store/index.js';
 
 export type NotifierStore = Pick<
   NotificationStore,
@@ -67,14 +75,20 @@ export interface NotifierOptions {
   refusal?: () => string | null;
   /** Pause between steps when nothing is due, ms. Default 1000. */
   intervalMs?: number;
-  /** Deliveries claimed and sent at once per step. Default 20. */
-  batchSize?: number;
+  /** Most attempts in flight at once on this node, all tenants. Default 20. */
+  concurrency?: number;
+  /** Most attempts of one notification in flight at once. Default 4. */
+  perNotification?: number;
+  /** Most attempts of one tenant's notifications in flight at once. Default 10. */
+  perTenant?: number;
   /** Most time one attempt may take, ms. Default 10000. */
   timeoutMs?: number;
   /** Retries: backoff, attempts, age. Default `DEFAULT_DELIVERY_POLICY`. */
   policy?: Partial<DeliveryPolicy>;
   /** Time between scans for late runs, ms. Default 30000. */
   lateScanMs?: number;
+  /** Late runs one scan reads (and reports) per notification at most; the next scan goes on from there. Default 500. */
+  lateRuns?: number;
   /** How long a delivered or failed delivery stays in the log, ms. Default 7 days. */
   keepMs?: number;
   /** The HTTP transport. Default: `fetch`, redirects not followed. */
@@ -105,6 +119,12 @@ const LATE_PAGE = 50;
 const LATE_RUNS = 500;
 /** Pages of notifications one scan walks at most; the next scan goes on from there. */
 const LATE_PAGES = 100;
+/**
+ * Longest a scan walks, ms of the clock: past it the scan stops after its page and the next goes
+ * on from there. With each statement bounded (a page of notifications, `lateRuns` index entries of
+ * each), a scan is bounded by pages × this page's time too, not only by the page count.
+ */
+const LATE_SCAN_BUDGET_MS = 10_000;
 /** Finished deliveries deleted per step, and how often the log is pruned, ms. */
 const PRUNE_BATCH = 1000;
 const PRUNE_EVERY_MS = 600_000;
@@ -139,23 +159,34 @@ function errorText(err: unknown): string {
 
 export class Notifier extends EventEmitter<NotifierEvents> {
   private readonly periodic: Periodic;
-  private readonly batchSize: number;
+  private readonly concurrency: number;
+  private readonly perNotification: number;
+  private readonly perTenant: number;
   private readonly timeoutMs: number;
   private readonly policy: DeliveryPolicy;
   private readonly lateScanMs: number;
+  private readonly lateRuns: number;
   private readonly keepMs: number;
   private readonly send: WebhookSend;
   private nextLateScan = Number.NEGATIVE_INFINITY;
   private nextPrune = Number.NEGATIVE_INFINITY;
+  /** The attempts in flight, and how many of each notification (`tenant\u0000name`). */
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly busy = new Map<string, number>();
+  /** Where the next claim's walk of the notifications starts (null: from the first). */
+  private turn: NotificationKey | null = null;
   /** Where a late scan cut off at `LATE_PAGES` stopped (null: the next one starts from the first). */
   private lateAfter: { tenantId: string; name: string } | null = null;
 
   constructor(private readonly o: NotifierOptions) {
     super();
-    this.batchSize = o.batchSize ?? 20;
+    this.concurrency = o.concurrency ?? 20;
+    this.perNotification = o.perNotification ?? 4;
+    this.perTenant = o.perTenant ?? 10;
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.policy = { ...DEFAULT_DELIVERY_POLICY, ...o.policy };
     this.lateScanMs = o.lateScanMs ?? 30_000;
+    this.lateRuns = o.lateRuns ?? LATE_RUNS;
     this.keepMs = o.keepMs ?? 7 * 24 * 3600 * 1000;
     this.send = o.send ?? fetchSend;
     this.periodic = new Periodic({
@@ -169,7 +200,10 @@ export class Notifier extends EventEmitter<NotifierEvents> {
     });
   }
 
-  /** Late scan and pruning when due, then one batch of deliveries; true when the batch was full. */
+  /**
+   * Late scan and pruning when due, then claims deliveries for the free places and starts them
+   * (not waiting for them: each attempt's end wakes the loop for the next claim).
+   */
   async step(): Promise<boolean> {
     const now = this.o.clock.nowMs();
     if (now >= this.nextLateScan && !this.o.refusal?.()) {
@@ -181,38 +215,94 @@ export class Notifier extends EventEmitter<NotifierEvents> {
       // A full batch: more are due; prune again at the next step, so the log cannot outgrow the prune.
       this.nextPrune = pruned >= PRUNE_BATCH ? now : now + PRUNE_EVERY_MS;
     }
-    return (await this.deliverDue()) >= this.batchSize;
+    await this.dispatch();
+    return false;
   }
 
   /**
    * Walks the notifications that want `run.late`, a page per transaction, at most `LATE_PAGES` pages
-   * (bounded: pages × page size); a walk cut off there goes on where it stopped at the next scan, so
+   * and `LATE_SCAN_BUDGET_MS` (bounded: pages × page size, each notification's statement at most
+   * `lateRuns` runs read, and in time); a walk cut off there goes on where it stopped at the next scan, so
    * notifications past the first pages are scanned too (by turns).
    */
   async scanLate(now: number): Promise<number> {
     let written = 0;
     let after = this.lateAfter;
     for (let page = 0; page < LATE_PAGES; page++) {
-      const r = await this.o.store.scanLateRuns({ now, after, notifications: LATE_PAGE, runs: LATE_RUNS });
+      const r = await this.o.store.scanLateRuns({
+        now,
+        after,
+        notifications: LATE_PAGE,
+        runs: this.lateRuns,
+      });
       written += r.written;
       after = r.next;
-      if (after === null) break;
+      if (after === null || this.o.clock.nowMs() - now >= LATE_SCAN_BUDGET_MS) break;
     }
     this.lateAfter = after;
     this.emit('late-scan', { written });
     return written;
   }
 
-  /** Claims one batch of due deliveries and attempts each (at once); how many were claimed. */
+  /**
+   * Claims due deliveries for the free places, starts them, and waits for those it started; how
+   * many were claimed. (The loop's step starts them without waiting.)
+   */
   async deliverDue(): Promise<number> {
-    const now = this.o.clock.nowMs();
-    const due = await this.o.store.claimDeliveries({
-      now,
-      limit: this.batchSize,
-      leaseMs: this.timeoutMs + CLAIM_MARGIN_MS,
-    });
-    await Promise.all(due.map((d) => this.attempt(d)));
-    return due.length;
+    const started = await this.dispatch();
+    await Promise.all(started);
+    return started.length;
+  }
+
+  /**
+   * Claims up to the free places' worth of due deliveries, by turns, and starts each; the attempts
+   * started. A claim whose walk reached the last notification, having started after the first, is
+   * followed by one from the first (the turn wraps around), so every notification is looked at.
+   */
+  private async dispatch(): Promise<Promise<void>[]> {
+    const started: Promise<void>[] = [];
+    for (let leg = 0; leg < 2; leg++) {
+      const free = this.concurrency - this.inFlight.size;
+      if (free <= 0) break;
+      const after = this.turn;
+      const { deliveries, next } = await this.o.store.claimDeliveries({
+        now: this.o.clock.nowMs(),
+        limit: free,
+        leaseMs: this.timeoutMs + CLAIM_MARGIN_MS,
+        after,
+        perNotification: this.perNotification,
+        perTenant: this.perTenant,
+        busy: [...this.busy].map(([key, count]) => {
+          const [tenantId = '', name = ''] = key.split('\u0000');
+          return { tenantId, name, count };
+        }),
+      });
+      this.turn = next;
+      for (const d of deliveries) started.push(this.launch(d));
+      if (after === null || next !== null) break;
+    }
+    return started;
+  }
+
+  /** Runs one attempt in its place; its end frees the place and wakes the loop. Never rejects. */
+  private launch(d: DueDelivery): Promise<void> {
+    const key = `${d.tenantId}\u0000${d.name}`;
+    this.busy.set(key, (this.busy.get(key) ?? 0) + 1);
+    const run = this.attempt(d)
+      .catch((err: unknown) => {
+        // Not recorded (the database failed): the claim runs out and the delivery is due again.
+        this.o.logger.error({ err, delivery_id: d.deliveryId }, 'notification attempt not recorded');
+        if (this.listenerCount('error') > 0) this.emit('error', err);
+      })
+      .finally(() => {
+        this.inFlight.delete(run);
+        const left = (this.busy.get(key) ?? 1) - 1;
+        if (left > 0) this.busy.set(key, left);
+        else this.busy.delete(key);
+        this.periodic.poke();
+      });
+    this.inFlight.add(run);
+    return run;
   }
 
   private async attempt(d: DueDelivery): Promise<void> {
@@ -303,8 +393,9 @@ export class Notifier extends EventEmitter<NotifierEvents> {
     this.periodic.start();
   }
 
-  /** Stops after the step in flight (its requests end within the timeout). */
-  stop(): Promise<void> {
-    return this.periodic.stop();
+  /** Stops after the step in flight and the attempts in flight (each ends within the timeout). */
+  async stop(): Promise<void> {
+    await this.periodic.stop();
+    await Promise.all([...this.inFlight]);
   }
 }

@@ -14,6 +14,7 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit } from './checks.js';
 import * as Q from './queries/delay.js';
+import { JOB_SUCCESS_COUNT_CAP, jobSuccessOldest, jobSuccessRecord } from './queries/job-successes.js';
 import { jobMisfiredRecent } from './queries/jobs.js';
 import type { Queryable } from './rows.js';
 
@@ -132,5 +133,45 @@ export async function recentMisfires(
       slots: Number(r.misfired_slots),
       at: r.misfired_at as Date,
     })),
+  };
+}
+
+/** A job's last success as recorded in `job_successes` (`jobLastSuccesses`). */
+export interface JobSuccess {
+  tenantId: string;
+  jobId: string;
+  at: Date;
+}
+
+/** How far back of `now` the slots of the runs `jobLastSuccesses` looks at go, ms: 1 hour. */
+export const JOB_SUCCESS_LOOKBACK_MS = 3_600_000;
+
+/**
+ * Records the successes of every tenant's newest runs with a slot in the last `lookbackMs`
+ * (`jobSuccessRecord`: a job's last success only moves forward, and nothing is written when
+ * nothing is new), then answers the `limit` enabled jobs whose last success is oldest, with how
+ * many jobs have one (`seen`, at most JOB_SUCCESS_COUNT_CAP). Read from the database, so every
+ * server answers the same; the completion writes nothing for it.
+ */
+export async function jobLastSuccesses(
+  db: Queryable,
+  p: { now: number; limit: number; lookbackMs?: number },
+): Promise<{ jobs: JobSuccess[]; seen: number }> {
+  const limit = checkLimit(p.limit, 10_000);
+  const lookback = p.lookbackMs ?? JOB_SUCCESS_LOOKBACK_MS;
+  await db.query(jobSuccessRecord, [
+    windowStart({ now: p.now, windowMs: lookback, limit }),
+    checkInstant(p.now, 'now'),
+  ]);
+  const { rows } = await db.query(jobSuccessOldest, [limit]);
+  return {
+    seen: Math.min(rows[0] ? (rows[0].jobs as number) : 0, JOB_SUCCESS_COUNT_CAP),
+    jobs: rows
+      .filter((r) => r.job_id !== null)
+      .map((r) => ({
+        tenantId: r.tenant_id as string,
+        jobId: r.job_id as string,
+        at: r.succeeded_at as Date,
+      })),
   };
 }

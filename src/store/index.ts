@@ -1,6 +1,6 @@
 /** The store: the only code that speaks SQL. */
 export { createPool, inTransaction, type PoolOptions } from './db.js';
-export type { JobDelay, JobMisfire } from './delay.js';
+export type { JobDelay, JobMisfire, JobSuccess } from './delay.js';
 export { DataDirInUseError, type EmbeddedDatabase, type EmbeddedOptions, startEmbedded } from './embedded.js';
 export { loadMigrations, MIGRATIONS_DIR, migrate, pendingMigrations } from './migrate.js';
 export type { NotificationStore } from './notification-store.js';

@@ -5,7 +5,7 @@
  * runs, lost workers and misfires are written by `failRun`, `reapExpired` and `tick` themselves.
  */
 import type { Delivery, Notification, ValidNotification } from '../core/index.js';
-import type { DeliveryOutcome, DueDelivery, Page } from './types.js';
+import type { DeliveryClaim, DeliveryOutcome, DueDelivery, NotificationKey, Page } from './types.js';
 
 export interface NotificationStore {
   /** Creates or replaces (every field) the tenant's notification `name`, checked by `validateNotification`. */
@@ -43,8 +43,11 @@ export interface NotificationStore {
     notifications: number;
     runs: number;
   }): Promise<{ written: number; next: { tenantId: string; name: string } | null }>;
-  /** Claims up to `limit` due deliveries (all tenants) for `leaseMs`, counting the attempt. */
-  claimDeliveries(p: { now: number; limit: number; leaseMs: number }): Promise<DueDelivery[]>;
+  /**
+   * Claims up to `limit` due deliveries for `leaseMs`, counting the attempt, taken by turns across
+   * notifications (see `DeliveryClaim`); `next` is where the next claim's turn starts.
+   */
+  claimDeliveries(p: DeliveryClaim): Promise<{ deliveries: DueDelivery[]; next: NotificationKey | null }>;
   /** Records an attempt's outcome; false when the delivery had moved past `attempt`. */
   finishDelivery(p: DeliveryOutcome): Promise<boolean>;
   /** Deletes up to `limit` delivered or failed deliveries that ended before `before`; how many. */

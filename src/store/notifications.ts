@@ -11,6 +11,7 @@ import {
   NotFoundError,
   type Notification,
   type NotificationEvent,
+  nextDeliveryTurn,
   type ValidNotification,
   validateNotificationName,
 } from '../core/index.js';
@@ -18,7 +19,7 @@ import { checkInstant, checkLimit } from './checks.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
 import * as N from './queries/notifications.js';
 import type { Queryable, Row } from './rows.js';
-import type { DeliveryOutcome, DueDelivery, Page } from './types.js';
+import type { DeliveryClaim, DeliveryOutcome, DueDelivery, NotificationKey, Page } from './types.js';
 
 function toNotification(r: Row): Notification {
   return {
@@ -139,13 +140,46 @@ export async function listDeliveries(
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.deliveryId]) : null };
 }
 
-/** Claims up to `limit` due deliveries for `leaseMs` (see `deliveryClaim`). */
+/** Notifications a claim walks at most when not told (`DeliveryClaim.walk`). */
+export const DELIVERY_WALK = 1000;
+
+/**
+ * Claims up to `limit` due deliveries for `leaseMs`, by turns across notifications and tenants
+ * (`deliveryDuePick`, then `deliveryClaimIds`: a delivery another node claimed in between is
+ * skipped). `next`: where the next claim's walk starts (`nextDeliveryTurn`).
+ */
 export async function claimDeliveries(
   db: Queryable,
-  p: { now: number; limit: number; leaseMs: number },
-): Promise<DueDelivery[]> {
-  const { rows } = await db.query(N.deliveryClaim, [checkInstant(p.now, 'now'), p.limit, p.leaseMs]);
-  return rows.map((r: Row) => ({
+  p: DeliveryClaim,
+): Promise<{ deliveries: DueDelivery[]; next: NotificationKey | null }> {
+  const now = checkInstant(p.now, 'now');
+  const limit = checkLimit(p.limit, 10_000);
+  const walk = checkLimit(p.walk ?? DELIVERY_WALK, 100_000);
+  const busy = p.busy ?? [];
+  const { rows } = await db.query(N.deliveryDuePick, [
+    now,
+    p.after?.tenantId ?? null,
+    p.after?.name ?? null,
+    walk,
+    busy.map((b) => b.tenantId),
+    busy.map((b) => b.name),
+    busy.map((b) => b.count),
+    p.perNotification ?? limit,
+    p.perTenant ?? limit,
+    limit,
+  ]);
+  const picked = rows.filter((r: Row) => r.delivery_id !== null);
+  const summary = rows[0] as Row | undefined;
+  const next = nextDeliveryTurn({
+    picked: picked.map((r: Row) => ({ tenantId: r.tenant_id, name: r.name, step: r.step })),
+    limit,
+    walked: summary?.walked ?? 0,
+    walk,
+    lastWalked: summary?.last_tenant ? { tenantId: summary.last_tenant, name: summary.last_name } : null,
+  });
+  if (picked.length === 0) return { deliveries: [], next };
+  const claimed = await db.query(N.deliveryClaimIds, [now, picked.map((r: Row) => r.delivery_id), p.leaseMs]);
+  const deliveries = claimed.rows.map((r: Row) => ({
     deliveryId: r.delivery_id,
     tenantId: r.tenant_id,
     name: r.name,
@@ -156,6 +190,7 @@ export async function claimDeliveries(
     url: r.url,
     secret: r.secret,
   }));
+  return { deliveries, next };
 }
 
 /** Records an attempt's outcome; false when the row had moved on (another node's attempt). */

@@ -281,6 +281,9 @@ export class PostgresStore implements Store {
   recentMisfires(p: delay.RecentParams) {
     return delay.recentMisfires(this.pool, p);
   }
+  jobLastSuccesses(p: Parameters<Store['jobLastSuccesses']>[0]) {
+    return delay.jobLastSuccesses(this.pool, p);
+  }
 
   /** When a worker that found nothing to claim should look again: the pool's next `available_at`, or null. */
   nextAvailableAt(p: NextAvailableParams) {

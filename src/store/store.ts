@@ -26,7 +26,7 @@ import type {
   TouchNodeParams,
   ValidJob,
 } from '../core/index.js';
-import type { JobDelay, JobMisfire, RecentParams } from './delay.js';
+import type { JobDelay, JobMisfire, JobSuccess, RecentParams } from './delay.js';
 import type { NotificationStore } from './notification-store.js';
 import type {
   ApiKey,
@@ -211,6 +211,15 @@ export interface Store extends NotificationStore {
   recentJobDelays(p: RecentParams): Promise<{ jobs: JobDelay[]; seen: number }>;
   /** Every tenant's `limit` jobs with the latest misfire in [now − windowMs, now] (`delay.ts`). */
   recentMisfires(p: RecentParams): Promise<{ jobs: JobMisfire[]; seen: number }>;
+  /**
+   * Records the jobs' latest successes from their tenants' newest runs of the last `lookbackMs`
+   * (default 1 h), then answers the `limit` enabled jobs whose last success is oldest and how many
+   * jobs have one (`delay.ts`).
+   */
+  jobLastSuccesses(p: { now: number; limit: number; lookbackMs?: number }): Promise<{
+    jobs: JobSuccess[];
+    seen: number;
+  }>;
   /** The earliest `available_at` after `now` of a pool's pending runs, or null. */
   nextAvailableAt(p: NextAvailableParams): Promise<Date | null>;
 

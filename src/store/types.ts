@@ -312,6 +312,35 @@ export interface DueDelivery {
   secret: string | null;
 }
 
+/** A notification: its tenant and name. */
+export interface NotificationKey {
+  tenantId: string;
+  name: string;
+}
+
+/**
+ * A claim of due deliveries, fair between notifications and tenants: the notifications with
+ * pending deliveries are walked in (tenant, name) order from after `after` (null: the first), at
+ * most `walk` of them; each due one gives its oldest due deliveries, at most `perNotification`
+ * less those of it in flight (`busy`), a tenant at most `perTenant` less its own in flight; the
+ * first of every notification come before the second of any, and so on, up to `limit`.
+ */
+export interface DeliveryClaim {
+  now: number;
+  limit: number;
+  leaseMs: number;
+  /** Where the walk starts (after this notification); null or absent: from the first. */
+  after?: NotificationKey | null;
+  /** Most notifications the walk looks at. Default 1000. */
+  walk?: number;
+  /** Most deliveries of one notification in flight at once. Default: no cap but `limit`. */
+  perNotification?: number;
+  /** Most deliveries of one tenant in flight at once. Default: no cap but `limit`. */
+  perTenant?: number;
+  /** Deliveries in flight on this node, per notification. */
+  busy?: readonly (NotificationKey & { count: number })[];
+}
+
 /** An attempt's outcome, as the notifier records it (`finishDelivery`). */
 export interface DeliveryOutcome {
   deliveryId: string;

@@ -5,13 +5,15 @@
  * the wait so far of a queued one; its dead runs), a job whose runs left the window loses its
  * series, and a burst of scrapes reads the database once per sample interval. Misfires
  * (`tock_job_misfired_slots`, `tock_job_last_misfire_timestamp_seconds`) are what real ticks
- * recorded in `jobs`, for the N jobs with the latest misfire in the window.
+ * recorded in `jobs`, for the N jobs with the latest misfire in the window. The last success
+ * (`tock_job_last_success_timestamp_seconds`) is read from the database: two servers show the same,
+ * and a success another process recorded shows up; only the N jobs whose last success is oldest.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { METRICS_SAMPLE_MS, Metrics, RunGaugeSampler } from '../../src/api/index.js';
 import { FakeClock } from '../../src/core/index.js';
 import type { Store } from '../../src/store/index.js';
-import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { alignUp, type DelayRun, insertDelayRuns, job, upsertJob } from '../setup/factories.js';
 
 const WINDOW = 60_000;
@@ -146,5 +148,70 @@ describe('per-job gauges from run history', () => {
       'acme/m-3': at,
     });
     expect(await metrics.registry.metrics()).toMatch(/^tock_job_misfired_jobs 4$/m);
+  });
+
+  test('last success per job from the database: two servers report the same, a success another process recorded shows up, the N oldest', async () => {
+    // A database of its own: the other tests' succeeded runs are not in its N oldest.
+    const own = await setupDatabase();
+    try {
+      const worker = own.newStore(); // the process that runs the jobs and records their successes
+      const succeed = async (jobId: string, slot: number, at: number) => {
+        const run = await worker.triggerRun({ tenantId: 'ls', jobId, scheduledFor: slot, now: at });
+        const [lease] = await worker.claimRuns({ workerId: 'w', pool: 'default', max: 1, now: at });
+        expect(lease?.runId).toBe(run.runId);
+        const done = await worker.completeRuns({
+          leases: [{ runId: lease!.runId, leaseToken: lease!.leaseToken }],
+          now: at,
+        });
+        expect(done.completed).toEqual([run.runId]);
+      };
+      for (const jobId of ['a', 'b', 'c', 'd', 'never'])
+        await upsertJob(worker, { tenantId: 'ls', job: job({ jobId }), now: T0 });
+      // a, b, c, d succeed 40, 30, 20, 10 s before the sample; `never` does not.
+      const now = T0 + 600_000;
+      for (const [i, jobId] of ['a', 'b', 'c', 'd'].entries())
+        await succeed(jobId, now - 45_000, now - 40_000 + i * 10_000);
+      // Two servers, each with its own store and metrics.
+      const servers = [own.newStore(), own.newStore()].map((store) => {
+        const clock = new FakeClock(now);
+        const metrics = new Metrics({ processMetrics: false, jobGauges: { topJobs: TOP, windowMs: WINDOW } });
+        return { clock, metrics, sampler: new RunGaugeSampler({ store, clock, metrics }) };
+      });
+      const sampled = async () => {
+        const out = [];
+        for (const s of servers) {
+          await s.sampler.refresh();
+          const text = await s.metrics.registry.metrics();
+          out.push({
+            series: await series(s.metrics, 'tock_job_last_success_timestamp_seconds'),
+            jobs: /^tock_job_last_success_jobs (\d+)$/m.exec(text)?.[1],
+          });
+        }
+        return out;
+      };
+      const first = {
+        'ls/a': (now - 40_000) / 1000,
+        'ls/b': (now - 30_000) / 1000,
+        'ls/c': (now - 20_000) / 1000,
+      };
+      expect(await sampled()).toEqual([
+        { series: first, jobs: '4' },
+        { series: first, jobs: '4' },
+      ]);
+      // The other process records a success of a; the next sample of each server shows it.
+      await succeed('a', now - 5000, now);
+      for (const s of servers) s.clock.advance(METRICS_SAMPLE_MS);
+      const second = {
+        'ls/b': (now - 30_000) / 1000,
+        'ls/c': (now - 20_000) / 1000,
+        'ls/d': (now - 10_000) / 1000,
+      };
+      expect(await sampled()).toEqual([
+        { series: second, jobs: '4' },
+        { series: second, jobs: '4' },
+      ]);
+    } finally {
+      await own.teardown();
+    }
   });
 });

@@ -287,21 +287,6 @@ describe('metric names and meanings (issue 15)', () => {
       await api.close();
     }
   });
-
-  test('the last-success gauge has at most maxJobSeries jobs (the first seen); the rest are counted', async () => {
-    const metrics = new Metrics({ processMetrics: false, maxJobSeries: 3 });
-    for (let i = 0; i < 10; i++) metrics.jobSucceeded('t', `job-${i}`, 1000 * i);
-    metrics.jobSucceeded('t', 'job-1', 99_000); // a tracked job keeps being updated
-    metrics.jobSucceeded('t', 'job-9', 99_000); // an untracked one is counted once
-    const m = await metrics.registry.metrics();
-    const series = m.split('\n').filter((l) => l.startsWith('tock_job_last_success_timestamp_seconds{'));
-    expect(series).toEqual([
-      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-0"} 0',
-      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-1"} 99',
-      'tock_job_last_success_timestamp_seconds{tenant="t",job="job-2"} 2',
-    ]);
-    expect(sample(m, 'tock_job_last_success_untracked_jobs')).toBe(7);
-  });
 });
 
 describe('table gauges (issue 21, item 3)', () => {

@@ -1,11 +1,13 @@
 /**
  * Notification definitions and the retry decision, pure: what `validateNotification` accepts and
- * refuses (naming the field), and `decideDelivery`'s backoff, attempt cap and age cap.
+ * refuses (naming the field), `decideDelivery`'s backoff, attempt cap and age cap, and where the
+ * next claim of deliveries starts its turn (`nextDeliveryTurn`).
  */
 import { expect, test } from 'vitest';
 import {
   DEFAULT_DELIVERY_POLICY,
   decideDelivery,
+  nextDeliveryTurn,
   type TockError,
   validateNotification,
 } from '../../src/core/index.js';
@@ -84,4 +86,21 @@ test('a failed delivery backs off exponentially, then fails on its last attempt 
   expect(at(4, 500)).toEqual({ state: 'pending', nextAttemptAt: 5000 });
   expect(at(5, 500)).toEqual({ state: 'failed', nextAttemptAt: null });
   expect(at(2, 500, 59_000)).toEqual({ state: 'failed', nextAttemptAt: null });
+});
+
+test('the next claim of deliveries goes on after the last notification served, after the walk cut off, or from the first', () => {
+  const d = (name: string, step: number) => ({ tenantId: 't', name, step });
+  const base = { walk: 10, lastWalked: { tenantId: 't', name: 'z' } };
+  // Full: after the last notification served (by its place in the walk, not the order picked).
+  expect(
+    nextDeliveryTurn({ ...base, picked: [d('a', 1), d('c', 3), d('a', 1)], limit: 3, walked: 5 }),
+  ).toEqual({
+    tenantId: 't',
+    name: 'c',
+  });
+  // Not full, the walk cut off at its bound: after the last notification looked at.
+  expect(nextDeliveryTurn({ ...base, picked: [d('a', 1)], limit: 3, walked: 10 })).toEqual(base.lastWalked);
+  // Not full, the walk reached the end: from the first.
+  expect(nextDeliveryTurn({ ...base, picked: [d('a', 1)], limit: 3, walked: 4 })).toBeNull();
+  expect(nextDeliveryTurn({ ...base, picked: [], limit: 3, walked: 0, lastWalked: null })).toBeNull();
 });

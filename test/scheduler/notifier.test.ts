@@ -6,7 +6,7 @@
  * never reach it. Time moves only through a FakeClock; the notifier is stepped by hand.
  */
 import { createHmac } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -262,7 +262,7 @@ test('a prune that found a full batch prunes again at the next step: the log can
   let left = 2500;
   const n = notifier({
     store: {
-      claimDeliveries: async () => [],
+      claimDeliveries: async () => ({ deliveries: [], next: null }),
       finishDelivery: async () => true,
       scanLateRuns: async () => ({ written: 0, next: null }),
       pruneDeliveries: async ({ limit }) => {
@@ -285,7 +285,7 @@ test('a late scan cut off after its pages goes on where it stopped: notification
   let page = 0;
   const n = notifier({
     store: {
-      claimDeliveries: async () => [],
+      claimDeliveries: async () => ({ deliveries: [], next: null }),
       finishDelivery: async () => true,
       pruneDeliveries: async () => 0,
       // More notifications than one scan walks: every page is full.
@@ -301,4 +301,143 @@ test('a late scan cut off after its pages goes on where it stopped: notification
   await n.scanLate(clock.nowMs());
   expect(starts[0]).toBeNull();
   expect(starts[first]).toBe(`n${first}`);
+});
+
+test('a scan for late runs reports at most lateRuns per notification and goes on at the next scan, each run once; another tenant’s backlog is not read', async () => {
+  await notify('t', 'late', ['run.late'], { lateAfter: '1m' });
+  await notify('small', 'late', ['run.late'], { lateAfter: '1m' });
+  // 7 queued runs of t, one of small queued after them all.
+  await upsertJob(db.store, {
+    tenantId: 't',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  await upsertJob(db.store, {
+    tenantId: 'small',
+    job: { jobId: 'j', schedule: '@every 1h', handler: 'h' },
+    now: T0,
+  });
+  const runs: string[] = [];
+  for (let i = 0; i < 7; i++)
+    runs.push(
+      (await db.store.triggerRun({ tenantId: 't', jobId: 'j', scheduledFor: T0 + i, now: T0 })).runId,
+    );
+  const small = await db.store.triggerRun({ tenantId: 'small', jobId: 'j', scheduledFor: T0 + 10, now: T0 });
+  clock.set(T0 + 2 * 60_000);
+  const n = notifier({ lateRuns: 3 });
+  const written: number[] = [];
+  for (let i = 0; i < 4; i++) written.push(await n.scanLate(clock.nowMs()));
+  // t: 3, 3, 1, then nothing; small's one run in the first scan, not behind t's seven.
+  expect(written).toEqual([4, 3, 1, 0]);
+  const { rows } = await db.pool.query(
+    "SELECT tenant_id, data->>'run_id' AS run_id FROM notification_deliveries WHERE event = 'run.late' ORDER BY delivery_id",
+  );
+  expect(rows.filter((r) => r.tenant_id === 't').map((r) => r.run_id)).toEqual(runs);
+  expect(rows.filter((r) => r.tenant_id === 'small').map((r) => r.run_id)).toEqual([small.runId]);
+});
+
+/** `n` due `worker.lost` deliveries of the notification, due a minute ago (in order). */
+async function pending(tenantId: string, name: string, n: number, dueAgoMs = 60_000) {
+  await db.pool.query(
+    `INSERT INTO notification_deliveries (tenant_id, name, event, data, created_at, next_attempt_at)
+     SELECT $1, $2, 'worker.lost', jsonb_build_object('worker_id', 'w' || i, 'run_ids', '[]'::jsonb), $3,
+       $3::timestamptz + i * interval '1 ms'
+     FROM generate_series(1, $4::int) i`,
+    [tenantId, name, new Date(clock.nowMs() - dueAgoMs), n],
+  );
+}
+
+/** `p`, or a failure after `ms` of real time (the bound a test puts on something that must not wait). */
+function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+test("a receiver that never answers holds only its own deliveries' places: another tenant's delivery arrives meanwhile", async () => {
+  const hung: ServerResponse[] = [];
+  let twoHung: () => void = () => {};
+  const bothArrived = new Promise<void>((resolve) => {
+    twoHung = resolve;
+  });
+  const slow = createServer((req, res) => {
+    req.resume();
+    hung.push(res);
+    if (hung.length === 2) twoHung();
+  });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/hook`;
+    const notification = validateNotification({ url, events: ['worker.lost'] }, ALLOW);
+    await db.store.putNotification({ tenantId: 'slow', name: 'hook', notification, now: clock.nowMs() });
+    await notify('fast', 'ops', ['worker.lost']);
+    await pending('slow', 'hook', 10);
+    const n = notifier({ perNotification: 2 });
+    const fastDelivered = new Promise<string>((resolve) =>
+      n.on('delivery', (a) => {
+        if (a.tenantId === 'fast') resolve(a.state);
+      }),
+    );
+    // The step starts the slow receiver's two attempts (its cap) and does not wait for them (they
+    // never end: the clock does not move). 5 s: a bound for a loaded machine, not for the receiver.
+    await within(5000, n.step(), 'a step with a receiver that does not answer');
+    await within(5000, bothArrived, "the slow receiver's requests");
+    // The fast tenant's delivery comes due while they hang: the next step sends it at once.
+    await pending('fast', 'ops', 1, 1000);
+    await within(5000, n.step(), 'the next step');
+    expect(await within(1000, fastDelivered, "the fast tenant's delivery")).toBe('delivered');
+    expect(received.map((r) => r.path)).toEqual(['/fast/ops']);
+    expect(hung).toHaveLength(2);
+    for (const res of hung) res.writeHead(200).end();
+    await within(1000, n.stop(), 'stop');
+  } finally {
+    slow.closeAllConnections();
+    await new Promise<void>((resolve) => slow.close(() => resolve()));
+  }
+});
+
+test("a tenant with many due deliveries does not hold back another's one: both are in the first claim", async () => {
+  await notify('big', 'ops', ['worker.lost']);
+  await notify('small', 'ops', ['worker.lost']);
+  await pending('big', 'ops', 200, 120_000);
+  await pending('small', 'ops', 1);
+  const n = notifier({ concurrency: 5 });
+  const claimed = await n.deliverDue();
+  expect(received.filter((r) => r.path === '/small/ops')).toHaveLength(1);
+  expect(claimed).toBe(5);
+});
+
+test('claims take turns between notifications: each is served in turn, past the last back to the first', async () => {
+  for (const name of ['a', 'b', 'c']) {
+    await notify('t', name, ['worker.lost']);
+    await pending('t', name, 2);
+  }
+  const n = notifier({ concurrency: 1 });
+  for (let i = 0; i < 6; i++) expect(await n.deliverDue()).toBe(1);
+  expect(received.map((r) => r.path)).toEqual(['/t/a', '/t/b', '/t/c', '/t/a', '/t/b', '/t/c']);
+});
+
+test('a late scan stops after 10 s of the clock and goes on from there at the next scan', async () => {
+  const starts: (string | null)[] = [];
+  const n = notifier({
+    store: {
+      claimDeliveries: async () => ({ deliveries: [], next: null }),
+      finishDelivery: async () => true,
+      pruneDeliveries: async () => 0,
+      // Every page is full and takes 4 s of the clock.
+      scanLateRuns: async ({ after }) => {
+        starts.push(after?.name ?? null);
+        clock.advance(4000);
+        return { written: 0, next: { tenantId: 't', name: `n${starts.length}` } };
+      },
+    },
+  });
+  await n.scanLate(clock.nowMs());
+  expect(starts).toEqual([null, 'n1', 'n2']);
+  await n.scanLate(clock.nowMs());
+  expect(starts.slice(3)).toEqual(['n3', 'n4', 'n5']);
 });

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { ConflictError, MAX_NOTIFICATIONS_PER_TENANT, validateNotification } from '../../src/core/index.js';
-import { notificationsLateLock } from '../../src/store/queries/notifications.js';
+import { lateDeliveries, notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
 
@@ -54,14 +54,18 @@ test('a dead letter writes a delivery only for the notifications that want it', 
 test('nodes claiming at once take different deliveries; a claim holds them until its lease runs out', async () => {
   const other = db.newStore();
   const now = T0 + 60_000;
-  const [a, b] = await Promise.all([
-    db.store.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
-    other.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
-  ]);
+  const [a, b] = (
+    await Promise.all([
+      db.store.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
+      other.claimDeliveries({ now, limit: 4, leaseMs: 10_000 }),
+    ])
+  ).map((c) => c.deliveries);
   const ids = [...a!, ...b!].map((d) => d.deliveryId);
   expect(ids).toHaveLength(6);
   expect(new Set(ids).size).toBe(6);
-  expect(await db.store.claimDeliveries({ now: now + 9_999, limit: 10, leaseMs: 10_000 })).toEqual([]);
+  expect(
+    (await db.store.claimDeliveries({ now: now + 9_999, limit: 10, leaseMs: 10_000 })).deliveries,
+  ).toEqual([]);
   // The first node records its attempt; the second died: its deliveries come due again, attempt 2.
   for (const d of a!)
     expect(
@@ -75,7 +79,11 @@ test('nodes claiming at once take different deliveries; a claim holds them until
         now,
       }),
     ).toBe(true);
-  const again = await db.store.claimDeliveries({ now: now + 10_000, limit: 10, leaseMs: 10_000 });
+  const { deliveries: again } = await db.store.claimDeliveries({
+    now: now + 10_000,
+    limit: 10,
+    leaseMs: 10_000,
+  });
   expect(again.map((d) => d.deliveryId).sort()).toEqual(b!.map((d) => d.deliveryId).sort());
   expect(again.every((d) => d.attempt === 2)).toBe(true);
   // The dead node's late record of attempt 1 is refused.
@@ -132,4 +140,84 @@ test("a run.dead delivery carries at most 1000 characters of the run's error (th
     "SELECT length(data->>'error') AS n FROM notification_deliveries WHERE tenant_id = 'wordy'",
   );
   expect(rows.map((r) => r.n)).toEqual([1000]);
+});
+
+/** Every plan node that reads `run_queue`: the rows it returned and those it read and filtered out. */
+function queueReads(plan: Record<string, unknown>): number[] {
+  const own =
+    plan['Relation Name'] === 'run_queue'
+      ? [Number(plan['Actual Rows']) + Number(plan['Rows Removed by Filter'] ?? 0)]
+      : [];
+  const children = (plan.Plans as Record<string, unknown>[] | undefined) ?? [];
+  return [...own, ...children.flatMap(queueReads)];
+}
+
+test("a late scan's statement reads at most its page of the queue, however many runs are late or the tenant has queued", async () => {
+  await put('bulk', 'late', ['run.late']);
+  await put('few', 'late', ['run.late']);
+  // 2,000 late runs of one tenant at one instant (a cron minute), then 3 of another, in one pool.
+  const insert = async (tenant: string, n: number, at: string) => {
+    await db.pool.query(
+      `WITH r AS (
+         INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+           backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
+         SELECT $1, 'j', $3::timestamptz + i * interval '1 ms', 1, 'h', '{}', 'default', 0, 1, 60, $3, $3, $3
+         FROM generate_series(1, $2::int) i RETURNING *)
+       INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
+       SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM r`,
+      [tenant, n, at],
+    );
+  };
+  await insert('bulk', 2000, '2026-02-01T00:00:00Z');
+  await insert('few', 3, '2026-02-01T00:00:01Z');
+  await db.pool.query('ANALYZE run_queue');
+  const now = new Date('2026-02-02T00:00:00Z');
+  for (const [tenant, from] of [
+    ['bulk', null],
+    ['few', null],
+    ['bulk', new Date('2026-02-01T00:00:00Z')],
+  ] as const) {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${lateDeliveries}`, [
+        tenant,
+        'late',
+        from,
+        null,
+        now,
+        10,
+        now,
+      ]);
+      const reads = queueReads(rows[0]['QUERY PLAN'][0].Plan);
+      expect(reads.length).toBeGreaterThan(0);
+      expect(Math.max(...reads)).toBeLessThanOrEqual(10);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  }
+});
+
+test('a claim keeps to the caps: per notification and per tenant, less what the node has in flight', async () => {
+  for (const name of ['n1', 'n2', 'n3']) {
+    await put('capped', name, ['worker.lost']);
+    await db.pool.query(
+      `INSERT INTO notification_deliveries (tenant_id, name, event, data, created_at, next_attempt_at)
+       SELECT 'capped', $1, 'worker.lost', '{}', $2, $2 FROM generate_series(1, 5)`,
+      [name, new Date(T0)],
+    );
+  }
+  const now = T0 + 7 * 86_400_000;
+  const claim = (busy: { tenantId: string; name: string; count: number }[]) =>
+    db.store.claimDeliveries({ now, limit: 100, leaseMs: 60_000, perNotification: 2, perTenant: 3, busy });
+  // n1 has one in flight: the tenant has two places left (3 − 1), taken by turns: n1's first, n2's first.
+  const first = (await claim([{ tenantId: 'capped', name: 'n1', count: 1 }])).deliveries;
+  const of = (ds: { tenantId: string; name: string }[]) =>
+    ds.filter((d) => d.tenantId === 'capped').map((d) => d.name);
+  expect(of(first).sort()).toEqual(['n1', 'n2']);
+  // The tenant at its cap: nothing of it.
+  expect(of((await claim([{ tenantId: 'capped', name: 'n2', count: 3 }])).deliveries)).toEqual([]);
+  // Nothing in flight: three of the tenant, the first of each notification before any second.
+  expect(of((await claim([])).deliveries).sort()).toEqual(['n1', 'n2', 'n3']);
 });

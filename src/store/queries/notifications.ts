@@ -113,28 +113,20 @@ FOR NO KEY UPDATE SKIP LOCKED`;
 /**
  * $1 tenant, $2 name, $3 from this available_at, $4 after this run at it (null: from $3 on, or
  * from the oldest when $3 is null), $5 before this available_at (now − late_after), $6 rows, $7 now.
- * Writes a `run.late` delivery for each of the tenant's queued runs (the oldest $6 from $3/$4 on)
- * available before $5, once per run and `available_at`. The queue is read through its index on
- * (pool, available_at), one range per pool (the pools found by a skip scan): no index is added to
- * the queue, which every claim writes. `scanned` and the last run read (`last_at`, `last_run`):
- * where the next scan starts.
+ * Writes a `run.late` delivery for each of the tenant's queued runs (the first $6 after $3/$4 in
+ * (available_at, run_id) order) available before $5, once per run and `available_at`. Read down
+ * `run_queue_late (tenant_id, available_at, run_id)` (migration 0029): at most $6 index entries
+ * and their rows, all the tenant's, however many runs are late, the tenant has queued, or other
+ * tenants have (one row comparison, no `OR`: a generic plan keeps it in the index condition).
+ * `scanned` and the last run read (`last_at`, `last_run`): where the next scan starts.
  */
 export const lateDeliveries = `
-WITH RECURSIVE pools AS (
-  (SELECT pool FROM run_queue ORDER BY pool LIMIT 1)
-  UNION ALL
-  SELECT (SELECT q.pool FROM run_queue q WHERE q.pool > p.pool ORDER BY q.pool LIMIT 1)
-  FROM pools p WHERE p.pool IS NOT NULL
-), late AS (
-  SELECT l.run_id, l.job_id, l.available_at FROM pools p CROSS JOIN LATERAL (
-    SELECT q.run_id, q.job_id, q.available_at FROM run_queue q
-    WHERE q.pool = p.pool AND q.available_at < $5 AND q.tenant_id = $1
-      AND ($3::timestamptz IS NULL OR q.available_at > $3
-           OR (q.available_at = $3 AND ($4::uuid IS NULL OR q.run_id > $4)))
-    ORDER BY q.available_at, q.run_id LIMIT $6
-  ) l
-  WHERE p.pool IS NOT NULL
-  ORDER BY l.available_at, l.run_id LIMIT $6
+WITH late AS (
+  SELECT q.run_id, q.job_id, q.available_at FROM run_queue q
+  WHERE q.tenant_id = $1 AND q.available_at < $5
+    AND (q.available_at, q.run_id)
+      > (coalesce($3::timestamptz, '-infinity'), coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
+  ORDER BY q.available_at, q.run_id LIMIT $6
 ), written AS (
   ${DELIVERY_INSERT}
   SELECT $1, $2, 'run.late', 'late:' || run_id || ':' || (extract(epoch FROM available_at) * 1000)::bigint,
@@ -153,16 +145,66 @@ export const notificationLateMark = `
 UPDATE notifications SET late_from = $3, late_run = $4 WHERE tenant_id = $1 AND name = $2`;
 
 /**
- * $1 now, $2 rows, $3 lease ms. Claims up to $2 due pending deliveries, oldest first (`SKIP LOCKED`:
- * nodes claiming at once take different rows), counts the attempt and moves `next_attempt_at` $3
- * ahead, so no other node tries it while this one does; a node that dies mid-attempt leaves it due
- * again then (at least once). With the notification's URL and secret.
+ * $1 now, $2 after this tenant, $3 and this name (null: from the first), $4 most notifications
+ * walked, $5/$6/$7 deliveries in flight on the caller's node (tenant, name, count), $8 most of one
+ * notification in flight, $9 most of one tenant in flight, $10 rows. Read only: the due deliveries
+ * a fair claim takes (`deliveryClaimIds` claims them). The notifications with pending deliveries
+ * are walked in (tenant, name) order from after $2/$3 by a skip scan of
+ * `notification_deliveries_pending` (one probe each, at most $4); each gives its oldest due
+ * deliveries, at most $8 less its own in flight, a tenant at most $9 less its own in flight; then
+ * the first of every notification, the second of every notification, and so on (by the walk's
+ * order within each turn), up to $10. So a notification with thousands due gives as many to a
+ * claim as one with a single delivery, and a slow receiver's deliveries in flight keep only its
+ * own out. Reads at most $4 probes and $4 × $8 rows (no tie-break past `next_attempt_at`: the
+ * deliveries one statement wrote share it, and a tie-break would read all of them to sort). One row per delivery picked, each with the
+ * walk's length and last notification (`walked`, `last_tenant`, `last_name`; one row with null
+ * `delivery_id` when none is picked).
  */
-export const deliveryClaim = `
+export const deliveryDuePick = `
+WITH RECURSIVE walk AS (
+  (SELECT d.tenant_id, d.name, 1 AS step FROM notification_deliveries d
+   WHERE d.state = 'pending' AND (d.tenant_id, d.name) > (coalesce($2::text, ''), coalesce($3::text, ''))
+   ORDER BY d.tenant_id, d.name LIMIT 1)
+  UNION ALL
+  SELECT x.tenant_id, x.name, w.step + 1 FROM walk w CROSS JOIN LATERAL (
+    SELECT d.tenant_id, d.name FROM notification_deliveries d
+    WHERE d.state = 'pending' AND (d.tenant_id, d.name) > (w.tenant_id, w.name)
+    ORDER BY d.tenant_id, d.name LIMIT 1
+  ) x
+  WHERE w.step < $4::int
+), busy AS (
+  SELECT * FROM unnest($5::text[], $6::text[], $7::int[]) AS b(tenant_id, name, n)
+), picked AS (
+  SELECT c.delivery_id, w.tenant_id, w.name, w.step, c.turn FROM walk w CROSS JOIN LATERAL (
+    SELECT d.delivery_id, row_number() OVER (ORDER BY d.next_attempt_at) AS turn
+    FROM notification_deliveries d
+    WHERE d.state = 'pending' AND d.tenant_id = w.tenant_id AND d.name = w.name AND d.next_attempt_at <= $1
+    ORDER BY d.next_attempt_at
+    LIMIT greatest(0, $8::int - coalesce(
+      (SELECT sum(b.n) FROM busy b WHERE b.tenant_id = w.tenant_id AND b.name = w.name), 0))
+  ) c
+), fair AS (
+  SELECT p.*, row_number() OVER (PARTITION BY p.tenant_id ORDER BY p.turn, p.step) AS tenant_turn FROM picked p
+), chosen AS (
+  SELECT f.delivery_id, f.tenant_id, f.name, f.step FROM fair f
+  WHERE f.tenant_turn <= $9::int - coalesce((SELECT sum(b.n) FROM busy b WHERE b.tenant_id = f.tenant_id), 0)
+  ORDER BY f.turn, f.step LIMIT $10
+)
+SELECT s.walked, s.last_tenant, s.last_name, c.delivery_id::text, c.tenant_id, c.name, c.step
+FROM (SELECT count(*)::int AS walked, (array_agg(tenant_id ORDER BY step DESC))[1] AS last_tenant,
+        (array_agg(name ORDER BY step DESC))[1] AS last_name FROM walk) s
+LEFT JOIN chosen c ON true`;
+
+/**
+ * $1 now, $2 delivery ids (from `deliveryDuePick`), $3 lease ms. Claims those still pending and
+ * due (`SKIP LOCKED`: another node may have taken one since the pick), counts the attempt and moves
+ * `next_attempt_at` $3 ahead, so no other node tries it while this one does; a node that dies
+ * mid-attempt leaves it due again then (at least once). With the notification's URL and secret.
+ */
+export const deliveryClaimIds = `
 WITH due AS (
   SELECT delivery_id FROM notification_deliveries
-  WHERE state = 'pending' AND next_attempt_at <= $1
-  ORDER BY next_attempt_at LIMIT $2
+  WHERE delivery_id = ANY($2::bigint[]) AND state = 'pending' AND next_attempt_at <= $1
   FOR UPDATE SKIP LOCKED
 )
 UPDATE notification_deliveries d
