@@ -29,7 +29,13 @@ export function DelayChart({ caption, answer, stats, testId }: Props) {
   const latest = latestBucket(answer);
   const withRuns = answer.buckets.filter((b) => b.runs > 0);
   return (
-    <figure class="chart" data-testid={testId}>
+    <figure
+      class="chart"
+      data-testid={testId}
+      data-from={answer.from}
+      data-to={answer.to}
+      data-step={answer.step_seconds}
+    >
       <figcaption>{caption}</figcaption>
       <Plot answer={answer} stats={stats} label={caption} />
       <ul class="legend" aria-label="Newest bucket with runs">
@@ -48,7 +54,9 @@ export function DelayChart({ caption, answer, stats, testId }: Props) {
         </li>
       </ul>
       <details>
-        <summary>The numbers ({withRuns.length} buckets with runs)</summary>
+        <summary>
+          The numbers ({withRuns.length} {withRuns.length === 1 ? 'bucket' : 'buckets'} with runs)
+        </summary>
         <div class="table-wrap">
           <table>
             <caption>
