@@ -69,7 +69,18 @@ export const Limit = Type.Object({
   updated_at: Instant('last replaced'),
 });
 
+/** A limit as `GET /v1/limits` and `GET /v1/limits/{key}` answer it: with the runs it holds back now. */
+export const LimitState = Type.Object({
+  ...Limit.properties,
+  held: Type.Integer({
+    description:
+      'queued runs due by now that this limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not. The count tock_limit_held_runs of /metrics reports',
+  }),
+});
+
 export const LimitList = Type.Object({
-  limits: Type.Array(Limit, { description: "the tenant's limits by key (jobs' own caps show on the job)" }),
+  limits: Type.Array(LimitState, {
+    description: "the tenant's limits by key (jobs' own caps show on the job)",
+  }),
   next_cursor: Nullable(Type.String()),
 });

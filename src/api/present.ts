@@ -9,7 +9,15 @@ import {
   LEASED_RUN_FIELDS,
   RUN_FIELDS,
 } from '../core/index.js';
-import type { ApiKey, BackfillResult, ClaimedRun, Job, Run, RunWithAttempts } from '../store/index.js';
+import type {
+  ApiKey,
+  BackfillResult,
+  ClaimedRun,
+  Job,
+  LimitGauge,
+  Run,
+  RunWithAttempts,
+} from '../store/index.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
@@ -82,4 +90,9 @@ export function limitJson(l: Limit) {
     created_at: l.createdAt.toISOString(),
     updated_at: l.updatedAt.toISOString(),
   };
+}
+
+/** A limit with the runs it holds back (`GET /v1/limits`, `GET /v1/limits/{key}`). */
+export function limitStateJson(l: LimitGauge) {
+  return { ...limitJson(l), held: l.heldRuns };
 }

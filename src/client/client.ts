@@ -28,6 +28,7 @@ import type {
   Limit,
   LimitBody,
   LimitList,
+  LimitState,
   Notification,
   NotificationBody,
   NotificationList,
@@ -366,8 +367,8 @@ export class TockClient {
     return { ...limit, created: status === 201 };
   }
 
-  /** One limit, with its tokens as of the answer and the slots in use. */
-  getLimit(key: string): Promise<Limit> {
+  /** One limit, with its tokens as of the answer, the slots in use and the runs it holds back. */
+  getLimit(key: string): Promise<LimitState> {
     return this.request('GET', `/v1/limits/${segment(key)}`);
   }
 

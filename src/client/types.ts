@@ -190,10 +190,19 @@ export interface Limit {
   updated_at: string;
 }
 
+/** A limit as it is read (`GET /v1/limits`, `GET /v1/limits/{key}`): with the runs it holds back. */
+export interface LimitState extends Limit {
+  /**
+   * Queued runs due when the server answered that this limit holds back while it is exhausted (no
+   * whole token, or every slot in use); 0 while it is not (`tock_limit_held_runs` of `/metrics`).
+   */
+  held: number;
+}
+
 /** A page of the tenant's limits (`GET /v1/limits`). */
 export interface LimitList {
   /** By key; jobs' own caps show on the job, not here. */
-  limits: Limit[];
+  limits: LimitState[];
   /** Pass as `cursor` for the next page; `null` on the last page. */
   next_cursor: string | null;
 }

@@ -11,6 +11,7 @@ import { ClusterPage } from './pages/cluster.js';
 import { DeadPage } from './pages/dead.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
+import { LimitsPage } from './pages/limits.js';
 import { NowPage } from './pages/now.js';
 import { RunPage } from './pages/run.js';
 import { SignIn } from './pages/sign-in.js';
@@ -29,6 +30,7 @@ const NAV: { page: Route['page']; href: string; label: string }[] = [
   { page: 'jobs', href: '#/jobs', label: 'Jobs' },
   { page: 'now', href: '#/now', label: 'Runs now' },
   { page: 'dead', href: '#/dead', label: 'Dead letters' },
+  { page: 'limits', href: '#/limits', label: 'Limits' },
   { page: 'cluster', href: '#/cluster', label: 'Cluster' },
 ];
 
@@ -140,6 +142,8 @@ function Page({ route, session }: { route: Route; session: Session }) {
       return <DeadPage session={session} />;
     case 'now':
       return <NowPage session={session} />;
+    case 'limits':
+      return <LimitsPage />;
     case 'cluster':
       return <ClusterPage session={session} />;
   }

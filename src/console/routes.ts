@@ -10,6 +10,7 @@ export type Route =
   | { page: 'run'; id: string }
   | { page: 'dead' }
   | { page: 'now' }
+  | { page: 'limits' }
   | { page: 'cluster' };
 
 export function parseRoute(hash: string): Route {
@@ -28,6 +29,7 @@ export function parseRoute(hash: string): Route {
   if (first === 'runs' && id) return { page: 'run', id };
   if (first === 'dead') return { page: 'dead' };
   if (first === 'now') return { page: 'now' };
+  if (first === 'limits') return { page: 'limits' };
   if (first === 'cluster') return { page: 'cluster' };
   return { page: 'jobs' };
 }

@@ -117,3 +117,38 @@ export interface Status {
   };
   backlog?: { due_jobs: number; ready_runs: number };
 }
+
+/** One bucket of `GET /v1/delay`: the ended runs whose slot is in [start, start + step), seconds. */
+export interface DelayBucket {
+  start: string;
+  runs: number;
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+}
+
+export interface DelayAnswer {
+  from: string;
+  to: string;
+  step_seconds: number;
+  pool: string | null;
+  job_id: string | null;
+  buckets: DelayBucket[];
+}
+
+/** A limit as `GET /v1/limits` answers it, with the runs it holds back now. */
+export interface Limit {
+  key: string;
+  rate: number | null;
+  burst: number | null;
+  max_concurrency: number | null;
+  tokens: number | null;
+  in_use: number;
+  held: number;
+  updated_at: string;
+}
+
+export interface LimitList {
+  limits: Limit[];
+  next_cursor: string | null;
+}

@@ -82,32 +82,39 @@ export async function putLimit(
   return { limit: limitOf(rows[0], p.now), created: rows[0].created === true };
 }
 
+/** A row of `withHeldRuns` (queries/limits.ts): the limit at `now` and the runs it holds back. */
+const heldOf = (r: Row, now: number): LimitGauge => ({ ...limitOf(r, now), heldRuns: r.held_runs });
+
+/** One limit of the tenant at `now`, with the runs it holds back. */
 export async function getLimit(
   db: Queryable,
   p: { tenantId: string; key: string; now: number },
-): Promise<Limit> {
+): Promise<LimitGauge> {
   const key = validateLimitKey(p.key, p.tenantId);
-  checkInstant(p.now, 'now');
-  const { rows } = await db.query(L.limitGet, [p.tenantId, key]);
+  const at = checkInstant(p.now, 'now');
+  const { rows } = await db.query(L.limitGet, [p.tenantId, key, at]);
   if (!rows[0]) throw new NotFoundError(`limit "${key}" does not exist`, { key });
-  return limitOf(rows[0], p.now);
+  return heldOf(rows[0], p.now);
 }
 
-/** The tenant's limits by key, one page; jobs' own gates are not listed (they show on the job). */
+/**
+ * The tenant's limits by key, one page, each with the runs it holds back; jobs' own gates are not
+ * listed (they show on the job).
+ */
 export async function listLimits(
   db: Queryable,
   p: { tenantId: string; limit: number; cursor?: string | null; now: number },
-): Promise<Page<Limit>> {
+): Promise<Page<LimitGauge>> {
   const limit = checkLimit(p.limit);
-  checkInstant(p.now, 'now');
+  const at = checkInstant(p.now, 'now');
   let after: string | null = null;
   if (p.cursor) {
     const [key] = decodeCursor(p.cursor);
     if (typeof key !== 'string') throw notIssued();
     after = key;
   }
-  const { rows } = await db.query(L.limitList, [p.tenantId, after, limit + 1]);
-  const items = rows.slice(0, limit).map((r) => limitOf(r, p.now));
+  const { rows } = await db.query(L.limitList, [p.tenantId, after, limit + 1, at]);
+  const items = rows.slice(0, limit).map((r) => heldOf(r, p.now));
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.key]) : null };
 }
@@ -140,7 +147,7 @@ export async function limitGauges(
   checkLimit(p.limit, 100_000);
   const { rows } = await db.query(L.limitGauges, [checkInstant(p.now, 'now'), p.limit]);
   return {
-    limits: rows.map((r) => ({ ...limitOf(r, p.now), heldRuns: r.held_runs })),
+    limits: rows.map((r) => heldOf(r, p.now)),
     total: rows[0]?.total ?? 0,
   };
 }

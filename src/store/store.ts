@@ -289,15 +289,21 @@ export interface Store extends NotificationStore {
     limit: Limit;
     created: boolean;
   }>;
-  /** One limit of the tenant, tokens as of `now` (`NotFoundError` when it has none by that key). */
-  getLimit(p: { tenantId: string; key: string; now: number }): Promise<Limit>;
-  /** The tenant's limits by key, one page (`limit` 1 to 500); jobs' own gates are not listed. */
+  /**
+   * One limit of the tenant, tokens and held runs as of `now` (`NotFoundError` when it has none by
+   * that key).
+   */
+  getLimit(p: { tenantId: string; key: string; now: number }): Promise<LimitGauge>;
+  /**
+   * The tenant's limits by key, one page (`limit` 1 to 500), each with the runs it holds back at
+   * `now` (as `limitGauges` counts them); jobs' own gates are not listed.
+   */
   listLimits(p: {
     tenantId: string;
     limit: number;
     cursor?: string | null;
     now: number;
-  }): Promise<Page<Limit>>;
+  }): Promise<Page<LimitGauge>>;
   /**
    * Deletes a limit: `NotFoundError` when absent, `ConflictError` naming a job of the tenant that
    * lists it. Runs holding its slots keep them until they end.

@@ -159,7 +159,10 @@ export interface Page<T> {
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
-/** A limit in the gauges' sample: the limit at the sample's instant, and the runs it holds back. */
+/**
+ * A limit at an instant (the gauges' sample, or a read of `GET /v1/limits`), and the runs it holds
+ * back then.
+ */
 export interface LimitGauge extends Limit {
   /**
    * Queued runs available by then that pass the limit's gate, while it is exhausted (less than a

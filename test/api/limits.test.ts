@@ -214,7 +214,7 @@ describe('bad input', () => {
   });
 });
 
-describe('limit gauges on /metrics', () => {
+describe('the runs a limit holds back: held on GET /v1/limits, and the gauges on /metrics', () => {
   async function scrape(): Promise<string> {
     db.clock.advance(METRICS_SAMPLE_MS); // a new sample
     const a = await call(api.base, 'GET', '/metrics', { key: acme['cluster-admin'] });
@@ -222,27 +222,65 @@ describe('limit gauges on /metrics', () => {
     return a.text;
   }
 
-  test('tokens, slots in use, caps and the runs an exhausted limit holds back; a deleted limit loses its series', async () => {
-    const tenant = 'gauges';
+  /**
+   * In `tenant`: `full` (every one of its 2 slots in use) and `paced` (4 tokens left), and two
+   * queued runs due now behind `full`, one of them also behind `paced`; with `later`, a third
+   * behind `full` not due for a minute (not held: it could not start anyway).
+   */
+  async function heldRuns(tenant: string, o: { later?: boolean } = {}): Promise<RoleKeys> {
     const keys = await keysFor(db, tenant);
     await http('PUT', '/v1/limits/full', { key: keys.operator, body: { max_concurrency: 2 } });
     await http('PUT', '/v1/limits/paced', { key: keys.operator, body: { rate: 1, burst: 4 } });
     await db.pool.query(`UPDATE limits SET in_use = 2 WHERE tenant_id = $1 AND key = 'full'`, [tenant]);
-    // Two queued runs behind the full limit, one of them also behind the paced one.
-    const now = new Date(db.clock.nowMs());
-    for (const [i, gates] of [[`${tenant}/full`], [`${tenant}/full`, `${tenant}/paced`]].entries()) {
+    const now = db.clock.nowMs();
+    const runs: [number, string[]][] = [
+      [now, [`${tenant}/full`]],
+      [now, [`${tenant}/full`, `${tenant}/paced`]],
+    ];
+    if (o.later) runs.push([now + 60_000, [`${tenant}/full`]]);
+    for (const [i, [due, gates]] of runs.entries()) {
       const { rows } = await db.pool.query(
         `INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
            backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at, gates)
-         VALUES ($1, 'j', $2, 3, 'noop', '{}', 'default', 0, 2, 3600, $3, $3, $3, $4) RETURNING run_id`,
-        [tenant, new Date(T0 + i), now, gates],
+         VALUES ($1, 'j', $2, 3, 'noop', '{}', 'default', 0, 2, 3600, $3, $3, $4, $5) RETURNING run_id`,
+        [tenant, new Date(T0 + i), new Date(due), new Date(now), gates],
       );
       await db.pool.query(
         `INSERT INTO run_queue (run_id, tenant_id, pool, handler, priority, available_at, sort_key, job_id, gates)
          VALUES ($1, $2, 'default', 'noop', 0, $3, $3, 'j', $4)`,
-        [rows[0].run_id, tenant, now, gates],
+        [rows[0].run_id, tenant, new Date(due), gates],
       );
     }
+    return keys;
+  }
+
+  test('GET /v1/limits and GET /v1/limits/{key} answer the runs due now an exhausted limit holds back, its tenant only', async () => {
+    const keys = await heldRuns('held', { later: true });
+    const list = await http('GET', '/v1/limits', { key: keys.reader });
+    expect(list.status, list.text).toBe(200);
+    expect(list.json.limits.map((l: { key: string; held: number }) => [l.key, l.held])).toEqual([
+      ['full', 2],
+      ['paced', 0],
+    ]);
+    const one = await http('GET', '/v1/limits/full', { key: keys.reader });
+    expect(one.status, one.text).toBe(200);
+    expect(one.json).toMatchObject({ key: 'full', in_use: 2, max_concurrency: 2, held: 2 });
+    // Another tenant's runs behind a limit of the same name are not this tenant's.
+    const other = await heldRuns('held-other');
+    expect((await http('GET', '/v1/limits/full', { key: keys.reader })).json.held).toBe(2);
+    expect((await http('GET', '/v1/limits/full', { key: other.reader })).json.held).toBe(2);
+    // A minute on, the third run is due and held too; /metrics counts the same.
+    db.clock.advance(60_000);
+    expect((await http('GET', '/v1/limits/full', { key: keys.reader })).json.held).toBe(3);
+    expect(await scrape()).toContain('tock_limit_held_runs{tenant="held",key="full"} 3');
+    // A freed slot: the limit is not exhausted, and holds nothing back.
+    await db.pool.query(`UPDATE limits SET in_use = 1 WHERE tenant_id = 'held' AND key = 'full'`);
+    expect((await http('GET', '/v1/limits/full', { key: keys.reader })).json.held).toBe(0);
+  });
+
+  test('tokens, slots in use, caps and the runs an exhausted limit holds back; a deleted limit loses its series', async () => {
+    const tenant = 'gauges';
+    const keys = await heldRuns(tenant);
 
     const text = await scrape();
     const line = (name: string, key: string) => `${name}{tenant="${tenant}",key="${key}"}`;

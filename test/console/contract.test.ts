@@ -20,6 +20,8 @@ test("every answer the console reads is a part of the client's type of it", () =
     Reads<Api.JobList, Console.JobList>,
     Reads<Api.RunList, Console.RunList>,
     Reads<Api.StatusAnswer, Console.Status>,
-  ] = [true, true, true, true, true, true, true];
+    Reads<Api.DelayAnswer, Console.DelayAnswer>,
+    Reads<Api.LimitList, Console.LimitList>,
+  ] = [true, true, true, true, true, true, true, true, true];
   expect(reads.every(Boolean)).toBe(true);
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { backoffMs, MAX_BACKOFF_MS, POLL_MS } from '../../src/console/backoff.js';
+import { chartColumns, latestBucket, recentMax, seconds } from '../../src/console/delay.js';
 import { age, runInstant } from '../../src/console/format.js';
 import { jobHref, parseRoute, runHref } from '../../src/console/routes.js';
 
@@ -26,6 +27,7 @@ describe('routes', () => {
     expect(parseRoute('#/dead')).toEqual({ page: 'dead' });
     expect(parseRoute('#/now')).toEqual({ page: 'now' });
     expect(parseRoute('#/cluster')).toEqual({ page: 'cluster' });
+    expect(parseRoute('#/limits')).toEqual({ page: 'limits' });
     expect(parseRoute('#/runs/01a2')).toEqual({ page: 'run', id: '01a2' });
     expect(parseRoute('#/jobs/%E0%A4%A')).toEqual({ page: 'job', id: '%E0%A4%A' });
   });
@@ -51,5 +53,50 @@ describe('instants', () => {
     expect(runInstant({ finished_at: 'f', started_at: 's', created_at: 'c' })).toBe('f');
     expect(runInstant({ finished_at: null, started_at: 's', created_at: 'c' })).toBe('s');
     expect(runInstant({ finished_at: null, started_at: null, created_at: 'c' })).toBe('c');
+  });
+});
+
+describe('delay charts', () => {
+  const bucket = (
+    start: string,
+    runs: number,
+    p50: number | null,
+    p99: number | null,
+    max: number | null,
+  ) => ({
+    start,
+    runs,
+    p50,
+    p99,
+    max,
+  });
+  const answer = {
+    from: '2026-01-01T09:00:00.000Z',
+    to: '2026-01-01T10:00:00.000Z',
+    step_seconds: 60,
+    pool: null,
+    job_id: 'j',
+    buckets: [
+      bucket('2026-01-01T09:54:00.000Z', 1, 9, 9, 9),
+      bucket('2026-01-01T09:55:00.000Z', 2, 1.5, 2.25, 2.25),
+      bucket('2026-01-01T09:57:00.000Z', 0, null, null, null),
+      bucket('2026-01-01T09:59:00.000Z', 3, 0.5, 1, 1),
+    ],
+  };
+
+  test("the largest delay of the last five minutes' buckets: those that start at to − 5 min or later", () => {
+    expect(recentMax(answer)).toEqual({ seconds: 2.25, runs: 5 });
+    expect(recentMax(answer, 60_000)).toEqual({ seconds: 1, runs: 3 });
+    expect(recentMax(answer, 6 * 60_000)).toEqual({ seconds: 9, runs: 6 });
+    expect(recentMax({ ...answer, buckets: [] })).toBeNull();
+  });
+
+  test("the chart's columns are the buckets' starts in Unix seconds and a column per statistic", () => {
+    const [x, p99] = chartColumns(answer, ['p99']);
+    expect(x?.[0]).toBe(Date.parse('2026-01-01T09:54:00Z') / 1000);
+    expect(p99).toEqual([9, 2.25, null, 1]);
+    expect(latestBucket(answer)?.start).toBe('2026-01-01T09:59:00.000Z');
+    expect(seconds(2.25)).toBe('2.250 s');
+    expect(seconds(null)).toBe('—');
   });
 });

@@ -7,20 +7,10 @@
  * replayed and then succeeds; a paused job has no next slot; a server without keys opens the
  * console without signing in. Each page is photographed into test-results/console/.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Role } from '../../src/core/index.js';
-import { createKeyOnDatabase } from '../../src/runtime/keys.js';
-import { type Browser, launchBrowser, screenshot } from '../setup/browser.js';
-import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { TockProcess } from '../setup/proc.js';
-
-/** Bound for a process to start, a run to finish, the console to show a change. */
-const SLOW = 25_000;
+import { screenshot } from '../setup/browser.js';
+import { ConsoleHarness, eventually, SLOW, type TabWindow } from './console-harness.js';
 
 /** `hello` prints and logs; `flaky` fails its first attempt (its job allows one, so the run dies). */
 const HANDLERS = `
@@ -36,83 +26,11 @@ export default {
 };
 `;
 
-/**
- * The page's window, in functions run in the browser (`page.evaluate`, which sends the function's
- * text, so it may use no variable of this file): the tests' tsconfig has no DOM library, so these
- * few members are declared here.
- */
-interface TabWindow {
-  sessionStorage: { getItem(key: string): string | null };
-  localStorage: { length: number };
-  location: { href: string };
-}
-
-let db: TestDatabase;
-let dir: string;
-let browser: Browser;
-let url = '';
-const children: TockProcess[] = [];
+const h = new ConsoleHarness();
 const keys: Record<string, string> = {};
-
-function tock(args: string[], env: Record<string, string> = {}): TockProcess {
-  const p = new TockProcess(args, {
-    DATABASE_URL: undefined,
-    TOCK_URL: undefined,
-    TOCK_KEY: undefined,
-    TOCK_LOG_FORMAT: 'json',
-    ...env,
-  });
-  children.push(p);
-  return p;
-}
-
-async function makeKey(tenantId: string, role: Role): Promise<string> {
-  const made = await createKeyOnDatabase({
-    tenantId,
-    role,
-    name: `console-${tenantId}-${role}`,
-    databaseUrl: db.url,
-    schema: db.schema,
-    logger: pino({ level: 'silent' }),
-  });
-  return made.secret;
-}
-
-/** A call of the HTTP API with `key`: its status and JSON. */
-async function call(key: string, method: string, p: string, body?: unknown) {
-  const res = await fetch(`${url}${p}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: a JSON answer the tests read field by field
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as any };
-}
-
-/** Polls the API until `check` holds, failing loudly with the last answer. */
-async function eventually<T>(what: string, read: () => Promise<T>, check: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + SLOW;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** A new tab signed in with `key`, on the jobs page. */
-async function signIn(key: string): Promise<Page> {
-  const page = await browser.tab();
-  await page.goto(url);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: SLOW });
-  return page;
-}
+let url = '';
+const call = (key: string, method: string, p: string, body?: unknown) => h.call(key, method, p, body);
+const signIn = (key: string) => h.signIn(key);
 
 /** Clicks `label` (in `scope`), then the confirming button of the dialog that opens. */
 async function confirmAction(page: Page, scope: ReturnType<Page['locator']>, label: string, confirm = label) {
@@ -121,48 +39,16 @@ async function confirmAction(page: Page, scope: ReturnType<Page['locator']>, lab
 }
 
 beforeAll(async () => {
-  db = await setupDatabase();
-  dir = await mkdtemp(path.join(tmpdir(), 'tock-console-e2e-'));
-  keys.operator = await makeKey('acme', 'operator');
-  keys.reader = await makeKey('acme', 'reader');
-  keys.worker = await makeKey('acme', 'worker');
-  keys.other = await makeKey('globex', 'operator');
+  await h.start();
+  keys.operator = await h.makeKey('acme', 'operator');
+  keys.reader = await h.makeKey('acme', 'reader');
+  keys.worker = await h.makeKey('acme', 'worker');
+  keys.other = await h.makeKey('globex', 'operator');
 
   // A lease longer than the worker's long-poll wait: a remote worker dates a lease from when its
   // claim was sent, so a run claimed late in a long wait under a shorter lease is dropped unstarted.
-  const server = tock(['server', '--port', '0', '--lease', '30s', '--tick', '200ms'], {
-    DATABASE_URL: db.url,
-    TOCK_SCHEMA: db.schema,
-  });
-  const line = await server.waitFor(
-    (l) => typeof l.msg === 'string' && l.msg.startsWith('tock listening on '),
-    'the server to listen',
-    SLOW,
-  );
-  url = String(line.msg).slice('tock listening on '.length);
-
-  const handlers = path.join(dir, 'handlers.mjs');
-  await writeFile(handlers, HANDLERS);
-  const worker = tock([
-    'worker',
-    '--url',
-    url,
-    '--key',
-    keys.worker,
-    '--handlers',
-    handlers,
-    '--poll',
-    '100ms',
-    '--grace',
-    '1s',
-    '--worker-id',
-    'console-worker',
-  ]);
-  await worker.waitFor(
-    (l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it',
-    'the worker',
-    SLOW,
-  );
+  url = (await h.server(['--lease', '30s', '--tick', '200ms'])).url;
+  await h.worker(keys.worker, HANDLERS, 'console-worker');
 
   for (const [id, body] of [
     ['nightly', { schedule: '@every 1h', handler: 'hello' }],
@@ -174,22 +60,15 @@ beforeAll(async () => {
   expect(
     (await call(keys.other, 'PUT', '/v1/jobs/globex-secret', { schedule: '@every 1h', handler: 'x' })).status,
   ).toBe(200);
-  browser = await launchBrowser();
 }, 90_000);
 
-afterAll(async () => {
-  await browser?.close();
-  for (const p of children) p.child.kill('SIGKILL');
-  await Promise.all(children.map((p) => p.exited));
-  await rm(dir, { recursive: true, force: true });
-  await db?.teardown();
-});
+afterAll(() => h.close());
 
 // Each step of these tests waits at most SLOW on its own, and a test takes several: the test's bound
 // is their sum, so a slow step fails with its own message, not the test runner's 30 s timeout.
 describe('the web console', { timeout: 4 * SLOW }, () => {
   test('signs in with a key kept in sessionStorage only, and shows the tenant, the role and its jobs only', async () => {
-    const page = await browser.tab();
+    const page = await h.browser.tab();
     await page.goto(url);
     await page.getByLabel('API key').waitFor();
     await screenshot(page, '01-sign-in');
@@ -314,17 +193,9 @@ describe('the web console', { timeout: 4 * SLOW }, () => {
   });
 
   test('a server without keys (--insecure, as tock dev) opens the console without signing in', async () => {
-    const open = tock(['server', '--port', '0', '--insecure', '--tick', '200ms'], {
-      DATABASE_URL: db.url,
-      TOCK_SCHEMA: db.schema,
-    });
-    const line = await open.waitFor(
-      (l) => typeof l.msg === 'string' && l.msg.startsWith('tock listening on '),
-      'the open server to listen',
-      SLOW,
-    );
-    const page = await browser.tab();
-    await page.goto(String(line.msg).slice('tock listening on '.length));
+    const open = await h.server(['--insecure', '--tick', '200ms'], 'the open server to listen');
+    const page = await h.browser.tab();
+    await page.goto(open.url);
     await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: SLOW });
     expect(await page.getByTestId('tenant').textContent()).toBe('default');
     expect(await page.getByTestId('role').textContent()).toBe('cluster-admin');
@@ -332,8 +203,8 @@ describe('the web console', { timeout: 4 * SLOW }, () => {
     expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
     await page.getByText('No jobs yet.').waitFor({ timeout: SLOW });
     await page.close();
-    open.child.kill('SIGTERM');
-    await open.exited;
+    open.process.child.kill('SIGTERM');
+    await open.process.exited;
   });
 
   test('runs now and cluster pages load for an operator', async () => {
@@ -352,6 +223,6 @@ describe('the web console', { timeout: 4 * SLOW }, () => {
   });
 
   test('no tab had an uncaught error or a Content-Security-Policy violation', () => {
-    expect(browser.problems).toEqual([]);
+    expect(h.browser.problems).toEqual([]);
   });
 });

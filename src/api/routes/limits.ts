@@ -6,7 +6,7 @@
  */
 import { allows, keyOfRole, TockError, tenantKey } from '../../core/index.js';
 import * as L from '../limit-schemas.js';
-import { limitJson } from '../present.js';
+import { limitJson, limitStateJson } from '../present.js';
 import * as S from '../schemas.js';
 import type { Principal, RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
@@ -65,7 +65,7 @@ function readLimits(app: RouteApp, { store, clock }: RouteOptions): void {
     {
       config: { permission: 'read' },
       schema: {
-        summary: "List the tenant's limits, by key",
+        summary: "List the tenant's limits, by key, each with the runs it holds back",
         tags: ['limits'],
         querystring: S.ListQuery,
         response: { 200: L.LimitList, ...errors },
@@ -78,7 +78,7 @@ function readLimits(app: RouteApp, { store, clock }: RouteOptions): void {
         cursor: request.query.cursor ?? null,
         now: clock.nowMs(),
       });
-      return { limits: page.items.map(limitJson), next_cursor: page.nextCursor };
+      return { limits: page.items.map(limitStateJson), next_cursor: page.nextCursor };
     },
   );
 
@@ -87,14 +87,14 @@ function readLimits(app: RouteApp, { store, clock }: RouteOptions): void {
     {
       config: { permission: 'read' },
       schema: {
-        summary: 'One limit, with its tokens now and the slots in use',
+        summary: 'One limit, with its tokens now, the slots in use and the runs it holds back',
         tags: ['limits'],
         params: L.LimitParams,
-        response: { 200: L.Limit, ...errors },
+        response: { 200: L.LimitState, ...errors },
       },
     },
     async (request) =>
-      limitJson(
+      limitStateJson(
         await store.getLimit({
           tenantId: request.principal.tenantId,
           key: request.params.key,

@@ -2,23 +2,68 @@
  * The cluster as `GET /v1/status` tells it to this key: for a cluster-admin (and `tock dev`) every
  * node with its heartbeat, clock offset and shards, the shard ownership and the backlog; for
  * another operator its tenant's remote workers. Either way, the runs no live worker serves. A
- * reader key may not read it (the API needs `operate`), so the page says so without asking.
+ * reader key may not read the status (the API needs `operate`), so the page says so without
+ * asking. Every key sees its tenant's scheduling delay over the last hour (`GET /v1/delay`, p50 and
+ * p99 per minute of slots): of every pool, or of the pool chosen; one request per refresh.
  */
-import { api } from '../api.js';
+import { useState } from 'preact/hooks';
+import { api, withQuery } from '../api.js';
+import { DelayChart } from '../delay-chart.js';
 import { usePoll } from '../poll.js';
 import type { Session } from '../session.js';
-import type { Status } from '../types.js';
+import type { DelayAnswer, Status } from '../types.js';
 import { LoadError, When } from '../ui.js';
 
 export function ClusterPage({ session }: { session: Session }) {
-  if (!session.can('operate'))
-    return (
-      <>
-        <h1>Cluster</h1>
+  return (
+    <>
+      <h1>Cluster</h1>
+      {session.can('operate') ? (
+        <ClusterStatus />
+      ) : (
         <p class="notice">The cluster's status needs an operator, admin or cluster-admin key.</p>
-      </>
-    );
-  return <ClusterStatus />;
+      )}
+      <TenantDelay />
+    </>
+  );
+}
+
+/** The tenant's delay, of one pool or all: one series, so one request per refresh however many pools. */
+function TenantDelay() {
+  const [pool, setPool] = useState('');
+  const [typed, setTyped] = useState('');
+  const delay = usePoll(() => api<DelayAnswer>(withQuery('/v1/delay', { pool: pool || undefined })), [pool]);
+  return (
+    <section aria-labelledby="delay">
+      <h2 id="delay">Scheduling delay</h2>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setPool(typed.trim());
+        }}
+      >
+        <label>
+          Pool{' '}
+          <input
+            value={typed}
+            placeholder="every pool"
+            onInput={(e) => setTyped((e.target as HTMLInputElement).value)}
+          />
+        </label>{' '}
+        <button type="submit">Show</button>
+      </form>
+      <LoadError error={delay.error} />
+      {delay.data && (
+        <DelayChart
+          caption={`Scheduling delay of ${pool ? `pool ${pool}` : 'every pool'}, the last hour`}
+          answer={delay.data}
+          stats={['p50', 'p99']}
+          testId="cluster-delay"
+        />
+      )}
+    </section>
+  );
 }
 
 function ClusterStatus() {
@@ -27,7 +72,6 @@ function ClusterStatus() {
   const now = Date.now();
   return (
     <>
-      <h1>Cluster</h1>
       <LoadError error={status.error} />
       {s && (
         <>

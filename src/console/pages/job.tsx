@@ -1,16 +1,21 @@
 /**
  * One job: its definition (`GET /v1/jobs/{id}`), the actions a key that may operate has, and its
  * run history, newest first, a cursor page at a time (`GET /v1/jobs/{id}/runs`); each run links to
- * its page (attempts, output, errors, logs). Polled while the tab is visible.
+ * its page (attempts, output, errors, logs); its scheduling delay over the last hour
+ * (`GET /v1/delay?job_id=…`: p50, p99 and max per minute of slots) with the largest delay of the
+ * last five minutes, the figure `/metrics` reports as `tock_job_scheduling_delay_seconds`. Polled
+ * while the tab is visible: three requests each time.
  */
 import { useState } from 'preact/hooks';
 import { api, seg, withQuery } from '../api.js';
+import { METRICS_JOB_WINDOW_MS, recentMax, seconds } from '../delay.js';
+import { DelayChart } from '../delay-chart.js';
 import { json } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
 import { RunsTable } from '../runs-table.js';
 import type { Session } from '../session.js';
-import type { Job, RunList } from '../types.js';
+import type { DelayAnswer, Job, RunList } from '../types.js';
 import { LoadError, Notice, Pager, type Report, StateBadge, usePager, When } from '../ui.js';
 
 /** Runs a page of the history. */
@@ -60,6 +65,7 @@ export function JobPage({ session, jobId }: { session: Session; jobId: string })
           <Definition j={j} now={now} />
         </>
       )}
+      {job.error?.code !== 'not_found' && <JobDelay jobId={jobId} />}
       {job.error?.code !== 'not_found' && (
         <section aria-labelledby="history">
           <h2 id="history">Runs, newest first</h2>
@@ -118,6 +124,43 @@ function Definition({ j, now }: { j: Job; now: number }) {
         <summary>The whole definition (JSON)</summary>
         <pre>{json(j)}</pre>
       </details>
+    </section>
+  );
+}
+
+/** The job's delay chart, with the largest delay of the last METRICS_JOB_WINDOW_MS as /metrics has it. */
+function JobDelay({ jobId }: { jobId: string }) {
+  const delay = usePoll(() => api<DelayAnswer>(withQuery('/v1/delay', { job_id: jobId })), [jobId]);
+  const d = delay.data;
+  const recent = d && recentMax(d);
+  const minutes = METRICS_JOB_WINDOW_MS / 60_000;
+  return (
+    <section aria-labelledby="delay">
+      <h2 id="delay">Scheduling delay</h2>
+      <LoadError error={delay.error} />
+      {d && (
+        <>
+          <p class="recent-max" data-testid="recent-max">
+            Largest delay of the runs with a slot in the last {minutes} minutes:{' '}
+            <strong data-seconds={recent?.seconds ?? ''}>
+              {recent ? seconds(recent.seconds) : 'no run ended'}
+            </strong>
+            {recent && <span class="muted"> ({recent.runs} runs)</span>}
+          </p>
+          <p class="muted">
+            A run's delay is its start minus when it became due. <code>/metrics</code> reports the same figure
+            as <code>tock_job_scheduling_delay_seconds</code> (over the server's{' '}
+            <code>--metrics-job-window</code>, {minutes} minutes unless set; it also counts a queued run's
+            wait so far).
+          </p>
+          <DelayChart
+            caption={`Delay of ${jobId}'s runs by slot, the last hour`}
+            answer={d}
+            stats={['p50', 'p99', 'max']}
+            testId="job-delay"
+          />
+        </>
+      )}
     </section>
   );
 }

@@ -50,15 +50,50 @@ RETURNING ${LIMIT_COLUMNS.replace('in_use', `GREATEST(0, l.in_use - ${pendingRel
 /** $1 tenant, $2 keys. Those of these keys the tenant has defined a limit for (what jobs may list). */
 export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
 
-/** $1 tenant, $2 key. Any key, a job's own gate too (the gauges and tests read those). */
-export const limitGet = `
-SELECT ${LIMIT_COLUMNS} FROM limit_states WHERE tenant_id = $1 AND key = $2`;
+/**
+ * The limits `chosen` picks (a SELECT of `id`, `gate` and LIMIT_COLUMNS over `limit_states l`, bounded by
+ * its own LIMIT), by gate, each with `held_runs`: the queued runs available by `now` that pass its
+ * gate, counted only while it is exhausted (less than a whole unit of room, `roomNow`: no whole
+ * token after refill or its one-second window at its cap; or every slot in use), else 0. A tenant
+ * key's gate is passed by every run of the tenant; a job key's by that job's runs; a named limit's
+ * by the runs whose `gates` name it. The queue is read once, joined on tenant to the exhausted
+ * limits only. The gauges (`limitGauges`) and the API's reads (`limitGet`, `limitList`) count held
+ * runs with this one statement, so `/metrics` and `GET /v1/limits` agree.
+ */
+const withHeldRuns = (now: string, chosen: string) => `
+WITH chosen AS (${chosen}), sampled AS (
+  SELECT l.*,
+    (l.rate IS NOT NULL AND ${roomNow('l', now)} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted
+  FROM chosen l
+), held AS (
+  SELECT s.gate, count(*)::int AS n
+  FROM sampled s JOIN run_queue q ON q.tenant_id = s.tenant_id
+  WHERE s.exhausted AND q.available_at <= ${now}::timestamptz
+    AND CASE WHEN s.key LIKE 'tenant:%' THEN true
+             WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
+             ELSE s.gate = ANY(q.gates) END
+  GROUP BY s.gate
+)
+SELECT s.*, coalesce(h.n, 0) AS held_runs
+FROM sampled s LEFT JOIN held h ON h.gate = s.gate
+ORDER BY s.gate`;
 
-/** $1 tenant, $2 after this key (null: from the first), $3 rows. Jobs' own gates are shown on the job. */
-export const limitList = `
-SELECT ${LIMIT_COLUMNS} FROM limit_states
-WHERE tenant_id = $1 AND key NOT LIKE 'job:%' AND ($2::text IS NULL OR key > $2)
-ORDER BY key LIMIT $3`;
+/** $1 tenant, $2 key, $3 now. Any key, a job's own gate too (the gauges and tests read those), with its held runs. */
+export const limitGet = withHeldRuns(
+  '$3',
+  `SELECT l.id, l.gate, ${LIMIT_COLUMNS} FROM limit_states l WHERE l.tenant_id = $1 AND l.key = $2`,
+);
+
+/**
+ * $1 tenant, $2 after this key (null: from the first), $3 rows, $4 now. Jobs' own gates are shown
+ * on the job. A tenant's gates are `<tenant>/<key>`, so by gate is by key.
+ */
+export const limitList = withHeldRuns(
+  '$4',
+  `SELECT l.id, l.gate, ${LIMIT_COLUMNS} FROM limit_states l
+  WHERE l.tenant_id = $1 AND l.key NOT LIKE 'job:%' AND ($2::text IS NULL OR l.key > $2)
+  ORDER BY l.key LIMIT $3`,
+);
 
 /**
  * $1 tenant, $2 key. Deletes a limit unless a job of the tenant lists it (`job_id`: the first such
@@ -88,32 +123,11 @@ SELECT EXISTS (SELECT 1 FROM target) AS existed,
 
 /**
  * $1 now, $2 rows. Every limit (all tenants, jobs' own gates included), by gate, at most $2, for
- * the gauges, each row with `total`, the count of all limits, and `held_runs`: the queued runs
- * available by now that pass its gate, counted only while it is exhausted (less than a whole unit
- * of room, `roomNow`: no whole token after refill or its one-second window at its cap; or every
- * slot in use), else 0. A tenant key's gate is passed by every run of the
- * tenant; a job key's by that job's runs; a named limit's by the runs whose `gates` name it. The
- * queue is read once, joined on tenant to the exhausted limits only.
+ * the gauges, each row with `total`, the count of all limits, and `held_runs` (`withHeldRuns`).
  */
-export const limitGauges = `
-WITH sampled AS (
-  SELECT l.tenant_id, l.key, l.gate, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n,
-    l.max_concurrency, l.in_use, l.credited_tokens,
-    (l.rate IS NOT NULL AND ${roomNow('l', '$1')} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted,
-    count(*) OVER ()::int AS total
+export const limitGauges = withHeldRuns(
+  '$1',
+  `SELECT l.id, l.gate, ${LIMIT_COLUMNS}, count(*) OVER ()::int AS total
   FROM limit_states l
-  ORDER BY l.gate LIMIT $2
-), held AS (
-  SELECT s.gate, count(*)::int AS n
-  FROM sampled s JOIN run_queue q ON q.tenant_id = s.tenant_id
-  WHERE s.exhausted AND q.available_at <= $1::timestamptz
-    AND CASE WHEN s.key LIKE 'tenant:%' THEN true
-             WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
-             ELSE s.gate = ANY(q.gates) END
-  GROUP BY s.gate
-)
-SELECT s.tenant_id, s.key, s.rate, s.burst, s.tokens, s.refilled_at, s.recent_at, s.recent_n, s.max_concurrency,
-  s.in_use, s.credited_tokens, s.total,
-  coalesce(h.n, 0) AS held_runs
-FROM sampled s LEFT JOIN held h ON h.gate = s.gate
-ORDER BY s.gate`;
+  ORDER BY l.gate LIMIT $2`,
+);
