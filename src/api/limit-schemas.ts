@@ -5,6 +5,7 @@
  */
 import { Type } from 'typebox';
 import { MAX_BURST, MAX_CONCURRENCY, MAX_RATE } from '../core/index.js';
+import { HELD_SCAN } from '../store/index.js';
 import { Id, Instant } from './schemas.js';
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
@@ -75,6 +76,9 @@ export const LimitState = Type.Object({
   held: Type.Integer({
     description:
       'queued runs due by now that this limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not. The count tock_limit_held_runs of /metrics reports',
+  }),
+  held_capped: Type.Boolean({
+    description: `true: the count read the tenant's ${HELD_SCAN.toLocaleString('en')} longest-due queued runs and stopped, so held counts only those (a lower bound)`,
   }),
 });
 

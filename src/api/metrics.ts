@@ -10,7 +10,13 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Clock } from '../core/index.js';
-import { EXACT_COUNT_BELOW, type LimitGauge, type Store, type TableStats } from '../store/index.js';
+import {
+  EXACT_COUNT_BELOW,
+  HELD_SCAN,
+  type LimitGauge,
+  type Store,
+  type TableStats,
+} from '../store/index.js';
 import { type JobGaugeOptions, JobGauges } from './job-metrics.js';
 
 /**
@@ -94,7 +100,7 @@ export class Metrics {
   });
   readonly limitHeldRuns = new Gauge({
     name: 'tock_limit_held_runs',
-    help: `Claimable-by-time runs a limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
+    help: `Claimable-by-time runs a limit holds back while it is exhausted (no whole token, or every slot in use); 0 while it is not; counted among the tenant's ${HELD_SCAN.toLocaleString('en')} longest-due queued runs at most (a sample at most ${METRICS_SAMPLE_MS / 1000} s old)`,
     labelNames: ['tenant', 'key'],
     registers: [this.registry],
   });

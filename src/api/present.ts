@@ -94,5 +94,5 @@ export function limitJson(l: Limit) {
 
 /** A limit with the runs it holds back (`GET /v1/limits`, `GET /v1/limits/{key}`). */
 export function limitStateJson(l: LimitGauge) {
-  return { ...limitJson(l), held: l.heldRuns };
+  return { ...limitJson(l), held: l.heldRuns, held_capped: l.heldCapped };
 }

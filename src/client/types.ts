@@ -197,6 +197,8 @@ export interface LimitState extends Limit {
    * whole token, or every slot in use); 0 while it is not (`tock_limit_held_runs` of `/metrics`).
    */
   held: number;
+  /** The count read the tenant's 10,000 longest-due queued runs and stopped: `held` is a lower bound. */
+  held_capped: boolean;
 }
 
 /** A page of the tenant's limits (`GET /v1/limits`). */

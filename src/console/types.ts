@@ -145,6 +145,7 @@ export interface Limit {
   tokens: number | null;
   in_use: number;
   held: number;
+  held_capped: boolean;
   updated_at: string;
 }
 

@@ -11,6 +11,7 @@ export {
   PostgresStore,
   type PostgresStoreOptions,
 } from './postgres-store.js';
+export { HELD_SCAN } from './queries/limits.js';
 export { EXACT_COUNT_BELOW } from './run-reads.js';
 export type { Store } from './store.js';
 export * from './types.js';

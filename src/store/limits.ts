@@ -83,7 +83,11 @@ export async function putLimit(
 }
 
 /** A row of `withHeldRuns` (queries/limits.ts): the limit at `now` and the runs it holds back. */
-const heldOf = (r: Row, now: number): LimitGauge => ({ ...limitOf(r, now), heldRuns: r.held_runs });
+const heldOf = (r: Row, now: number): LimitGauge => ({
+  ...limitOf(r, now),
+  heldRuns: r.held_runs,
+  heldCapped: r.held_capped,
+});
 
 /** One limit of the tenant at `now`, with the runs it holds back. */
 export async function getLimit(

@@ -169,6 +169,8 @@ export interface LimitGauge extends Limit {
    * whole token, or every slot in use); 0 while it is not.
    */
   heldRuns: number;
+  /** The count read its tenant's `HELD_SCAN` longest-due runs and stopped: `heldRuns` counts among those. */
+  heldCapped: boolean;
 }
 
 /** What an upsert did to one job; with `withJobs`, also the job's row after it (`job`). */

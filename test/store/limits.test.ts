@@ -5,8 +5,17 @@
  * sample (runs held back only by an exhausted limit).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { HELD_SCAN } from '../../src/store/index.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { countRows, expectTockError, job, slotsHeld, uniqueId, upsertJob } from '../setup/factories.js';
+import {
+  countRows,
+  expectTockError,
+  job,
+  queueLimitedRuns,
+  slotsHeld,
+  uniqueId,
+  upsertJob,
+} from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -333,5 +342,26 @@ describe('gauges', () => {
     const two = await db.store.limitGauges({ now, limit: 2 });
     expect(two.limits).toHaveLength(2);
     expect(two.total).toBe(total);
+    expect(sample.every((l) => !l.heldCapped)).toBe(true);
+  });
+
+  test("a backlog past HELD_SCAN: each limit reads that many of its tenant's due runs and says the count stopped there", async () => {
+    const tenantId = uniqueId('t-backlog');
+    const now = db.clock.nowMs();
+    await db.store.putLimit({ tenantId, key: 'api', limit: { maxConcurrency: 1 }, now });
+    await db.store.putLimit({ tenantId, key: 'other', limit: { maxConcurrency: 1 }, now });
+    await db.pool.query('UPDATE limits SET in_use = 1 WHERE tenant_id = $1', [tenantId]);
+    await queueLimitedRuns(db.pool, { tenantId, jobId: 'j', pool: 'default', n: HELD_SCAN + 5, at: now });
+    const api = await db.store.getLimit({ tenantId, key: 'api', now });
+    expect(api).toMatchObject({ heldRuns: HELD_SCAN, heldCapped: true });
+    // None of the runs read passes this gate: 0 held among them, and the count says it stopped.
+    const other = await db.store.getLimit({ tenantId, key: 'other', now });
+    expect(other).toMatchObject({ heldRuns: 0, heldCapped: true });
+    // A limit with room holds nothing and reads nothing.
+    await db.pool.query(`UPDATE limits SET in_use = 0 WHERE tenant_id = $1 AND key = 'api'`, [tenantId]);
+    expect(await db.store.getLimit({ tenantId, key: 'api', now })).toMatchObject({
+      heldRuns: 0,
+      heldCapped: false,
+    });
   });
 });

@@ -56,7 +56,9 @@ export function LimitsPage() {
                   <td data-field="tokens">{l.tokens === null ? none : Math.floor(l.tokens * 100) / 100}</td>
                   <td data-field="max_concurrency">{l.max_concurrency ?? none}</td>
                   <td data-field="in_use">{l.in_use}</td>
-                  <td data-field="held">{l.held > 0 ? <strong>{l.held}</strong> : 0}</td>
+                  <td data-field="held">
+                    {l.held > 0 ? <strong>{l.held_capped ? `${l.held}+` : l.held}</strong> : 0}
+                  </td>
                   <td>
                     <When iso={l.updated_at} now={now} />
                   </td>

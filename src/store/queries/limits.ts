@@ -51,31 +51,45 @@ RETURNING ${LIMIT_COLUMNS.replace('in_use', `GREATEST(0, l.in_use - ${pendingRel
 export const limitKeysDefined = `SELECT key FROM limits WHERE tenant_id = $1 AND key = ANY($2::text[])`;
 
 /**
+ * Most queued runs of its tenant one limit's held count reads: a tenant's backlog of millions costs
+ * a read of at most this many index entries per exhausted limit, not a scan of its queue.
+ */
+export const HELD_SCAN = 10_000;
+
+/**
  * The limits `chosen` picks (a SELECT of `id`, `gate` and LIMIT_COLUMNS over `limit_states l`, bounded by
  * its own LIMIT), by gate, each with `held_runs`: the queued runs available by `now` that pass its
  * gate, counted only while it is exhausted (less than a whole unit of room, `roomNow`: no whole
  * token after refill or its one-second window at its cap; or every slot in use), else 0. A tenant
  * key's gate is passed by every run of the tenant; a job key's by that job's runs; a named limit's
- * by the runs whose `gates` name it. The queue is read once, joined on tenant to the exhausted
- * limits only. The gauges (`limitGauges`) and the API's reads (`limitGet`, `limitList`) count held
- * runs with this one statement, so `/metrics` and `GET /v1/limits` agree.
+ * by the runs whose `gates` name it. Each exhausted limit reads its tenant's due runs longest due
+ * first down `run_queue_late`, at most HELD_SCAN of them: `held_capped` says the read stopped
+ * there, so `held_runs` counts only the runs among those. The gauges (`limitGauges`) and the API's
+ * reads (`limitGet`, `limitList`) count held runs with this one statement, so `/metrics` and
+ * `GET /v1/limits` agree.
  */
 const withHeldRuns = (now: string, chosen: string) => `
 WITH chosen AS (${chosen}), sampled AS (
   SELECT l.*,
     (l.rate IS NOT NULL AND ${roomNow('l', now)} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted
   FROM chosen l
-), held AS (
-  SELECT s.gate, count(*)::int AS n
-  FROM sampled s JOIN run_queue q ON q.tenant_id = s.tenant_id
-  WHERE s.exhausted AND q.available_at <= ${now}::timestamptz
-    AND CASE WHEN s.key LIKE 'tenant:%' THEN true
-             WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
-             ELSE s.gate = ANY(q.gates) END
-  GROUP BY s.gate
 )
-SELECT s.*, coalesce(h.n, 0) AS held_runs
-FROM sampled s LEFT JOIN held h ON h.gate = s.gate
+SELECT s.*, coalesce(h.n, 0) AS held_runs, coalesce(h.read >= ${HELD_SCAN}, false) AS held_capped
+FROM sampled s
+LEFT JOIN LATERAL (
+  SELECT count(*) FILTER (
+      WHERE CASE WHEN s.key LIKE 'tenant:%' THEN true
+                 WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
+                 ELSE s.gate = ANY(q.gates) END
+    )::int AS n,
+    count(*)::int AS read
+  FROM (
+    SELECT q.job_id, q.gates FROM run_queue q
+    WHERE q.tenant_id = s.tenant_id AND q.available_at <= ${now}::timestamptz
+    ORDER BY q.available_at, q.run_id
+    LIMIT ${HELD_SCAN}
+  ) q
+) h ON s.exhausted
 ORDER BY s.gate`;
 
 /** $1 tenant, $2 key, $3 now. Any key, a job's own gate too (the gauges and tests read those), with its held runs. */
