@@ -17,6 +17,7 @@ export {
   type CompleteOptions,
   HttpLeaseSource,
   type HttpLeaseSourceOptions,
+  type ListJobsOptions,
   type ListRunsOptions,
   type PageOptions,
   TockApiError,

@@ -251,6 +251,29 @@ export const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** `GET /v1/jobs`: a page, and what the jobs must match (every filter given must hold). */
+export const JobListQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          'only jobs whose id starts with this text, matched literally (no wildcards: `%`, `_` and `\\` are themselves); a prefix, so an index serves it on any number of jobs',
+      }),
+    ),
+    state: Type.Optional(
+      Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
+        description: 'only jobs in this state',
+      }),
+    ),
+    pool: Type.Optional(Id('only jobs of this pool')),
+    handler: Type.Optional(Id('only jobs of this handler')),
+  },
+  { additionalProperties: false },
+);
+
 export const RunListQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1-500, default 50' })),

@@ -82,6 +82,17 @@ export interface PageOptions {
   cursor?: string | null;
 }
 
+export interface ListJobsOptions extends PageOptions {
+  /** Only jobs whose id starts with this text (taken literally). Default: any. */
+  q?: string;
+  /** Only jobs in this state. Default: any. */
+  state?: 'active' | 'paused' | 'finished';
+  /** Only jobs of this pool. Default: any. */
+  pool?: string;
+  /** Only jobs of this handler. Default: any. */
+  handler?: string;
+}
+
 export interface ListRunsOptions extends PageOptions {
   /** Only runs in this state (`dead`: the dead-letter view). */
   state?: RunState;
@@ -192,8 +203,9 @@ export class TockClient {
     return this.request('GET', `/v1/jobs/${segment(jobId)}`);
   }
 
-  listJobs(options: PageOptions = {}): Promise<JobList> {
-    return this.request('GET', '/v1/jobs', { query: { limit: options.limit, cursor: options.cursor } });
+  listJobs(options: ListJobsOptions = {}): Promise<JobList> {
+    const { limit, cursor, q, state, pool, handler } = options;
+    return this.request('GET', '/v1/jobs', { query: { limit, cursor, q, state, pool, handler } });
   }
 
   /** Deletes a job; its pending runs are cancelled, its history is kept. */

@@ -7,6 +7,7 @@ export {
   type ClaimOptions,
   DEFAULT_TIMEOUT_MS,
   type DelayOptions,
+  type ListJobsOptions,
   type ListRunsOptions,
   type PageOptions,
   TockClient,

@@ -48,7 +48,7 @@ import * as shards from './shards.js';
 import type { Store } from './store.js';
 import { tableStats } from './table-stats.js';
 import { checkTick, tick } from './tick.js';
-import type { Job, JobChange, Page, Run, RunWithAttempts, TickResult } from './types.js';
+import type { Job, JobChange, JobFilter, Page, Run, RunWithAttempts, TickResult } from './types.js';
 
 export { MAX_BULK_JOBS } from '../core/index.js';
 export { MAX_CLAIM_AHEAD_MS } from './claims.js';
@@ -146,7 +146,12 @@ export class PostgresStore implements Store {
     return jobs.getJob(this.pool, { ...p, misfireThresholdMs: this.misfireThresholdMs });
   }
 
-  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>> {
+  listJobs(p: {
+    tenantId: string;
+    limit: number;
+    cursor?: string | null;
+    filter?: JobFilter;
+  }): Promise<Page<Job>> {
     return jobs.listJobs(this.pool, { ...p, misfireThresholdMs: this.misfireThresholdMs });
   }
 

@@ -35,6 +35,7 @@ import type {
   IdempotentAnswer,
   Job,
   JobChange,
+  JobFilter,
   LimitGauge,
   NodeInfo,
   Page,
@@ -67,7 +68,12 @@ export interface Store extends NotificationStore {
     withJobs?: WithJobs;
   }): Promise<{ changes: JobChange<WithJobs>[] }>;
   getJob(p: { tenantId: string; jobId: string }): Promise<Job>;
-  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>>;
+  listJobs(p: {
+    tenantId: string;
+    limit: number;
+    cursor?: string | null;
+    filter?: JobFilter;
+  }): Promise<Page<Job>>;
   pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
   resumeJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
   /** Deletes the job and cancels its pending runs; history stays. */

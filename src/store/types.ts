@@ -159,6 +159,16 @@ export interface Page<T> {
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
+/** What a job list keeps (every field optional; all given must hold). */
+export interface JobFilter {
+  /** Jobs whose id starts with this text, taken literally (no wildcards). */
+  idPrefix?: string;
+  /** `active` (slots to come), `paused`, or `finished` (no slot left). */
+  state?: 'active' | 'paused' | 'finished';
+  pool?: string;
+  handler?: string;
+}
+
 /** A limit in the gauges' sample: the limit at the sample's instant, and the runs it holds back. */
 export interface LimitGauge extends Limit {
   /**

@@ -165,7 +165,11 @@ describe('GET /openapi.json', () => {
     const list = doc.paths['/v1/jobs'].get;
     expect(list.parameters.map((p: Doc) => `${p.in}:${p.name}`).sort()).toEqual([
       'query:cursor',
+      'query:handler',
       'query:limit',
+      'query:pool',
+      'query:q',
+      'query:state',
     ]);
     expect(Object.keys(list.responses['200'].content['application/json'].schema.properties).sort()).toEqual([
       'jobs',

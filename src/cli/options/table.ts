@@ -454,7 +454,21 @@ export const OPTIONS = {
     ...apiClient,
   },
   'jobs get': apiClient,
-  'jobs list': { ...paging('jobs'), ...apiClient },
+  'jobs list': {
+    prefix: {
+      flags: '--prefix <text>',
+      description: 'only jobs whose id starts with this text (taken literally: % and _ are themselves)',
+    },
+    state: {
+      flags: '--state <state>',
+      description: 'only jobs in this state',
+      choices: ['active', 'paused', 'finished'],
+    },
+    pool: { flags: '--pool <pool>', description: 'only jobs of this pool' },
+    handler: { flags: '--handler <handler>', description: 'only jobs of this handler' },
+    ...paging('jobs'),
+    ...apiClient,
+  },
   'jobs pause': apiClient,
   'jobs resume': apiClient,
   'jobs delete': apiClient,
