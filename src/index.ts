@@ -20,6 +20,7 @@ export {
   type ListJobsOptions,
   type ListRunsOptions,
   type PageOptions,
+  type ReplayDeadOptions,
   TockApiError,
   TockClient,
   type TockClientOptions,

@@ -32,6 +32,7 @@ import type {
   NotificationBody,
   NotificationList,
   PruneAnswer,
+  ReplayDeadAnswer,
   RetentionBody,
   Role,
   Run,
@@ -91,6 +92,24 @@ export interface ListJobsOptions extends PageOptions {
   pool?: string;
   /** Only jobs of this handler. Default: any. */
   handler?: string;
+}
+
+/** Which dead runs `replayDeadRuns` takes, and how. Every filter is optional; all given must hold. */
+export interface ReplayDeadOptions {
+  /** Only this job's dead runs. Default: any job. */
+  jobId?: string;
+  /** Only dead runs whose last error holds this text (any case, taken literally). Default: any. */
+  errorContains?: string;
+  /** Only slots at or after this instant. Default: no bound. */
+  slotFrom?: string | Date;
+  /** Only slots before this instant. Default: no bound. */
+  slotTo?: string | Date;
+  /** Count the matching dead runs (up to 100,000) and replay none. Default false. */
+  dryRun?: boolean;
+  /** Most runs this call replays, 1-500. Default 500. */
+  limit?: number;
+  /** The last answer's `next_cursor`: go on after its batch. Default: from the newest slot. */
+  cursor?: string | null;
 }
 
 export interface ListRunsOptions extends PageOptions {
@@ -273,6 +292,24 @@ export class TockClient {
   /** Requeues a dead run; `409` for a run in any other state. */
   replayRun(runId: string): Promise<Run> {
     return this.request('POST', `/v1/runs/${segment(runId)}/replay`);
+  }
+
+  /**
+   * Replays the dead runs a filter picks, up to `limit` (500) a call, newest slot first; `dryRun`
+   * counts them instead. Pass `next_cursor` back as `cursor` until it is `null`.
+   */
+  replayDeadRuns(options: ReplayDeadOptions = {}): Promise<ReplayDeadAnswer> {
+    const o = options;
+    const body = {
+      job_id: o.jobId,
+      error_contains: o.errorContains,
+      slot_from: o.slotFrom === undefined ? undefined : instantText(o.slotFrom),
+      slot_to: o.slotTo === undefined ? undefined : instantText(o.slotTo),
+      dry_run: o.dryRun,
+      limit: o.limit,
+      cursor: o.cursor ?? undefined,
+    };
+    return this.request('POST', '/v1/runs/replay', { body });
   }
 
   /**

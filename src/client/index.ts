@@ -10,6 +10,7 @@ export {
   type ListJobsOptions,
   type ListRunsOptions,
   type PageOptions,
+  type ReplayDeadOptions,
   TockClient,
   type TockClientOptions,
   type TriggerOptions,

@@ -285,6 +285,22 @@ export interface StatusAnswer {
   };
 }
 
+/** What `POST /v1/runs/replay` did: a count (`dry_run`), or one batch replayed. */
+export interface ReplayDeadAnswer {
+  dry_run: boolean;
+  /** Dry run: the dead runs that match, counted up to 100,000; otherwise those this call found. */
+  matching: number;
+  /** Dry run: more than 100,000 match. */
+  more_matching: boolean;
+  /** Runs replayed by this call. */
+  replayed: number;
+  /** Runs found dead that were no longer dead when written (replayed or pruned meanwhile). */
+  skipped: number;
+  replayed_run_ids: string[];
+  /** Send back as `cursor` to go on after this batch; `null` when no match follows. */
+  next_cursor: string | null;
+}
+
 /** What `POST /v1/jobs/{job_id}/backfill` did. */
 export interface BackfillAnswer {
   /** Runs created: slots of the range that had none. */

@@ -92,6 +92,17 @@ export interface RunList {
   next_cursor: string | null;
 }
 
+/** `POST /v1/runs/replay`: a count (`dry_run`), or one batch replayed. */
+export interface ReplayDeadAnswer {
+  dry_run: boolean;
+  matching: number;
+  more_matching: boolean;
+  replayed: number;
+  skipped: number;
+  replayed_run_ids: string[];
+  next_cursor: string | null;
+}
+
 export interface StatusNode {
   node_id: string;
   role: string;

@@ -32,6 +32,7 @@ import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
 import * as claims from './claims.js';
 import { inTransaction } from './db.js';
+import * as deadLetters from './dead-letters.js';
 import * as delay from './delay.js';
 import * as idempotency from './idempotency.js';
 import * as jobs from './jobs.js';
@@ -48,7 +49,16 @@ import * as shards from './shards.js';
 import type { Store } from './store.js';
 import { tableStats } from './table-stats.js';
 import { checkTick, tick } from './tick.js';
-import type { Job, JobChange, JobFilter, Page, Run, RunWithAttempts, TickResult } from './types.js';
+import type {
+  DeadFilter,
+  Job,
+  JobChange,
+  JobFilter,
+  Page,
+  Run,
+  RunWithAttempts,
+  TickResult,
+} from './types.js';
 
 export { MAX_BULK_JOBS } from '../core/index.js';
 export { MAX_CLAIM_AHEAD_MS } from './claims.js';
@@ -229,6 +239,20 @@ export class PostgresStore implements Store {
   async replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run> {
     const run = await this.getRun(p);
     return runs.replayRun(this.pool, { ...p, run, agingStepMs: this.agingStepMs });
+  }
+
+  countDeadRuns(p: { tenantId: string; filter: DeadFilter }) {
+    return deadLetters.countDeadRuns(this.pool, p);
+  }
+
+  replayDeadRuns(p: {
+    tenantId: string;
+    filter: DeadFilter;
+    limit: number;
+    cursor?: string | null;
+    now: number;
+  }) {
+    return deadLetters.replayDeadRuns(this.pool, { ...p, agingStepMs: this.agingStepMs });
   }
 
   cancelRun(p: { tenantId: string; runId: string; now: number }): Promise<RunWithAttempts> {

@@ -32,6 +32,8 @@ import type {
   ApiKey,
   BackfillResult,
   ClaimedRun,
+  DeadFilter,
+  DeadReplay,
   IdempotentAnswer,
   Job,
   JobChange,
@@ -154,6 +156,19 @@ export interface Store extends NotificationStore {
    * is a `ConflictError`.
    */
   replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
+  /** How many of the tenant's dead runs match `filter`, counted up to 100,000 (`atLeast`: more). */
+  countDeadRuns(p: { tenantId: string; filter: DeadFilter }): Promise<{ count: number; atLeast: boolean }>;
+  /**
+   * Replays up to `limit` (1-500) of the tenant's dead runs that match `filter`, newest slot first,
+   * after `cursor`, each as `replayRun` does; one no longer dead when written is skipped.
+   */
+  replayDeadRuns(p: {
+    tenantId: string;
+    filter: DeadFilter;
+    limit: number;
+    cursor?: string | null;
+    now: number;
+  }): Promise<DeadReplay>;
   /**
    * Cancels the tenant's pending run: a queued one leaves the queue; a running one is taken off its
    * claim, so its lease is revoked (the worker's next heartbeat reports it lost, and its late result

@@ -24,6 +24,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['get', '/v1/delay', 200, false],
   ['get', '/v1/runs/{run_id}', 200, false],
   ['post', '/v1/runs/{run_id}/replay', 200, false],
+  ['post', '/v1/runs/replay', 200, true],
   ['post', '/v1/runs/{run_id}/cancel', 200, false],
   ['get', '/v1/retention', 200, false],
   ['put', '/v1/retention', 200, true],

@@ -110,3 +110,74 @@ describe('tock jobs list with filters', () => {
     expect(out.stderr).toMatch(/--state/);
   });
 });
+
+describe('tock dlq replay --all', () => {
+  /** `n` triggered runs of a new job, each failed permanently with `error`. */
+  async function deadRuns(jobId: string, n: number, error: string): Promise<string[]> {
+    await ok(['jobs', 'put', jobId, '--schedule', '@daily', '--handler', `${jobId}-h`, '--pool', jobId]);
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const at = new Date(db.clock.nowMs() - (n - i) * 1000).toISOString();
+      ids.push((await okJson(['jobs', 'trigger', jobId, '--at', at])).run_id);
+    }
+    const claimed = await db.store.claimRuns({
+      workerId: 'w-1',
+      pool: jobId,
+      max: n,
+      handlers: [`${jobId}-h`],
+      tenantId: TENANT,
+      now: db.clock.nowMs(),
+    });
+    for (const c of claimed)
+      await db.store.failRun({
+        runId: c.runId,
+        leaseToken: c.leaseToken,
+        error,
+        permanent: true,
+        now: db.clock.nowMs(),
+      });
+    return ids;
+  }
+
+  let flaky: string[];
+  let broken: string[];
+
+  beforeAll(async () => {
+    flaky = await deadRuns('r-flaky', 3, 'upstream timeout');
+    broken = await deadRuns('r-broken', 2, 'TypeError: x is undefined');
+  });
+
+  test('--dry-run counts; then --all replays what matches, and only that', async () => {
+    expect(await ok(['dlq', 'replay', '--all', '--job', 'r-flaky', '--dry-run'])).toBe(
+      '3 dead runs match; none replayed (--dry-run)\n',
+    );
+    expect(await ok(['dlq', 'replay', '--all', '--error', 'TIMEOUT', '--dry-run'])).toBe(
+      '3 dead runs match; none replayed (--dry-run)\n',
+    );
+    expect((await okJson(['dlq', 'replay', '--all', '--dry-run'])).matching).toBe(5);
+    expect(await ok(['dlq', 'replay', '--all', '--error', 'timeout'])).toBe('replayed 3 dead runs\n');
+    expect((await okJson(['dlq', 'list'])).runs.map((r: { run_id: string }) => r.run_id).sort()).toEqual(
+      [...broken].sort(),
+    );
+    const all = await okJson(['dlq', 'replay', '--all']);
+    expect(all).toMatchObject({ replayed: 2, skipped: 0 });
+    expect(new Set(all.replayed_run_ids)).toEqual(new Set(broken));
+    expect(flaky).toHaveLength(3);
+  });
+
+  test('the single form stays; a run id with --all, or filters without it, are refused before any request', async () => {
+    for (const args of [
+      ['dlq', 'replay', 'x', '--all'],
+      ['dlq', 'replay'],
+      ['dlq', 'replay', 'x', '--dry-run'],
+      ['dlq', 'replay', 'x', '--job', 'r-flaky'],
+      ['dlq', 'replay', '--all', '--from', 'yesterday'],
+    ]) {
+      const out = await tock(args);
+      expect(out.code, args.join(' ')).toBe(1);
+      expect(out.stdout).toBe('');
+    }
+    const out = await tock(['dlq', 'replay', '00000000-0000-7000-8000-000000000000']);
+    expect(out.stderr).toMatch(/^tock: 404 not_found/);
+  });
+});

@@ -527,7 +527,33 @@ export const OPTIONS = {
     ...paging('runs'),
     ...apiClient,
   },
-  'dlq replay': apiClient,
+  'dlq replay': {
+    all: {
+      flags: '--all',
+      description:
+        'replay every dead run the filters pick (all of them without a filter), 500 a request, instead of one <run_id>',
+    },
+    job: { flags: '--job <job_id>', description: "with --all: only this job's dead runs" },
+    error: {
+      flags: '--error <text>',
+      description: 'with --all: only dead runs whose last error holds this text (any case, taken literally)',
+    },
+    from: {
+      flags: '--from <instant>',
+      description: 'with --all: only slots at or after this instant, ISO-8601 with offset',
+      parse: instant,
+    },
+    to: {
+      flags: '--to <instant>',
+      description: 'with --all: only slots before this instant, ISO-8601 with offset',
+      parse: instant,
+    },
+    dryRun: {
+      flags: '--dry-run',
+      description: 'with --all: print how many dead runs match (counted up to 100,000); replay none',
+    },
+    ...apiClient,
+  },
   delay: {
     job: { flags: '--job <job_id>', description: 'only this job' },
     pool: { flags: '--pool <pool>', description: 'only this pool' },

@@ -4,13 +4,14 @@
  * The search is the server's (`q`: the id starts with it; `state`, `pool`, `handler`), so it finds
  * a job on any page; typing waits for a pause before it asks. Polled while the tab is visible.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { ApiError, api, seg, withQuery } from '../api.js';
 import { runInstant } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
 import { jobHref } from '../routes.js';
 import type { Session } from '../session.js';
+import { useSettled } from '../settled.js';
 import type { Job, JobList, Run, RunList } from '../types.js';
 import { IdLink, LoadError, Notice, Pager, type Report, StateBadge, usePager, When } from '../ui.js';
 
@@ -18,8 +19,6 @@ import { IdLink, LoadError, Notice, Pager, type Report, StateBadge, usePager, Wh
 export const JOBS_PAGE = 25;
 /** Requests for the newest runs in flight at once. */
 const PARALLEL = 5;
-/** How long typing pauses before the search is sent, ms. */
-const SEARCH_PAUSE_MS = 300;
 
 interface Row {
   job: Job;
@@ -63,19 +62,9 @@ async function loadPage(cursor: string | null, f: Filters): Promise<{ rows: Row[
   return { rows, next: page.next_cursor };
 }
 
-/** `value`, once it has not changed for `ms`. */
-function useSettled<T>(value: T, ms: number): T {
-  const [settled, setSettled] = useState(value);
-  useEffect(() => {
-    const timer = setTimeout(() => setSettled(value), ms);
-    return () => clearTimeout(timer);
-  }, [value, ms]);
-  return settled;
-}
-
 export function JobsPage({ session }: { session: Session }) {
   const [typed, setTyped] = useState<Filters>(NO_FILTERS);
-  const filters = useSettled(typed, SEARCH_PAUSE_MS);
+  const filters = useSettled(typed);
   const field = (name: keyof Filters) => (e: Event) =>
     setTyped({ ...typed, [name]: (e.target as HTMLInputElement | HTMLSelectElement).value.trim() });
   const searching = Object.values(filters).some((v) => v !== '');
