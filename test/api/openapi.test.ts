@@ -21,6 +21,7 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/jobs/{job_id}/backfill', 200, true],
   ['get', '/v1/jobs/{job_id}/runs', 200, false],
   ['get', '/v1/runs', 200, false],
+  ['get', '/v1/schedule', 200, false],
   ['get', '/v1/delay', 200, false],
   ['get', '/v1/runs/{run_id}', 200, false],
   ['post', '/v1/runs/{run_id}/replay', 200, false],

@@ -153,6 +153,7 @@ beforeAll(async () => {
     ['billing.invoice', { schedule: '@every 1h', handler: 'hello' }],
     ['billing.refund', { schedule: '@every 1h', handler: 'hello', pool: 'money' }],
     ['zeta.late', { schedule: '@every 1h', handler: 'hello' }],
+    ['berlin.nightly', { schedule: '30 2 * * *', timezone: 'Europe/Berlin', handler: 'hello' }],
     ['doomed', { schedule: '@every 24h', handler: 'doomed', max_attempts: 1 }],
     ['doomed-too', { schedule: '@every 24h', handler: 'doomed', max_attempts: 1 }],
     ...Array.from({ length: 30 }, (_, i): [string, Record<string, unknown>] => [
@@ -264,6 +265,35 @@ describe('the console: operator features', { timeout: 4 * SLOW }, () => {
     const refused = await call(keys.reader!, 'POST', '/v1/runs/replay', { job_id: 'doomed-too' });
     expect(refused.status).toBe(403);
     expect(await deadOf('doomed-too')).toHaveLength(2);
+    await page.close();
+  });
+
+  test("a job's page previews its next slots with daylight-saving notes; the Jobs page previews any expression", async () => {
+    const page = await signIn(keys.operator!);
+    await page.goto(`${url}/#/jobs/berlin.nightly`);
+    const preview = page.getByTestId('schedule-preview');
+    await preview.getByRole('table').waitFor({ timeout: SLOW });
+    expect(await preview.locator('tbody tr').count()).toBe(5);
+    expect(await preview.textContent()).toMatch(/\+0[12]:00/);
+    await screenshot(page, 'ops-04-job-schedule-preview');
+
+    await page.getByRole('navigation').getByRole('link', { name: 'Jobs', exact: true }).first().click();
+    await page.getByText('Preview a schedule').click();
+    await page.getByLabel('Expression').fill('30 2 * * *');
+    await page.getByLabel('Timezone').fill('Europe/Berlin');
+    // Five slots from today rarely cross a change of the clocks: the notes of a fixed date are
+    // checked through the API below (test/api/schedule.test.ts checks them in full).
+    await page.getByTestId('schedule-preview').getByRole('table').waitFor({ timeout: SLOW });
+    await screenshot(page, 'ops-05-jobs-schedule-try');
+    await page.getByLabel('Timezone').fill('Mars/Olympus');
+    await page.getByTestId('schedule-preview').getByRole('alert').waitFor({ timeout: SLOW });
+
+    const answer = await call(
+      keys.reader!,
+      'GET',
+      '/v1/schedule?expression=30%202%20*%20*%20*&timezone=Europe/Berlin&count=3&from=2026-03-27T12:00:00Z',
+    );
+    expect(answer.json.slots[1].notes).toContain('the local time was skipped; fires at the transition');
     await page.close();
   });
 

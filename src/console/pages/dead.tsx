@@ -53,7 +53,9 @@ export function DeadPage({ session }: { session: Session }) {
         </label>
         {/* The bulk replay counts what the boxes say now, not what the list last loaded. */}
         {session.can('operate') && (
-          <BulkReplay filter={typed} report={setReport} changed={() => setGeneration(generation + 1)} />
+          <div class="filters-action">
+            <BulkReplay filter={typed} report={setReport} changed={() => setGeneration(generation + 1)} />
+          </div>
         )}
       </div>
       {/* A new filter starts again from its first page. */}

@@ -10,6 +10,7 @@ import { runInstant } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
 import { jobHref } from '../routes.js';
+import { ScheduleTry } from '../schedule-preview.js';
 import type { Session } from '../session.js';
 import { useSettled } from '../settled.js';
 import type { Job, JobList, Run, RunList } from '../types.js';
@@ -101,6 +102,7 @@ export function JobsPage({ session }: { session: Session }) {
           />
         </label>
       </div>
+      <ScheduleTry />
       {/* A new search starts again from its first page. */}
       <JobsList key={JSON.stringify(filters)} session={session} filters={filters} searching={searching} />
     </>
