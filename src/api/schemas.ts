@@ -123,7 +123,20 @@ export const RunWithAttempts = Type.Object({
   attempts: Type.Array(Attempt),
 });
 
-export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
+/** A run in a list: in a list of pending runs (`state=pending`), also what holds it. */
+export const ListedRun = Type.Object({
+  ...Run.properties,
+  waiting_for: Type.Optional(
+    Nullable(
+      Type.String({
+        description:
+          'only in a list of state=pending: what holds the run, as on GET /v1/runs/{run_id} (computed for the whole page at once); null: nothing, or not due yet',
+      }),
+    ),
+  ),
+});
+
+export const RunList = Type.Object({ runs: Type.Array(ListedRun), next_cursor: Nullable(Type.String()) }, {});
 
 /** The heartbeat bodies, with what handlers reported (`RunHeartbeatBody`, `WorkerHeartbeatBody`). */
 export * from './heartbeat-schemas.js';

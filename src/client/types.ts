@@ -74,8 +74,14 @@ export interface RunWithAttempts extends Run {
   attempts: Attempt[];
 }
 
+/** A run in a list; a list of pending runs (`state: 'pending'`) also says what holds each. */
+export interface ListedRun extends Run {
+  /** Only in a list of pending runs: what holds the run; `null`: nothing, or not due yet. */
+  waiting_for?: string | null;
+}
+
 export interface RunList {
-  runs: Run[];
+  runs: ListedRun[];
   /** Pass as `cursor` for the next page; `null` on the last page. */
   next_cursor: string | null;
 }

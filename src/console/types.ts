@@ -56,6 +56,8 @@ export interface Run {
   started_at: string | null;
   claimed_at: string | null;
   finished_at: string | null;
+  /** In a list of pending runs only: what holds the run; null: nothing, or not due yet. */
+  waiting_for?: string | null;
 }
 
 export interface Attempt {

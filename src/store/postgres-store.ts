@@ -275,6 +275,14 @@ export class PostgresStore implements Store {
     return reads.waitingFor(this.pool, p);
   }
 
+  waitingForMany(p: {
+    tenantId: string;
+    runIds: readonly string[];
+    now: number;
+  }): Promise<Map<string, string>> {
+    return reads.waitingForMany(this.pool, p);
+  }
+
   listRuns(p: { tenantId: string; jobId?: string; state?: RunState; limit: number; cursor?: string | null }) {
     return reads.listRuns(this.pool, p);
   }

@@ -190,6 +190,15 @@ export interface Store extends NotificationStore {
    * running", "max_concurrency 2", "no live worker serves handler x in pool p"), or null.
    */
   waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null>;
+  /**
+   * `waitingFor` for a page of the tenant's runs (at most 500) in a fixed number of statements: the
+   * ids of those that wait, each with what holds it.
+   */
+  waitingForMany(p: {
+    tenantId: string;
+    runIds: readonly string[];
+    now: number;
+  }): Promise<Map<string, string>>;
   /** Newest first by `(scheduled_for, run_id)`. */
   listRuns(p: {
     tenantId: string;

@@ -153,6 +153,7 @@ beforeAll(async () => {
     ['billing.invoice', { schedule: '@every 1h', handler: 'hello' }],
     ['billing.refund', { schedule: '@every 1h', handler: 'hello', pool: 'money' }],
     ['zeta.late', { schedule: '@every 1h', handler: 'hello' }],
+    ['stuck', { schedule: '@every 24h', handler: 'ghost', pool: 'nowhere' }],
     ['berlin.nightly', { schedule: '30 2 * * *', timezone: 'Europe/Berlin', handler: 'hello' }],
     ['doomed', { schedule: '@every 24h', handler: 'doomed', max_attempts: 1 }],
     ['doomed-too', { schedule: '@every 24h', handler: 'doomed', max_attempts: 1 }],
@@ -294,6 +295,21 @@ describe('the console: operator features', { timeout: 4 * SLOW }, () => {
       '/v1/schedule?expression=30%202%20*%20*%20*&timezone=Europe/Berlin&count=3&from=2026-03-27T12:00:00Z',
     );
     expect(answer.json.slots[1].notes).toContain('the local time was skipped; fires at the transition');
+    await page.close();
+  });
+
+  test('Runs now says why each pending run waits', async () => {
+    const at = new Date(Date.now() - 60_000).toISOString();
+    const run = await call(keys.operator!, 'POST', '/v1/jobs/stuck/runs', { scheduled_for: at });
+    expect(run.status).toBe(201);
+    const page = await signIn(keys.reader!);
+    await page.getByRole('link', { name: 'Runs now' }).click();
+    const row = page.getByRole('row').filter({ hasText: run.json.run_id });
+    await row
+      .getByTestId('waiting-for')
+      .getByText('no live worker serves handler ghost in pool nowhere')
+      .waitFor({ timeout: SLOW });
+    await screenshot(page, 'ops-06-runs-now-waiting');
     await page.close();
   });
 

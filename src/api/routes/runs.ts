@@ -15,7 +15,8 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
     {
       config: { permission: 'read' },
       schema: {
-        summary: 'Runs by state (state=dead: the dead-letter view), newest first',
+        summary:
+          'Runs by state (state=dead: the dead-letter view; state=pending: each with what holds it), newest first',
         tags: ['runs'],
         querystring: S.RunListQuery,
         response: { 200: S.RunList, ...errors },
@@ -30,7 +31,18 @@ export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
         limit: limitOf(q),
         cursor: q.cursor ?? null,
       });
-      return { runs: page.items.map(runJson), next_cursor: page.nextCursor };
+      const runs = page.items.map(runJson);
+      if (q.state !== 'pending') return { runs, next_cursor: page.nextCursor };
+      // Why each pending run of the page waits: one bounded read for the page, not one per run.
+      const waiting = await store.waitingForMany({
+        tenantId: request.principal.tenantId,
+        runIds: page.items.map((r) => r.runId),
+        now: clock.nowMs(),
+      });
+      return {
+        runs: runs.map((r) => ({ ...r, waiting_for: waiting.get(r.run_id) ?? null })),
+        next_cursor: page.nextCursor,
+      };
     },
   );
 
