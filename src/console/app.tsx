@@ -11,6 +11,7 @@ import { ClusterPage } from './pages/cluster.js';
 import { DeadPage } from './pages/dead.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
+import { NotificationPage, NotificationsPage } from './pages/notifications.js';
 import { NowPage } from './pages/now.js';
 import { RunPage } from './pages/run.js';
 import { SignIn } from './pages/sign-in.js';
@@ -29,11 +30,13 @@ const NAV: { page: Route['page']; href: string; label: string }[] = [
   { page: 'jobs', href: '#/jobs', label: 'Jobs' },
   { page: 'now', href: '#/now', label: 'Runs now' },
   { page: 'dead', href: '#/dead', label: 'Dead letters' },
+  { page: 'notifications', href: '#/notifications', label: 'Notifications' },
   { page: 'cluster', href: '#/cluster', label: 'Cluster' },
 ];
 
-/** The nav entry a page belongs to (a job's page and a run's are under Jobs). */
-const section = (r: Route): Route['page'] => (r.page === 'job' || r.page === 'run' ? 'jobs' : r.page);
+/** The nav entry a page belongs to (a job's page and a run's are under Jobs, a notification's under Notifications). */
+const section = (r: Route): Route['page'] =>
+  r.page === 'job' || r.page === 'run' ? 'jobs' : r.page === 'notification' ? 'notifications' : r.page;
 
 export function App() {
   const [state, setState] = useState<State>({ kind: 'loading' });
@@ -140,6 +143,10 @@ function Page({ route, session }: { route: Route; session: Session }) {
       return <DeadPage session={session} />;
     case 'now':
       return <NowPage session={session} />;
+    case 'notifications':
+      return <NotificationsPage />;
+    case 'notification':
+      return <NotificationPage name={route.id} />;
     case 'cluster':
       return <ClusterPage session={session} />;
   }

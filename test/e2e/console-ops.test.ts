@@ -30,6 +30,9 @@ export default {
 };
 `;
 
+/** Where the notification sends: port 9 (discard), on which nothing listens here. */
+const HOOK = 'http://127.0.0.1:9/';
+
 let db: TestDatabase;
 let dir: string;
 let browser: Browser;
@@ -111,15 +114,20 @@ const deadOf = async (jobId: string): Promise<string[]> =>
 beforeAll(async () => {
   db = await setupDatabase();
   dir = await mkdtemp(path.join(tmpdir(), 'tock-console-ops-e2e-'));
+  keys.admin = await makeKey('acme', 'admin');
   keys.operator = await makeKey('acme', 'operator');
   keys.reader = await makeKey('acme', 'reader');
   keys.worker = await makeKey('acme', 'worker');
   keys.other = await makeKey('globex', 'operator');
 
-  const server = tock(['server', '--port', '0', '--lease', '30s', '--tick', '200ms'], {
-    DATABASE_URL: db.url,
-    TOCK_SCHEMA: db.schema,
-  });
+  // Deliveries go to a loopback port nothing listens on: each attempt fails, and the log says why.
+  const server = tock(
+    ['server', '--port', '0', '--lease', '30s', '--tick', '200ms', '--notify-allow', HOOK],
+    {
+      DATABASE_URL: db.url,
+      TOCK_SCHEMA: db.schema,
+    },
+  );
   const line = await server.waitFor(
     (l) => typeof l.msg === 'string' && l.msg.startsWith('tock listening on '),
     'the server to listen',
@@ -170,6 +178,11 @@ beforeAll(async () => {
     (await call(keys.other!, 'PUT', '/v1/jobs/billing.globex', { schedule: '@every 1h', handler: 'x' }))
       .status,
   ).toBe(200);
+  const hook = await call(keys.admin!, 'PUT', '/v1/notifications/ops-hook', {
+    url: `${HOOK}hook`,
+    events: ['run.dead'],
+  });
+  expect(hook.status).toBe(201);
   browser = await launchBrowser();
 }, 90_000);
 
@@ -310,6 +323,38 @@ describe('the console: operator features', { timeout: 4 * SLOW }, () => {
       .getByText('no live worker serves handler ghost in pool nowhere')
       .waitFor({ timeout: SLOW });
     await screenshot(page, 'ops-06-runs-now-waiting');
+    await page.close();
+  });
+
+  test('Notifications lists the webhooks, and one its deliveries with state, attempts, last error and next attempt', async () => {
+    // The dead runs of the test before each made a run.dead delivery, which fails (nothing listens).
+    const log = await eventually(
+      'a delivery was attempted',
+      () => call(keys.reader!, 'GET', '/v1/notifications/ops-hook/deliveries'),
+      (a) => a.json.deliveries.some((d: { attempts: number }) => d.attempts > 0),
+    );
+    const page = await signIn(keys.reader!);
+    await page.getByRole('link', { name: 'Notifications' }).click();
+    const row = page.locator('tr[data-notification="ops-hook"]');
+    await row.waitFor({ timeout: SLOW });
+    expect(await row.textContent()).toContain('run.dead');
+    await screenshot(page, 'ops-07-notifications');
+
+    await row.getByRole('link', { name: 'ops-hook' }).click();
+    await page.getByRole('heading', { name: 'Deliveries, newest first' }).waitFor();
+    const tried = log.json.deliveries.find((d: { attempts: number }) => d.attempts > 0);
+    const delivery = page.locator(`tr[data-delivery="${tried.delivery_id}"]`);
+    await delivery.waitFor({ timeout: SLOW });
+    const text = (await delivery.textContent()) ?? '';
+    expect(text).toContain('run.dead');
+    expect(text).toMatch(/pending|failed/);
+    expect(tried.last_error).toEqual(expect.any(String));
+    await delivery.getByText(tried.last_error.slice(0, 20), { exact: false }).waitFor();
+    await screenshot(page, 'ops-08-notification-deliveries');
+
+    // Another tenant's key has no such notification.
+    const theirs = await call(keys.other!, 'GET', '/v1/notifications/ops-hook/deliveries');
+    expect(theirs.status).toBe(404);
     await page.close();
   });
 
