@@ -34,6 +34,30 @@ function described(f: DeadFilter): string {
   return parts.length > 0 ? ` ${parts.join(' ')}` : '';
 }
 
+/** Replays what `filter` picks, batch after batch (at most `MAX_BATCHES`): the report of it. */
+async function replayMatching(filter: DeadFilter): Promise<Report> {
+  let replayed = 0;
+  let skipped = 0;
+  let cursor: string | null = null;
+  try {
+    for (let i = 0; i < MAX_BATCHES; i++) {
+      const done: ReplayDeadAnswer = await api<ReplayDeadAnswer>('/v1/runs/replay', {
+        method: 'POST',
+        body: { ...bodyOf(filter), cursor: cursor ?? undefined },
+      });
+      replayed += done.replayed;
+      skipped += done.skipped;
+      cursor = done.next_cursor;
+      if (cursor === null) break;
+    }
+  } catch (err) {
+    return { text: `${message(err)} (replayed ${runs(replayed)} before it)`, ok: false };
+  }
+  const more = cursor === null ? '' : ' More match: replay again to go on.';
+  const left = skipped > 0 ? ` ${skipped} were no longer dead and were left alone.` : '';
+  return { text: `Replayed ${runs(replayed)}.${left}${more}`, ok: true };
+}
+
 export function BulkReplay({
   filter,
   report,
@@ -69,25 +93,8 @@ export function BulkReplay({
   const replay = async () => {
     dialog.current?.close();
     setBusy(true);
-    let replayed = 0;
-    let skipped = 0;
-    let cursor: string | null = null;
     try {
-      for (let i = 0; i < MAX_BATCHES; i++) {
-        const done: ReplayDeadAnswer = await api<ReplayDeadAnswer>('/v1/runs/replay', {
-          method: 'POST',
-          body: { ...bodyOf(filter), cursor: cursor ?? undefined },
-        });
-        replayed += done.replayed;
-        skipped += done.skipped;
-        cursor = done.next_cursor;
-        if (cursor === null) break;
-      }
-      const more = cursor === null ? '' : ' More match: replay again to go on.';
-      const left = skipped > 0 ? ` ${skipped} were no longer dead and were left alone.` : '';
-      report({ text: `Replayed ${runs(replayed)}.${left}${more}`, ok: true });
-    } catch (err) {
-      report({ text: `${message(err)} (replayed ${runs(replayed)} before it)`, ok: false });
+      report(await replayMatching(filter));
     } finally {
       setBusy(false);
       changed();

@@ -10,42 +10,7 @@ import type { RouteApp, RouteOptions, RoutePlugin } from '../types.js';
 import { errors, limitOf } from './shared.js';
 
 export const runRoutes: RoutePlugin = async (app, { store, clock }) => {
-  app.get(
-    '/v1/runs',
-    {
-      config: { permission: 'read' },
-      schema: {
-        summary:
-          'Runs by state (state=dead: the dead-letter view; state=pending: each with what holds it), newest first',
-        tags: ['runs'],
-        querystring: S.RunListQuery,
-        response: { 200: S.RunList, ...errors },
-      },
-    },
-    async (request) => {
-      const q = request.query;
-      const page = await store.listRuns({
-        tenantId: request.principal.tenantId,
-        jobId: q.job_id,
-        state: q.state,
-        limit: limitOf(q),
-        cursor: q.cursor ?? null,
-      });
-      const runs = page.items.map(runJson);
-      if (q.state !== 'pending') return { runs, next_cursor: page.nextCursor };
-      // Why each pending run of the page waits: one bounded read for the page, not one per run.
-      const waiting = await store.waitingForMany({
-        tenantId: request.principal.tenantId,
-        runIds: page.items.map((r) => r.runId),
-        now: clock.nowMs(),
-      });
-      return {
-        runs: runs.map((r) => ({ ...r, waiting_for: waiting.get(r.run_id) ?? null })),
-        next_cursor: page.nextCursor,
-      };
-    },
-  );
-
+  listRoute(app, { store, clock });
   app.get(
     '/v1/runs/:run_id',
     {
@@ -166,5 +131,44 @@ function cancelRoute(app: RouteApp, { store, clock }: Pick<RouteOptions, 'store'
           now: clock.nowMs(),
         }),
       ),
+  );
+}
+
+/** `GET /v1/runs`: a page of the tenant's runs; pending ones with what holds each. */
+function listRoute(app: RouteApp, { store, clock }: Pick<RouteOptions, 'store' | 'clock'>): void {
+  app.get(
+    '/v1/runs',
+    {
+      config: { permission: 'read' },
+      schema: {
+        summary:
+          'Runs by state (state=dead: the dead-letter view; state=pending: each with what holds it), newest first',
+        tags: ['runs'],
+        querystring: S.RunListQuery,
+        response: { 200: S.RunList, ...errors },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const page = await store.listRuns({
+        tenantId: request.principal.tenantId,
+        jobId: q.job_id,
+        state: q.state,
+        limit: limitOf(q),
+        cursor: q.cursor ?? null,
+      });
+      const runs = page.items.map(runJson);
+      if (q.state !== 'pending') return { runs, next_cursor: page.nextCursor };
+      // Why each pending run of the page waits: one bounded read for the page, not one per run.
+      const waiting = await store.waitingForMany({
+        tenantId: request.principal.tenantId,
+        runIds: page.items.map((r) => r.runId),
+        now: clock.nowMs(),
+      });
+      return {
+        runs: runs.map((r) => ({ ...r, waiting_for: waiting.get(r.run_id) ?? null })),
+        next_cursor: page.nextCursor,
+      };
+    },
   );
 }

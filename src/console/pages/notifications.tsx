@@ -146,62 +146,74 @@ export function NotificationPage({ name }: { name: string }) {
             (log.data.deliveries.length === 0 ? (
               <p class="muted">No delivery yet.</p>
             ) : (
-              <div class="table-wrap">
-                <table>
-                  <caption>
-                    Deliveries of {name}, page {pager.page}
-                  </caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Event</th>
-                      <th scope="col">State</th>
-                      <th scope="col">Attempts</th>
-                      <th scope="col">Last status</th>
-                      <th scope="col">Last error</th>
-                      <th scope="col">Happened</th>
-                      <th scope="col">Last attempt</th>
-                      <th scope="col">Next attempt</th>
-                      <th scope="col">Data</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {log.data.deliveries.map((d) => (
-                      <tr key={d.delivery_id} data-delivery={d.delivery_id}>
-                        <td>{d.event}</td>
-                        <td>
-                          <StateBadge state={d.state} />
-                        </td>
-                        <td>{d.attempts}</td>
-                        <td>{d.last_status ?? <span class="muted">none</span>}</td>
-                        <td class="error-text">{d.last_error ?? ''}</td>
-                        <td>
-                          <When iso={d.created_at} now={now} />
-                        </td>
-                        <td>
-                          <When iso={d.last_attempt_at} now={now} />
-                        </td>
-                        <td data-testid="next-attempt">
-                          <When
-                            iso={d.next_attempt_at}
-                            now={now}
-                            empty={d.state === 'pending' ? 'now' : '—'}
-                          />
-                        </td>
-                        <td>
-                          <details>
-                            <summary>JSON</summary>
-                            <pre>{json(d.data)}</pre>
-                          </details>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DeliveriesTable name={name} page={pager.page} deliveries={log.data.deliveries} now={now} />
             ))}
           <Pager pager={pager} nextCursor={log.data?.next_cursor} what="deliveries" />
         </section>
       )}
     </>
+  );
+}
+
+function DeliveriesTable({
+  name,
+  page,
+  deliveries,
+  now,
+}: {
+  name: string;
+  page: number;
+  deliveries: Delivery[];
+  now: number;
+}) {
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption>
+          Deliveries of {name}, page {page}
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Event</th>
+            <th scope="col">State</th>
+            <th scope="col">Attempts</th>
+            <th scope="col">Last status</th>
+            <th scope="col">Last error</th>
+            <th scope="col">Happened</th>
+            <th scope="col">Last attempt</th>
+            <th scope="col">Next attempt</th>
+            <th scope="col">Data</th>
+          </tr>
+        </thead>
+        <tbody>
+          {deliveries.map((d) => (
+            <tr key={d.delivery_id} data-delivery={d.delivery_id}>
+              <td>{d.event}</td>
+              <td>
+                <StateBadge state={d.state} />
+              </td>
+              <td>{d.attempts}</td>
+              <td>{d.last_status ?? <span class="muted">none</span>}</td>
+              <td class="error-text">{d.last_error ?? ''}</td>
+              <td>
+                <When iso={d.created_at} now={now} />
+              </td>
+              <td>
+                <When iso={d.last_attempt_at} now={now} />
+              </td>
+              <td data-testid="next-attempt">
+                <When iso={d.next_attempt_at} now={now} empty={d.state === 'pending' ? 'now' : '—'} />
+              </td>
+              <td>
+                <details>
+                  <summary>JSON</summary>
+                  <pre>{json(d.data)}</pre>
+                </details>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
