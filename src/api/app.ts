@@ -37,6 +37,7 @@ import { limitRoutes } from './routes/limits.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { retentionRoutes } from './routes/retention.js';
 import { runRoutes } from './routes/runs.js';
+import { scheduleRoutes } from './routes/schedule.js';
 import { sessionRoutes } from './routes/session.js';
 import { statusRoutes } from './routes/status.js';
 import { refuseUnstorableText } from './text-guard.js';
@@ -154,6 +155,7 @@ export async function buildApp(o: AppOptions): Promise<App> {
   const routes = { store: o.store, clock: o.clock, metrics: o.metrics };
   await app.register(jobRoutes, routes);
   await app.register(runRoutes, routes);
+  await app.register(scheduleRoutes, routes);
   await app.register(delayRoutes, routes);
   await app.register(retentionRoutes, routes);
   await app.register(leaseRoutes, { ...routes, longPolls });

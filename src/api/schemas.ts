@@ -123,7 +123,20 @@ export const RunWithAttempts = Type.Object({
   attempts: Type.Array(Attempt),
 });
 
-export const RunList = Type.Object({ runs: Type.Array(Run), next_cursor: Nullable(Type.String()) }, {});
+/** A run in a list: in a list of pending runs (`state=pending`), also what holds it. */
+export const ListedRun = Type.Object({
+  ...Run.properties,
+  waiting_for: Type.Optional(
+    Nullable(
+      Type.String({
+        description:
+          'only in a list of state=pending: what holds the run, as on GET /v1/runs/{run_id} (computed for the whole page at once); null: nothing, or not due yet',
+      }),
+    ),
+  ),
+});
+
+export const RunList = Type.Object({ runs: Type.Array(ListedRun), next_cursor: Nullable(Type.String()) }, {});
 
 /** The heartbeat bodies, with what handlers reported (`RunHeartbeatBody`, `WorkerHeartbeatBody`). */
 export * from './heartbeat-schemas.js';
@@ -247,6 +260,29 @@ export const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1-500, default 50' })),
     cursor: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+
+/** `GET /v1/jobs`: a page, and what the jobs must match (every filter given must hold). */
+export const JobListQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          'only jobs whose id starts with this text, matched literally (no wildcards: `%`, `_` and `\\` are themselves); a prefix, so an index serves it on any number of jobs',
+      }),
+    ),
+    state: Type.Optional(
+      Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('finished')], {
+        description: 'only jobs in this state',
+      }),
+    ),
+    pool: Type.Optional(Id('only jobs of this pool')),
+    handler: Type.Optional(Id('only jobs of this handler')),
   },
   { additionalProperties: false },
 );

@@ -33,6 +33,7 @@ import type {
   NotificationBody,
   NotificationList,
   PruneAnswer,
+  ReplayDeadAnswer,
   RetentionBody,
   Role,
   Run,
@@ -80,6 +81,35 @@ export interface DelayOptions {
 /** A page of a list: `limit` 1–500 (server default 50), `cursor` from the previous page's `next_cursor`. */
 export interface PageOptions {
   limit?: number;
+  cursor?: string | null;
+}
+
+export interface ListJobsOptions extends PageOptions {
+  /** Only jobs whose id starts with this text (taken literally). Default: any. */
+  q?: string;
+  /** Only jobs in this state. Default: any. */
+  state?: 'active' | 'paused' | 'finished';
+  /** Only jobs of this pool. Default: any. */
+  pool?: string;
+  /** Only jobs of this handler. Default: any. */
+  handler?: string;
+}
+
+/** Which dead runs `replayDeadRuns` takes, and how. Every filter is optional; all given must hold. */
+export interface ReplayDeadOptions {
+  /** Only this job's dead runs. Default: any job. */
+  jobId?: string;
+  /** Only dead runs whose last error holds this text (any case, taken literally). Default: any. */
+  errorContains?: string;
+  /** Only slots at or after this instant. Default: no bound. */
+  slotFrom?: string | Date;
+  /** Only slots before this instant. Default: no bound. */
+  slotTo?: string | Date;
+  /** Count the matching dead runs (up to 100,000) and replay none. Default false. */
+  dryRun?: boolean;
+  /** Most runs this call replays, 1-500. Default 500. */
+  limit?: number;
+  /** The last answer's `next_cursor`: go on after its batch. Default: from the newest slot. */
   cursor?: string | null;
 }
 
@@ -193,8 +223,9 @@ export class TockClient {
     return this.request('GET', `/v1/jobs/${segment(jobId)}`);
   }
 
-  listJobs(options: PageOptions = {}): Promise<JobList> {
-    return this.request('GET', '/v1/jobs', { query: { limit: options.limit, cursor: options.cursor } });
+  listJobs(options: ListJobsOptions = {}): Promise<JobList> {
+    const { limit, cursor, q, state, pool, handler } = options;
+    return this.request('GET', '/v1/jobs', { query: { limit, cursor, q, state, pool, handler } });
   }
 
   /** Deletes a job; its pending runs are cancelled, its history is kept. */
@@ -262,6 +293,24 @@ export class TockClient {
   /** Requeues a dead run; `409` for a run in any other state. */
   replayRun(runId: string): Promise<Run> {
     return this.request('POST', `/v1/runs/${segment(runId)}/replay`);
+  }
+
+  /**
+   * Replays the dead runs a filter picks, up to `limit` (500) a call, newest slot first; `dryRun`
+   * counts them instead. Pass `next_cursor` back as `cursor` until it is `null`.
+   */
+  replayDeadRuns(options: ReplayDeadOptions = {}): Promise<ReplayDeadAnswer> {
+    const o = options;
+    const body = {
+      job_id: o.jobId,
+      error_contains: o.errorContains,
+      slot_from: o.slotFrom === undefined ? undefined : instantText(o.slotFrom),
+      slot_to: o.slotTo === undefined ? undefined : instantText(o.slotTo),
+      dry_run: o.dryRun,
+      limit: o.limit,
+      cursor: o.cursor ?? undefined,
+    };
+    return this.request('POST', '/v1/runs/replay', { body });
   }
 
   /**

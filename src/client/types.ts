@@ -74,8 +74,14 @@ export interface RunWithAttempts extends Run {
   attempts: Attempt[];
 }
 
+/** A run in a list; a list of pending runs (`state: 'pending'`) also says what holds each. */
+export interface ListedRun extends Run {
+  /** Only in a list of pending runs: what holds the run; `null`: nothing, or not due yet. */
+  waiting_for?: string | null;
+}
+
 export interface RunList {
-  runs: Run[];
+  runs: ListedRun[];
   /** Pass as `cursor` for the next page; `null` on the last page. */
   next_cursor: string | null;
 }
@@ -294,6 +300,22 @@ export interface StatusAnswer {
     groups: number;
     items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];
   };
+}
+
+/** What `POST /v1/runs/replay` did: a count (`dry_run`), or one batch replayed. */
+export interface ReplayDeadAnswer {
+  dry_run: boolean;
+  /** Dry run: the dead runs that match, counted up to 100,000; otherwise those this call found. */
+  matching: number;
+  /** Dry run: more than 100,000 match. */
+  more_matching: boolean;
+  /** Runs replayed by this call. */
+  replayed: number;
+  /** Runs found dead that were no longer dead when written (replayed or pruned meanwhile). */
+  skipped: number;
+  replayed_run_ids: string[];
+  /** Send back as `cursor` to go on after this batch; `null` when no match follows. */
+  next_cursor: string | null;
 }
 
 /** What `POST /v1/jobs/{job_id}/backfill` did. */

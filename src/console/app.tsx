@@ -12,6 +12,7 @@ import { DeadPage } from './pages/dead.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LimitsPage } from './pages/limits.js';
+import { NotificationPage, NotificationsPage } from './pages/notifications.js';
 import { NowPage } from './pages/now.js';
 import { RunPage } from './pages/run.js';
 import { SignIn } from './pages/sign-in.js';
@@ -31,11 +32,13 @@ const NAV: { page: Route['page']; href: string; label: string }[] = [
   { page: 'now', href: '#/now', label: 'Runs now' },
   { page: 'dead', href: '#/dead', label: 'Dead letters' },
   { page: 'limits', href: '#/limits', label: 'Limits' },
+  { page: 'notifications', href: '#/notifications', label: 'Notifications' },
   { page: 'cluster', href: '#/cluster', label: 'Cluster' },
 ];
 
-/** The nav entry a page belongs to (a job's page and a run's are under Jobs). */
-const section = (r: Route): Route['page'] => (r.page === 'job' || r.page === 'run' ? 'jobs' : r.page);
+/** The nav entry a page belongs to (a job's page and a run's are under Jobs, a notification's under Notifications). */
+const section = (r: Route): Route['page'] =>
+  r.page === 'job' || r.page === 'run' ? 'jobs' : r.page === 'notification' ? 'notifications' : r.page;
 
 export function App() {
   const [state, setState] = useState<State>({ kind: 'loading' });
@@ -144,6 +147,10 @@ function Page({ route, session }: { route: Route; session: Session }) {
       return <NowPage session={session} />;
     case 'limits':
       return <LimitsPage />;
+    case 'notifications':
+      return <NotificationsPage />;
+    case 'notification':
+      return <NotificationPage name={route.id} />;
     case 'cluster':
       return <ClusterPage session={session} />;
   }

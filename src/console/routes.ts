@@ -11,6 +11,8 @@ export type Route =
   | { page: 'dead' }
   | { page: 'now' }
   | { page: 'limits' }
+  | { page: 'notifications' }
+  | { page: 'notification'; id: string }
   | { page: 'cluster' };
 
 export function parseRoute(hash: string): Route {
@@ -30,9 +32,11 @@ export function parseRoute(hash: string): Route {
   if (first === 'dead') return { page: 'dead' };
   if (first === 'now') return { page: 'now' };
   if (first === 'limits') return { page: 'limits' };
+  if (first === 'notifications') return id ? { page: 'notification', id } : { page: 'notifications' };
   if (first === 'cluster') return { page: 'cluster' };
   return { page: 'jobs' };
 }
 
 export const jobHref = (id: string) => `#/jobs/${encodeURIComponent(id)}`;
 export const runHref = (id: string) => `#/runs/${encodeURIComponent(id)}`;
+export const notificationHref = (name: string) => `#/notifications/${encodeURIComponent(name)}`;

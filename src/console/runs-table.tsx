@@ -14,6 +14,8 @@ export interface RunsTableProps {
   now: number;
   /** Show the job column (not on a job's own page). */
   showJob?: boolean;
+  /** Show what holds each run (`waiting_for`, in a list of pending runs). */
+  showWaiting?: boolean;
   canOperate: boolean;
   report: (r: Report) => void;
   /** After an action succeeded: load again. */
@@ -62,7 +64,16 @@ export function RunActions({
   return null;
 }
 
-export function RunsTable({ caption, runs, now, showJob, canOperate, report, changed }: RunsTableProps) {
+export function RunsTable({
+  caption,
+  runs,
+  now,
+  showJob,
+  showWaiting,
+  canOperate,
+  report,
+  changed,
+}: RunsTableProps) {
   if (runs.length === 0) return <p class="muted">{caption}: none.</p>;
   return (
     <div class="table-wrap">
@@ -78,6 +89,7 @@ export function RunsTable({ caption, runs, now, showJob, canOperate, report, cha
             <th scope="col">Started</th>
             <th scope="col">Finished</th>
             <th scope="col">Last error</th>
+            {showWaiting && <th scope="col">Waiting for</th>}
             {canOperate && <th scope="col">Actions</th>}
           </tr>
         </thead>
@@ -104,6 +116,18 @@ export function RunsTable({ caption, runs, now, showJob, canOperate, report, cha
                 <When iso={r.finished_at} now={now} />
               </td>
               <td class="error-text">{r.last_error ?? ''}</td>
+              {showWaiting && (
+                <td data-testid="waiting-for">
+                  {r.waiting_for ??
+                    (Date.parse(r.available_at) > now ? (
+                      <span class="muted">
+                        its time, <When iso={r.available_at} now={now} />
+                      </span>
+                    ) : (
+                      <span class="muted">nothing</span>
+                    ))}
+                </td>
+              )}
               {canOperate && (
                 <td>
                   <RunActions run={r} canOperate={canOperate} report={report} changed={changed} />

@@ -56,6 +56,8 @@ export interface Run {
   started_at: string | null;
   claimed_at: string | null;
   finished_at: string | null;
+  /** In a list of pending runs only: what holds the run; null: nothing, or not due yet. */
+  waiting_for?: string | null;
 }
 
 export interface Attempt {
@@ -89,6 +91,17 @@ export interface JobList {
 
 export interface RunList {
   runs: Run[];
+  next_cursor: string | null;
+}
+
+/** `POST /v1/runs/replay`: a count (`dry_run`), or one batch replayed. */
+export interface ReplayDeadAnswer {
+  dry_run: boolean;
+  matching: number;
+  more_matching: boolean;
+  replayed: number;
+  skipped: number;
+  replayed_run_ids: string[];
   next_cursor: string | null;
 }
 

@@ -26,6 +26,7 @@ export * from './progress.js';
 export * from './retention.js';
 export * from './retry.js';
 export * from './run-state.js';
+export * from './schedule/preview.js';
 export * from './schedule/schedule.js';
 export { instantsOf, offsetAt, transitionsBetween, wallOf } from './schedule/timezone.js';
 export * from './text.js';

@@ -25,7 +25,7 @@ import * as J from './queries/jobs.js';
 import * as L from './queries/limits.js';
 import * as R from './queries/runs.js';
 import { type Queryable, type Row, toJob } from './rows.js';
-import type { Job, Page, UpsertChange } from './types.js';
+import type { Job, JobFilter, Page, UpsertChange } from './types.js';
 
 /** What reading jobs needs: the store's misfire threshold, shown on jobs that set none (ms). */
 interface Reading {
@@ -133,10 +133,13 @@ export async function getJob(db: Queryable, p: { tenantId: string; jobId: string
   return jobOf(rows[0], p);
 }
 
-/** A tenant's jobs by id, one page after the cursor (the last page's last job id). */
+/**
+ * A tenant's jobs by id (byte order), one page after the cursor (the last page's last job id),
+ * optionally only those matching `filter` (the same filter for every page of one listing).
+ */
 export async function listJobs(
   db: Queryable,
-  p: { tenantId: string; limit: number; cursor?: string | null } & Reading,
+  p: { tenantId: string; limit: number; cursor?: string | null; filter?: JobFilter } & Reading,
 ): Promise<Page<Job>> {
   const limit = checkLimit(p.limit);
   let after: string | null = null;
@@ -145,10 +148,38 @@ export async function listJobs(
     if (typeof jobId !== 'string') throw new ValidationError('cursor is not one this server issued');
     after = jobId;
   }
-  const { rows } = await db.query(J.jobList, [p.tenantId, after, limit + 1]);
+  const f = checkJobFilter(p.filter ?? {});
+  const { rows } = await db.query(J.jobList, [
+    p.tenantId,
+    after,
+    limit + 1,
+    f.idPrefix ?? null,
+    f.state ?? null,
+    f.pool ?? null,
+    f.handler ?? null,
+  ]);
   const items = rows.slice(0, limit).map((r) => jobOf(r, p));
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor([last.jobId]) : null };
+}
+
+/** Most characters of a job id prefix: an id's own most. */
+export const MAX_JOB_PREFIX = 200;
+const JOB_STATES: readonly string[] = ['active', 'paused', 'finished'];
+
+/** The filter as the statement takes it, or a ValidationError naming the bad field. */
+function checkJobFilter(f: JobFilter): JobFilter {
+  const text = (value: string | undefined, field: string, max: number) => {
+    if (value === undefined) return;
+    if (value.length === 0 || value.length > max)
+      throw new ValidationError(`${field} must be 1 to ${max} characters`, { field });
+  };
+  text(f.idPrefix, 'q', MAX_JOB_PREFIX);
+  text(f.pool, 'pool', 200);
+  text(f.handler, 'handler', 200);
+  if (f.state !== undefined && !JOB_STATES.includes(f.state))
+    throw new ValidationError('state must be active, paused or finished', { field: 'state' });
+  return f;
 }
 
 export async function pauseJob(

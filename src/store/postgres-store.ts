@@ -32,6 +32,7 @@ import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
 import * as claims from './claims.js';
 import { inTransaction } from './db.js';
+import * as deadLetters from './dead-letters.js';
 import * as delay from './delay.js';
 import * as idempotency from './idempotency.js';
 import * as jobs from './jobs.js';
@@ -48,7 +49,16 @@ import * as shards from './shards.js';
 import type { Store } from './store.js';
 import { tableStats } from './table-stats.js';
 import { checkTick, tick } from './tick.js';
-import type { Job, JobChange, Page, Run, RunWithAttempts, TickResult } from './types.js';
+import type {
+  DeadFilter,
+  Job,
+  JobChange,
+  JobFilter,
+  Page,
+  Run,
+  RunWithAttempts,
+  TickResult,
+} from './types.js';
 
 export { MAX_BULK_JOBS } from '../core/index.js';
 export { MAX_CLAIM_AHEAD_MS } from './claims.js';
@@ -146,7 +156,12 @@ export class PostgresStore implements Store {
     return jobs.getJob(this.pool, { ...p, misfireThresholdMs: this.misfireThresholdMs });
   }
 
-  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>> {
+  listJobs(p: {
+    tenantId: string;
+    limit: number;
+    cursor?: string | null;
+    filter?: JobFilter;
+  }): Promise<Page<Job>> {
     return jobs.listJobs(this.pool, { ...p, misfireThresholdMs: this.misfireThresholdMs });
   }
 
@@ -226,6 +241,20 @@ export class PostgresStore implements Store {
     return runs.replayRun(this.pool, { ...p, run, agingStepMs: this.agingStepMs });
   }
 
+  countDeadRuns(p: { tenantId: string; filter: DeadFilter }) {
+    return deadLetters.countDeadRuns(this.pool, p);
+  }
+
+  replayDeadRuns(p: {
+    tenantId: string;
+    filter: DeadFilter;
+    limit: number;
+    cursor?: string | null;
+    now: number;
+  }) {
+    return deadLetters.replayDeadRuns(this.pool, { ...p, agingStepMs: this.agingStepMs });
+  }
+
   cancelRun(p: { tenantId: string; runId: string; now: number }): Promise<RunWithAttempts> {
     return cancel.cancelRun(this.pool, p);
   }
@@ -244,6 +273,14 @@ export class PostgresStore implements Store {
 
   waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null> {
     return reads.waitingFor(this.pool, p);
+  }
+
+  waitingForMany(p: {
+    tenantId: string;
+    runIds: readonly string[];
+    now: number;
+  }): Promise<Map<string, string>> {
+    return reads.waitingForMany(this.pool, p);
   }
 
   listRuns(p: { tenantId: string; jobId?: string; state?: RunState; limit: number; cursor?: string | null }) {

@@ -221,26 +221,51 @@ export async function waitingFor(
   db: Queryable,
   p: { tenantId: string; runId: string; now: number },
 ): Promise<string | null> {
-  if (!UUID.test(p.runId)) return null;
+  const found = await waitingForMany(db, { tenantId: p.tenantId, runIds: [p.runId], now: p.now });
+  return found.get(p.runId) ?? null;
+}
+
+/** Most runs `waitingForMany` answers for at once: the largest page of a list. */
+export const MAX_WAITING_RUNS = 500;
+
+/**
+ * `waitingFor` for a page of runs at once, in three statements whatever the page's size (its
+ * queue rows, all their gates, the unserved groups of the tenant): the run ids that wait, each
+ * with its phrases; a run not queued, not due or held by nothing is not in the map.
+ */
+export async function waitingForMany(
+  db: Queryable,
+  p: { tenantId: string; runIds: readonly string[]; now: number },
+): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const ids = [...new Set(p.runIds.filter((id) => UUID.test(id)))];
+  if (ids.length > MAX_WAITING_RUNS)
+    throw new ValidationError(`at most ${MAX_WAITING_RUNS} runs at once`, { field: 'run_ids' });
   checkInstant(p.now, 'now');
-  const queued = await db.query(Q.runQueued, [p.tenantId, p.runId]);
-  const run = queued.rows[0];
-  if (!run || (run.available_at as Date).getTime() > p.now) return null;
-  const { rows } = await db.query(Q.runGates, [p.tenantId, p.runId]);
-  const waits = describeWaits(
-    rows.map((r) => ({
-      key: r.key,
-      maxConcurrency: r.max_concurrency,
-      inUse: r.in_use,
-      overlap: r.overlap,
-      pacing: pacingOf(r),
-      holder: r.holder,
-    })),
-    p.now,
-  );
+  if (ids.length === 0) return out;
+  const queued = await db.query(Q.runQueued, [p.tenantId, ids]);
+  const due = queued.rows.filter((r) => (r.available_at as Date).getTime() <= p.now);
+  if (due.length === 0) return out;
+  const { rows } = await db.query(Q.runGates, [p.tenantId, due.map((r) => r.run_id)]);
   const unserved = await unservedRuns(db, { now: p.now, tenantId: p.tenantId, limit: UNSERVED_GROUPS });
-  if (unserved.items.some((g) => g.pool === run.pool && g.handler === run.handler)) {
-    waits.push(`no live worker serves handler ${run.handler} in pool ${run.pool}`);
+  for (const run of due) {
+    const waits = describeWaits(
+      rows
+        .filter((r) => r.run_id === run.run_id)
+        .map((r) => ({
+          key: r.key,
+          maxConcurrency: r.max_concurrency,
+          inUse: r.in_use,
+          overlap: r.overlap,
+          pacing: pacingOf(r),
+          holder: r.holder,
+        })),
+      p.now,
+    );
+    if (unserved.items.some((g) => g.pool === run.pool && g.handler === run.handler)) {
+      waits.push(`no live worker serves handler ${run.handler} in pool ${run.pool}`);
+    }
+    if (waits.length > 0) out.set(run.run_id as string, waits.join('; '));
   }
-  return waits.length > 0 ? waits.join('; ') : null;
+  return out;
 }

@@ -207,7 +207,7 @@ export async function replayRun(
     });
   }
   const key = new Date(sortKey(p.now, run.priority, p.agingStepMs));
-  const { rows } = await db.query(R.runReplay, [p.tenantId, p.runId, checkInstant(p.now, 'now'), key]);
+  const { rows } = await db.query(R.runReplay, [p.tenantId, [p.runId], checkInstant(p.now, 'now'), [key]]);
   if (!rows[0]) throw new ConflictError(`run ${p.runId} changed state while being replayed`);
   await notifyRuns(db);
   return toRun(rows[0]);

@@ -32,9 +32,12 @@ import type {
   ApiKey,
   BackfillResult,
   ClaimedRun,
+  DeadFilter,
+  DeadReplay,
   IdempotentAnswer,
   Job,
   JobChange,
+  JobFilter,
   LimitGauge,
   NodeInfo,
   Page,
@@ -67,7 +70,12 @@ export interface Store extends NotificationStore {
     withJobs?: WithJobs;
   }): Promise<{ changes: JobChange<WithJobs>[] }>;
   getJob(p: { tenantId: string; jobId: string }): Promise<Job>;
-  listJobs(p: { tenantId: string; limit: number; cursor?: string | null }): Promise<Page<Job>>;
+  listJobs(p: {
+    tenantId: string;
+    limit: number;
+    cursor?: string | null;
+    filter?: JobFilter;
+  }): Promise<Page<Job>>;
   pauseJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
   resumeJob(p: { tenantId: string; jobId: string; now: number }): Promise<Job>;
   /** Deletes the job and cancels its pending runs; history stays. */
@@ -148,6 +156,19 @@ export interface Store extends NotificationStore {
    * is a `ConflictError`.
    */
   replayRun(p: { tenantId: string; runId: string; now: number }): Promise<Run>;
+  /** How many of the tenant's dead runs match `filter`, counted up to 100,000 (`atLeast`: more). */
+  countDeadRuns(p: { tenantId: string; filter: DeadFilter }): Promise<{ count: number; atLeast: boolean }>;
+  /**
+   * Replays up to `limit` (1-500) of the tenant's dead runs that match `filter`, newest slot first,
+   * after `cursor`, each as `replayRun` does; one no longer dead when written is skipped.
+   */
+  replayDeadRuns(p: {
+    tenantId: string;
+    filter: DeadFilter;
+    limit: number;
+    cursor?: string | null;
+    now: number;
+  }): Promise<DeadReplay>;
   /**
    * Cancels the tenant's pending run: a queued one leaves the queue; a running one is taken off its
    * claim, so its lease is revoked (the worker's next heartbeat reports it lost, and its late result
@@ -169,6 +190,15 @@ export interface Store extends NotificationStore {
    * running", "max_concurrency 2", "no live worker serves handler x in pool p"), or null.
    */
   waitingFor(p: { tenantId: string; runId: string; now: number }): Promise<string | null>;
+  /**
+   * `waitingFor` for a page of the tenant's runs (at most 500) in a fixed number of statements: the
+   * ids of those that wait, each with what holds it.
+   */
+  waitingForMany(p: {
+    tenantId: string;
+    runIds: readonly string[];
+    now: number;
+  }): Promise<Map<string, string>>;
   /** Newest first by `(scheduled_for, run_id)`. */
   listRuns(p: {
     tenantId: string;

@@ -159,6 +159,39 @@ export interface Page<T> {
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
+/** Which dead runs a bulk count or replay takes (every field optional; all given must hold). */
+export interface DeadFilter {
+  jobId?: string;
+  /** Text the run's last error holds, in any case, taken literally (no wildcards). */
+  errorContains?: string;
+  /** First slot, included (epoch ms). */
+  slotFrom?: number;
+  /** End of the slots, excluded (epoch ms). */
+  slotTo?: number;
+}
+
+/** What one bulk replay call did. */
+export interface DeadReplay {
+  /** Dead runs the call found (at most its limit). */
+  matched: number;
+  /** The runs it replayed (pending again). */
+  replayed: string[];
+  /** Found, but no longer dead when written (replayed or pruned meanwhile): left alone. */
+  skipped: number;
+  /** Where the next call goes on; null: no matching dead run after this batch. */
+  nextCursor: string | null;
+}
+
+/** What a job list keeps (every field optional; all given must hold). */
+export interface JobFilter {
+  /** Jobs whose id starts with this text, taken literally (no wildcards). */
+  idPrefix?: string;
+  /** `active` (slots to come), `paused`, or `finished` (no slot left). */
+  state?: 'active' | 'paused' | 'finished';
+  pool?: string;
+  handler?: string;
+}
+
 /**
  * A limit at an instant (the gauges' sample, or a read of `GET /v1/limits`), and the runs it holds
  * back then.

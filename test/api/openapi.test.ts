@@ -21,9 +21,11 @@ const ROUTES: [string, string, number, boolean][] = [
   ['post', '/v1/jobs/{job_id}/backfill', 200, true],
   ['get', '/v1/jobs/{job_id}/runs', 200, false],
   ['get', '/v1/runs', 200, false],
+  ['get', '/v1/schedule', 200, false],
   ['get', '/v1/delay', 200, false],
   ['get', '/v1/runs/{run_id}', 200, false],
   ['post', '/v1/runs/{run_id}/replay', 200, false],
+  ['post', '/v1/runs/replay', 200, true],
   ['post', '/v1/runs/{run_id}/cancel', 200, false],
   ['get', '/v1/retention', 200, false],
   ['put', '/v1/retention', 200, true],
@@ -165,7 +167,11 @@ describe('GET /openapi.json', () => {
     const list = doc.paths['/v1/jobs'].get;
     expect(list.parameters.map((p: Doc) => `${p.in}:${p.name}`).sort()).toEqual([
       'query:cursor',
+      'query:handler',
       'query:limit',
+      'query:pool',
+      'query:q',
+      'query:state',
     ]);
     expect(Object.keys(list.responses['200'].content['application/json'].schema.properties).sort()).toEqual([
       'jobs',

@@ -105,17 +105,20 @@ function readJobs(app: RouteApp, { store }: RouteOptions): void {
     {
       config: { permission: 'read' },
       schema: {
-        summary: 'List jobs',
+        summary:
+          'List jobs, by job id; optionally only those whose id starts with q, in a state, pool or handler',
         tags: ['jobs'],
-        querystring: S.ListQuery,
+        querystring: S.JobListQuery,
         response: { 200: S.JobList, ...errors },
       },
     },
     async (request) => {
+      const { q, state, pool, handler } = request.query;
       const page = await store.listJobs({
         tenantId: request.principal.tenantId,
         limit: limitOf(request.query),
         cursor: request.query.cursor ?? null,
+        filter: { idPrefix: q, state, pool, handler },
       });
       return { jobs: page.items.map(jobJson), next_cursor: page.nextCursor };
     },

@@ -18,12 +18,28 @@ async function get(jobId: string, o: ApiOptions): Promise<void> {
 async function list(o: OptionsFor<'jobs list'>): Promise<void> {
   const client = clientOf(o);
   const page = await pages(o.all, o.cursor, async (cursor) => {
-    const p = await client.listJobs({ limit: o.limit, cursor });
+    const p = await client.listJobs({
+      limit: o.limit,
+      cursor,
+      q: o.prefix,
+      state: o.state,
+      pool: o.pool,
+      handler: o.handler,
+    });
     return { items: p.jobs, next_cursor: p.next_cursor };
   });
   if (o.json) return printJson({ jobs: page.items, next_cursor: page.next_cursor });
   write(jobTable(page.items));
-  moreHint('tock jobs list', page.next_cursor);
+  // The next page is of the same listing: the hint repeats the filters.
+  const filters = (['prefix', 'state', 'pool', 'handler'] as const).flatMap((k) =>
+    o[k] === undefined ? [] : [`--${k} ${shellWord(o[k])}`],
+  );
+  moreHint(['tock jobs list', ...filters].join(' '), page.next_cursor);
+}
+
+/** A word the shell reads back as `text`: single-quoted unless it is only safe characters. */
+function shellWord(text: string): string {
+  return /^[A-Za-z0-9._:/-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
 async function pause(jobId: string, o: ApiOptions): Promise<void> {
@@ -73,7 +89,11 @@ export function registerJobs(program: Command): void {
   registerJobsPut(jobs);
   const job = [['<job_id>', 'the job']] as const;
   defineCommand(jobs, 'jobs get', 'show one job', job).action(apiAction(get));
-  defineCommand(jobs, 'jobs list', 'list the jobs, by job id').action(apiAction(list));
+  defineCommand(
+    jobs,
+    'jobs list',
+    'list the jobs, by job id; --prefix, --state, --pool and --handler keep only the matching ones (on the server)',
+  ).action(apiAction(list));
   defineCommand(
     jobs,
     'jobs pause',

@@ -1,12 +1,11 @@
 /** `tock schedule`: the next slots of a schedule expression, computed here, no database. */
 import type { Command } from 'commander';
-import { parseInstant, SystemClock } from '../../core/index.js';
-import { previewSchedule } from '../../runtime/preview.js';
+import { parseInstant, previewLines, SystemClock } from '../../core/index.js';
 import { defineCommand, type OptionsFor } from '../command.js';
 
 function schedule(expression: string, o: OptionsFor<'schedule'>): void {
   const fromMs = o.from === undefined ? new SystemClock().nowMs() : parseInstant(o.from, '--from');
-  const lines = previewSchedule({ expression, timezone: o.timezone, count: o.count, fromMs });
+  const lines = previewLines({ expression, timezone: o.timezone, count: o.count, fromMs });
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 

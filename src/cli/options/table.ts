@@ -454,7 +454,21 @@ export const OPTIONS = {
     ...apiClient,
   },
   'jobs get': apiClient,
-  'jobs list': { ...paging('jobs'), ...apiClient },
+  'jobs list': {
+    prefix: {
+      flags: '--prefix <text>',
+      description: 'only jobs whose id starts with this text (taken literally: % and _ are themselves)',
+    },
+    state: {
+      flags: '--state <state>',
+      description: 'only jobs in this state',
+      choices: ['active', 'paused', 'finished'],
+    },
+    pool: { flags: '--pool <pool>', description: 'only jobs of this pool' },
+    handler: { flags: '--handler <handler>', description: 'only jobs of this handler' },
+    ...paging('jobs'),
+    ...apiClient,
+  },
   'jobs pause': apiClient,
   'jobs resume': apiClient,
   'jobs delete': apiClient,
@@ -513,7 +527,33 @@ export const OPTIONS = {
     ...paging('runs'),
     ...apiClient,
   },
-  'dlq replay': apiClient,
+  'dlq replay': {
+    all: {
+      flags: '--all',
+      description:
+        'replay every dead run the filters pick (all of them without a filter), 500 a request, instead of one <run_id>',
+    },
+    job: { flags: '--job <job_id>', description: "with --all: only this job's dead runs" },
+    error: {
+      flags: '--error <text>',
+      description: 'with --all: only dead runs whose last error holds this text (any case, taken literally)',
+    },
+    from: {
+      flags: '--from <instant>',
+      description: 'with --all: only slots at or after this instant, ISO-8601 with offset',
+      parse: instant,
+    },
+    to: {
+      flags: '--to <instant>',
+      description: 'with --all: only slots before this instant, ISO-8601 with offset',
+      parse: instant,
+    },
+    dryRun: {
+      flags: '--dry-run',
+      description: 'with --all: print how many dead runs match (counted up to 100,000); replay none',
+    },
+    ...apiClient,
+  },
   delay: {
     job: { flags: '--job <job_id>', description: 'only this job' },
     pool: { flags: '--pool <pool>', description: 'only this pool' },

@@ -14,6 +14,7 @@ import { json } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
 import { RunsTable } from '../runs-table.js';
+import { SchedulePreview } from '../schedule-preview.js';
 import type { Session } from '../session.js';
 import type { DelayAnswer, Job, RunList } from '../types.js';
 import { LoadError, Notice, Pager, type Report, StateBadge, usePager, When } from '../ui.js';
@@ -63,6 +64,7 @@ export function JobPage({ session, jobId }: { session: Session; jobId: string })
             />
           )}
           <Definition j={j} now={now} />
+          <SchedulePreview expression={j.schedule} timezone={j.timezone} />
         </>
       )}
       {job.error?.code !== 'not_found' && <JobDelay jobId={jobId} />}

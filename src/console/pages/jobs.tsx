@@ -1,8 +1,8 @@
 /**
  * The jobs of the tenant, a page at a time (`GET /v1/jobs`, cursor pages): schedule, state, next
  * slot, and the newest run with its age (`GET /v1/jobs/{id}/runs?limit=1` for each job shown).
- * The list API has no search, so the filter narrows the page loaded (by id, handler or schedule,
- * and by state). Polled while the tab is visible.
+ * The search is the server's (`q`: the id starts with it; `state`, `pool`, `handler`), so it finds
+ * a job on any page; typing waits for a pause before it asks. Polled while the tab is visible.
  */
 import { useState } from 'preact/hooks';
 import { ApiError, api, seg, withQuery } from '../api.js';
@@ -10,7 +10,9 @@ import { runInstant } from '../format.js';
 import { JobActions } from '../job-actions.js';
 import { usePoll } from '../poll.js';
 import { jobHref } from '../routes.js';
+import { ScheduleTry } from '../schedule-preview.js';
 import type { Session } from '../session.js';
+import { useSettled } from '../settled.js';
 import type { Job, JobList, Run, RunList } from '../types.js';
 import { IdLink, LoadError, Notice, Pager, type Report, StateBadge, usePager, When } from '../ui.js';
 
@@ -24,8 +26,26 @@ interface Row {
   last: Run | null;
 }
 
-async function loadPage(cursor: string | null): Promise<{ rows: Row[]; next: string | null }> {
-  const page = await api<JobList>(withQuery('/v1/jobs', { limit: JOBS_PAGE, cursor }));
+/** The server-side filters of the list; an empty field is no filter. */
+interface Filters {
+  q: string;
+  state: string;
+  pool: string;
+  handler: string;
+}
+
+const NO_FILTERS: Filters = { q: '', state: '', pool: '', handler: '' };
+
+async function loadPage(cursor: string | null, f: Filters): Promise<{ rows: Row[]; next: string | null }> {
+  const query = {
+    limit: JOBS_PAGE,
+    cursor,
+    q: f.q || null,
+    state: f.state || null,
+    pool: f.pool || null,
+    handler: f.handler || null,
+  };
+  const page = await api<JobList>(withQuery('/v1/jobs', query));
   const rows: Row[] = page.jobs.map((job) => ({ job, last: null }));
   for (let i = 0; i < rows.length; i += PARALLEL) {
     await Promise.all(
@@ -44,53 +64,77 @@ async function loadPage(cursor: string | null): Promise<{ rows: Row[]; next: str
 }
 
 export function JobsPage({ session }: { session: Session }) {
-  const pager = usePager();
-  const polled = usePoll(() => loadPage(pager.cursor), [pager.cursor]);
-  const [filter, setFilter] = useState('');
-  const [stateFilter, setStateFilter] = useState('all');
-  const [report, setReport] = useState<Report | null>(null);
-  const canOperate = session.can('operate');
-  const text = filter.trim().toLowerCase();
-  const rows = (polled.data?.rows ?? []).filter(
-    ({ job }) =>
-      (stateFilter === 'all' || job.state === stateFilter) &&
-      (!text || [job.job_id, job.handler, job.schedule].some((s) => s.toLowerCase().includes(text))),
-  );
+  const [typed, setTyped] = useState<Filters>(NO_FILTERS);
+  const filters = useSettled(typed);
+  const field = (name: keyof Filters) => (e: Event) =>
+    setTyped({ ...typed, [name]: (e.target as HTMLInputElement | HTMLSelectElement).value.trim() });
+  const searching = Object.values(filters).some((v) => v !== '');
 
   return (
     <>
       <h1>Jobs</h1>
-      <Notice report={report} />
-      <LoadError error={polled.error} />
       <div class="filters">
         <label>
-          Filter this page
-          <input
-            type="search"
-            value={filter}
-            placeholder="id, handler or schedule"
-            onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
-          />
+          Job id starts with
+          <input type="search" name="q" value={typed.q} placeholder="e.g. billing." onInput={field('q')} />
         </label>
         <label>
           State
-          <select value={stateFilter} onChange={(e) => setStateFilter((e.target as HTMLSelectElement).value)}>
-            <option value="all">all</option>
+          <select name="state" value={typed.state} onChange={field('state')}>
+            <option value="">all</option>
             <option value="active">active</option>
             <option value="paused">paused</option>
             <option value="finished">finished</option>
           </select>
         </label>
+        <label>
+          Pool
+          <input type="search" name="pool" value={typed.pool} placeholder="any" onInput={field('pool')} />
+        </label>
+        <label>
+          Handler
+          <input
+            type="search"
+            name="handler"
+            value={typed.handler}
+            placeholder="any"
+            onInput={field('handler')}
+          />
+        </label>
       </div>
+      <ScheduleTry />
+      {/* A new search starts again from its first page. */}
+      <JobsList key={JSON.stringify(filters)} session={session} filters={filters} searching={searching} />
+    </>
+  );
+}
+
+function JobsList({
+  session,
+  filters,
+  searching,
+}: {
+  session: Session;
+  filters: Filters;
+  searching: boolean;
+}) {
+  const pager = usePager();
+  const polled = usePoll(() => loadPage(pager.cursor, filters), [pager.cursor]);
+  const [report, setReport] = useState<Report | null>(null);
+  const rows = polled.data?.rows ?? [];
+  return (
+    <>
+      <Notice report={report} />
+      <LoadError error={polled.error} />
       {polled.data === null ? (
         !polled.error && <p class="muted">Loading jobs…</p>
       ) : rows.length === 0 ? (
-        <p class="muted">{polled.data.rows.length === 0 ? 'No jobs yet.' : 'No job on this page matches.'}</p>
+        <p class="muted">{searching ? 'No job matches.' : 'No jobs yet.'}</p>
       ) : (
         <JobsTable
           rows={rows}
-          caption={`Jobs of tenant ${session.who.tenant_id}, page ${pager.page}`}
-          canOperate={canOperate}
+          caption={`${searching ? 'Matching jobs' : 'Jobs'} of tenant ${session.who.tenant_id}, page ${pager.page}`}
+          canOperate={session.can('operate')}
           report={setReport}
           changed={polled.refresh}
         />

@@ -1,7 +1,7 @@
 /**
  * Runs now: the tenant's running and pending runs (`GET /v1/runs?state=running|pending`, newest
- * first, the first page of each), with a cancel for a key that may operate. Polled while the tab
- * is visible.
+ * first, the first page of each), each pending one with what holds it (the list's `waiting_for`),
+ * with a cancel for a key that may operate. Polled while the tab is visible.
  */
 import { useState } from 'preact/hooks';
 import { api, withQuery } from '../api.js';
@@ -48,6 +48,7 @@ export function NowPage({ session }: { session: Session }) {
             runs={runs.data.pending.runs}
             now={now}
             showJob
+            showWaiting
             canOperate={canOperate}
             report={setReport}
             changed={runs.refresh}

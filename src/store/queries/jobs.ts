@@ -80,11 +80,25 @@ SELECT job_id, schedule, timezone FROM jobs WHERE tenant_id = $1 AND job_id = AN
 /** $1 tenant, $2 job */
 export const jobGet = `SELECT ${JOB_COLUMNS} FROM jobs WHERE tenant_id = $1 AND job_id = $2`;
 
-/** $1 tenant, $2 after job_id (or null), $3 limit */
+/**
+ * $1 tenant, $2 after job_id (or null), $3 limit, $4 id prefix (or null), $5 state (`active`,
+ * `paused`, `finished`, or null), $6 pool (or null), $7 handler (or null).
+ * A page of the tenant's jobs in byte order of the id (`jobs_by_id_bytes`, migration 0026): the
+ * prefix is the index range `[$4, $4 || U+10FFFF)` (ids are ASCII, so every id that starts with $4
+ * is in it and no other), matched as text, never as a LIKE pattern (`%`, `_` and `\` are
+ * themselves). State, pool and handler are checked on the rows of that range, in id order.
+ */
 export const jobList = `
 SELECT ${JOB_COLUMNS} FROM jobs
-WHERE tenant_id = $1 AND ($2::text IS NULL OR job_id > $2)
-ORDER BY job_id LIMIT $3`;
+WHERE tenant_id = $1 AND ($2::text IS NULL OR job_id COLLATE "C" > $2)
+  AND ($4::text IS NULL OR (job_id COLLATE "C" >= $4 AND job_id COLLATE "C" < $4 || chr(1114111)
+       AND starts_with(job_id, $4)))
+  AND ($5::text IS NULL OR CASE $5 WHEN 'paused' THEN NOT enabled
+                                   WHEN 'active' THEN enabled AND next_run_at IS NOT NULL
+                                   ELSE enabled AND next_run_at IS NULL END)
+  AND ($6::text IS NULL OR pool = $6)
+  AND ($7::text IS NULL OR handler = $7)
+ORDER BY job_id COLLATE "C" LIMIT $3`;
 
 /** $1 tenant, $2 job, $3 now */
 export const jobPause = `

@@ -249,18 +249,20 @@ ORDER BY r.since, r.tenant_id, r.pool, r.handler
 LIMIT $3`;
 
 /**
- * $1 tenant, $2 run. The gates with a limit that a queued run passes (none for a run not
- * queued), each with its bucket and recent starts as stored (core's `roomAt` refills them), its
- * slots, and one run holding a slot: what `waitingFor` reads to say what holds the run.
+ * $1 tenant, $2 runs (uuid[], a page's at most). The gates with a limit that each of these queued
+ * runs passes (none for a run not queued), each with its bucket and recent starts as stored
+ * (core's `roomAt` refills them), its slots, and one run holding a slot: what `waitingFor` reads
+ * to say what holds the runs, for one run or a page of them in one statement.
  */
 export const runGates = `
-SELECT l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n, l.credited_tokens, l.max_concurrency,
-  l.in_use, l.overlap,
+SELECT q.run_id, l.key, l.rate, l.burst, l.tokens, l.refilled_at, l.recent_at, l.recent_n, l.credited_tokens,
+  l.max_concurrency, l.in_use, l.overlap,
   (SELECT h.run_id FROM (${slotHolders('ARRAY[l.gate]')}) h LIMIT 1) AS holder
 FROM run_queue q CROSS JOIN LATERAL unnest(${gateSet('q')}) AS g(gate)
 JOIN limit_states l ON l.gate = g.gate
-WHERE q.tenant_id = $1 AND q.run_id = $2
-ORDER BY l.key`;
+WHERE q.tenant_id = $1 AND q.run_id = ANY($2::uuid[])
+ORDER BY q.run_id, l.key`;
 
-/** $1 tenant, $2 run. A run's queue row (a pending run no claim holds). */
-export const runQueued = `SELECT pool, handler, available_at FROM run_queue WHERE tenant_id = $1 AND run_id = $2`;
+/** $1 tenant, $2 runs (uuid[]). Their queue rows (pending runs no claim holds). */
+export const runQueued = `
+SELECT run_id, pool, handler, available_at FROM run_queue WHERE tenant_id = $1 AND run_id = ANY($2::uuid[])`;

@@ -305,16 +305,20 @@ ${deadDeliveries('ended', '$6::timestamptz')}, ${lostWorkerDeliveries('ended', '
 SELECT run_id, lease_token, tenant_id, job_id, scheduled_for, state, attempt FROM ended WHERE reaped`;
 
 /**
- * $1 tenant, $2 run, $3 now, $4 sort key. A dead run back to the queue with a fresh budget of
- * attempts, numbered on from its last (so the attempts of two passes are told apart): the pass
- * begins at attempt + 1 and may go max_attempts − first_attempt + 1 attempts, as the last did.
+ * $1 tenant, $2 runs (uuid[]), $3 now, $4 their sort keys (timestamptz[], in the order of $2).
+ * Dead runs back to the queue with a fresh budget of attempts, numbered on from their last (so the
+ * attempts of two passes are told apart): the pass begins at attempt + 1 and may go
+ * max_attempts − first_attempt + 1 attempts, as the last did. A run of another tenant, or one no
+ * longer dead (replayed, or pruned, meanwhile), is not written and has no row back: the single
+ * replay (one run) and the bulk one (a batch of `runDeadMatching`) are this one statement.
  */
 export const runReplay = `
 WITH replayed AS (
   UPDATE runs SET state = 'pending', attempt = attempt + 1, first_attempt = attempt + 1,
-    max_attempts = attempt + (max_attempts - first_attempt + 1), available_at = $3, sort_key = $4,
+    max_attempts = attempt + (max_attempts - first_attempt + 1), available_at = $3, sort_key = v.key,
     finished_at = NULL, parked = NULL
-  WHERE tenant_id = $1 AND run_id = $2 AND state = 'dead'
+  FROM unnest($2::uuid[], $4::timestamptz[]) AS v(id, key)
+  WHERE tenant_id = $1 AND run_id = v.id AND state = 'dead'
   RETURNING ${WRITTEN_COLUMNS}, sort_key, gates
 ), queued AS (${enqueue('replayed')}
 )

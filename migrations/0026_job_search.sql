@@ -1,0 +1,14 @@
+-- Job search (issue 22): `GET /v1/jobs?q=` finds a tenant's jobs whose id starts with `q`, one page
+-- at a time, without reading the tenant's other jobs.
+--
+-- * Prefix, not substring: a prefix is a range of a btree ordered by the id, so a page of matches
+--   is an index range scan that stops after the page (measured on a tenant of a million jobs:
+--   docs/operations.md, "Finding jobs"); a substring needs a trigram index (pg_trgm, an extension
+--   not every installation has) and, to page by id, every match sorted first.
+-- * `COLLATE "C"`: the range `[q, q || U+10FFFF)` holds exactly the ids that start with `q` only in
+--   byte order; under a linguistic collation (en_US) punctuation is weighed last and the prefixes
+--   are not contiguous. Ids are ASCII (`ID_PATTERN`), so byte order is code-point order, which is
+--   also what a `C.UTF-8` database already gives `jobs_pkey`.
+-- * Every job list now pages in this order (`jobList`), filtered or not, so a cursor means the same
+--   thing with or without filters; `jobs_pkey` stays for the one-job reads and the writes.
+CREATE INDEX jobs_by_id_bytes ON jobs (tenant_id, job_id COLLATE "C");
