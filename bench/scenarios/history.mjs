@@ -241,13 +241,21 @@ async function describe(pool) {
   return { ...rows[0], states: states.rows };
 }
 
-/** A GET on the API: its latency in ms, and its JSON. */
+/**
+ * A GET on the API (a `POST <path> <json>` path: a POST of that body): its latency in ms, and its
+ * JSON.
+ */
 async function get(base, key, path) {
+  const post = /^POST (\S+) (.*)$/.exec(path);
   const t = performance.now();
-  const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  const res = await fetch(`${base}${post ? post[1] : path}`, {
+    method: post ? 'POST' : 'GET',
+    headers: { authorization: `Bearer ${key}`, ...(post ? { 'content-type': 'application/json' } : {}) },
+    body: post ? post[2] : undefined,
+  });
   const body = await res.text();
   const ms = performance.now() - t;
-  if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${body.slice(0, 300)}`);
+  if (res.status !== 200) throw new Error(`${path}: ${res.status} ${body.slice(0, 300)}`);
   return { ms, body };
 }
 
@@ -445,6 +453,37 @@ async function measureConsoleViews(measure, first, pool, jobs) {
     'the tenant, newest day of history, 1 h steps',
     first(Array(Math.min(30, jobs().length)).fill(`/v1/delay?${range(24, '1h')}`)),
   );
+  const some = (path) => first(Array(jobs().length).fill(path));
+  await measure(
+    'GET /v1/jobs?q=…',
+    'the Jobs search: an id prefix (111 of 10,000 jobs)',
+    some('/v1/jobs?q=hist-12'),
+  );
+  await measure(
+    'GET /v1/jobs?handler=…',
+    'the Jobs search: by handler (every job: the first page)',
+    some('/v1/jobs?handler=noop'),
+  );
+  await measure(
+    'GET /v1/schedule',
+    'the schedule preview, 5 slots with daylight-saving notes',
+    some('/v1/schedule?expression=30%202%20*%20*%20*&timezone=Europe%2FBerlin&count=5'),
+  );
+  await measure(
+    'GET /v1/runs?state=pending',
+    'Runs now: pending runs with why each waits (none queued here)',
+    some('/v1/runs?state=pending'),
+  );
+  await measure(
+    'POST /v1/runs/replay (dry_run)',
+    "a job's dead runs counted before a bulk replay",
+    first(jobs().map((j) => `POST /v1/runs/replay {"dry_run":true,"job_id":"${j}"}`)),
+  );
+  await measure(
+    'POST /v1/runs/replay (dry_run)',
+    "the tenant's dead runs counted (up to 100,000 of 198,000), error text filter",
+    first(Array(30).fill('POST /v1/runs/replay {"dry_run":true,"error_contains":"attempt 3"}')),
+  );
   await measure(
     'GET /v1/delay?job_id=…',
     'random jobs, newest week of history, 1 h steps (job page chart)',
@@ -602,7 +641,7 @@ export default {
       `Tick with ${fmt(DUE)} due: × ${fmt(tickRatio, 2)}, claim of ${CLAIM}: × ${fmt(claimRatio, 2)} (${fmt(s.runs)} runs ÷ empty; same jobs; medians of ${TIMED} a round, median over ${ctx.rounds} round${ctx.rounds > 1 ? 's' : ''}).`,
       `Seeded: ${fmt(s.runs)} runs (${fmt(s.runs - Math.round(s.runs * SMALL_SHARE))} of tenant ${TENANT} over ${fmt(s.jobs)} jobs, the rest of ${SMALL} over ${fmt(s.smallJobs)}), 30 days of slots; 96 % succeeded, 2 % dead (3 attempts rows each), 1 % cancelled, 1 % skipped; runs ${fmt(seeded.runs_bytes / 2 ** 30, 2)} GiB with its indexes${full.seedSeconds === null ? ' (a database seeded earlier, TOCK_BENCH_HISTORY_REUSE=1)' : `, seeded in ${fmt(full.seedSeconds)} s`}.`,
       `Reads: the API in this process, one request at a time after ${s.warmup} not counted, an admin key of ${TENANT} (/metrics and the cluster /v1/status: a cluster-admin key); nearest-rank percentiles. /metrics: ${s.scrapes} scrapes, each taking a new sample of the run gauges (its p99 is its max).`,
-      "The console's views: its pages read the history endpoints above and /v1/whoami, /v1/jobs/{id}, /v1/limits and /v1/delay (charts over the newest hour, day and a job's week of the seeded history).",
+      "The console's views: its pages read the history endpoints above and /v1/whoami, /v1/jobs/{id}, the job search, /v1/schedule, /v1/limits, the pending list, the bulk replay's count (dry_run) and /v1/delay (charts over the newest hour, day and a job's week of the seeded history).",
     ];
     return {
       settings: {

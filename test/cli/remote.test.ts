@@ -716,12 +716,14 @@ describe('tock limits', () => {
       /^replaced limit payments-api\n/,
     );
 
-    expect(await ok(['limits', 'get', 'payments-api'])).toMatch(/^max_concurrency\s+5$/m);
+    const got = await ok(['limits', 'get', 'payments-api']);
+    expect(got).toMatch(/^max_concurrency\s+5$/m);
+    expect(got).toMatch(/^held\s+0$/m);
     await ok(['limits', 'put', 'other-api', '--rate', '0.5', '--burst', '2', '--max-concurrency', '1']);
     const table = (await ok(['limits', 'list'])).split('\n');
-    expect(table[0]).toMatch(/^KEY\s+RATE\s+BURST\s+TOKENS\s+MAX_CONCURRENCY\s+IN_USE\s+UPDATED$/);
-    expect(table[1]).toMatch(/^other-api\s+0\.5\s+2\s+2\s+1\s+0\s+2026-/);
-    expect(table[2]).toMatch(/^payments-api\s+-\s+-\s+-\s+5\s+0\s+2026-/);
+    expect(table[0]).toMatch(/^KEY\s+RATE\s+BURST\s+TOKENS\s+MAX_CONCURRENCY\s+IN_USE\s+HELD\s+UPDATED$/);
+    expect(table[1]).toMatch(/^other-api\s+0\.5\s+2\s+2\s+1\s+0\s+0\s+2026-/);
+    expect(table[2]).toMatch(/^payments-api\s+-\s+-\s+-\s+5\s+0\s+0\s+2026-/);
     const page = await okJson(['limits', 'list', '--limit', '1']);
     expect(page.limits.map((l: { key: string }) => l.key)).toEqual(['other-api']);
     expect(page.next_cursor).toEqual(expect.any(String));
