@@ -40,7 +40,7 @@ const clock = new SystemClock();
 const logger = pino({ level: 'silent' });
 
 async function seed(pool, n) {
-  await pool.query('TRUNCATE jobs');
+  await pool.query('TRUNCATE jobs, job_successes');
   const store = new PostgresStore(pool);
   await store.upsertJobs({
     tenantId: 'bench',

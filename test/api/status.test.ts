@@ -32,7 +32,9 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE jobs, runs, attempts, attempt_progress, run_queue, run_claims');
+  await db.pool.query(
+    'TRUNCATE jobs, job_successes, runs, attempts, attempt_progress, run_queue, run_claims',
+  );
   await db.pool.query('DELETE FROM nodes');
   await db.pool.query('UPDATE shards SET owner = NULL, lease_expires_at = NULL, epoch = 0');
   // A fresh instant on the 10 s grid for each test.

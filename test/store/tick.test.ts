@@ -21,7 +21,9 @@ const TEN_S = 10_000;
 let t0: number;
 
 beforeEach(async () => {
-  await db.pool.query('TRUNCATE jobs, runs, attempts, attempt_progress, run_queue, run_claims');
+  await db.pool.query(
+    'TRUNCATE jobs, job_successes, runs, attempts, attempt_progress, run_queue, run_claims',
+  );
   db.clock.set(alignUp(db.clock.nowMs() + 1, TEN_S));
   t0 = db.clock.nowMs();
 });

@@ -16,6 +16,7 @@ export const TOCK_TABLES = [
   'attempt_progress',
   'attempts',
   'idempotency_keys',
+  'job_successes',
   'jobs',
   'limit_credits',
   'limit_releases',
