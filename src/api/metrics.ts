@@ -357,7 +357,9 @@ export class RunGaugeSampler {
     metrics.unservedRuns.set(unserved.runs);
     for (const [state, n] of Object.entries(counts.counts)) metrics.runsByState.set({ state }, n);
     metrics.readyDepth.reset();
-    for (const [priority, n] of ready) metrics.readyDepth.set({ priority_class: String(priority) }, n);
+    const byClass = new Map<number, number>();
+    for (const q of ready) byClass.set(q.priority, (byClass.get(q.priority) ?? 0) + q.ready);
+    for (const [priority, n] of byClass) metrics.readyDepth.set({ priority_class: String(priority) }, n);
     this.sampled = true;
   }
 }

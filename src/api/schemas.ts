@@ -18,6 +18,9 @@ import { type AnswerProperties, answerProperties, bodyProperties } from './field
 import { MAX_LONG_POLL_MS } from './limits.js';
 import { ResultOutcome, resultList } from './result-schemas.js';
 
+/** Most (pool, priority) pairs `GET /v1/status` lists in its backlog, the deepest first. */
+export const MAX_READY_QUEUES = 100;
+
 export const Id = (description: string) => Type.String({ pattern: ID_PATTERN, maxLength: 200, description });
 export const Instant = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
@@ -407,6 +410,17 @@ export const StatusAnswer = Type.Object({
       {
         due_jobs: Type.Integer({ description: 'jobs due whose runs are not materialised yet' }),
         ready_runs: Type.Integer({ description: 'runs claimable now, waiting for a worker' }),
+        queues: Type.Array(
+          Type.Object({
+            pool: Type.String(),
+            priority: Type.Integer({ description: 'the priority class (0-100)' }),
+            ready: Type.Integer({ description: 'runs of this pool and priority claimable now' }),
+          }),
+          {
+            description: `the ready runs by pool and priority class, the deepest first, at most ${MAX_READY_QUEUES}`,
+          },
+        ),
+        queues_more: Type.Integer({ description: 'pool and priority pairs with ready runs past the list' }),
       },
       { description: 'scope cluster only' },
     ),

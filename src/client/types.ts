@@ -290,7 +290,14 @@ export interface StatusAnswer {
   /** Scope `cluster` only. */
   shards?: { count: number; owned: number; unowned: number; by_owner: Record<string, number[]> };
   /** Scope `cluster` only. */
-  backlog?: { due_jobs: number; ready_runs: number };
+  backlog?: {
+    due_jobs: number;
+    ready_runs: number;
+    /** Ready runs by pool and priority class, the deepest first (at most 100). */
+    queues: { pool: string; priority: number; ready: number }[];
+    /** Pairs past the list. */
+    queues_more: number;
+  };
   /**
    * Claimable runs no live worker serves (no live worker has their pool, handler and tenant):
    * `runs` and `groups` count all, `items` lists the longest waiting groups. Absent from older servers.

@@ -128,7 +128,12 @@ export interface Status {
     groups: number;
     items: { tenant_id: string; pool: string; handler: string; runs: number; since: string }[];
   };
-  backlog?: { due_jobs: number; ready_runs: number };
+  backlog?: {
+    due_jobs: number;
+    ready_runs: number;
+    queues: { pool: string; priority: number; ready: number }[];
+    queues_more: number;
+  };
 }
 
 /** One bucket of `GET /v1/delay`: the ended runs whose slot is in [start, start + step), seconds. */

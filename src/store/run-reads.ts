@@ -21,7 +21,7 @@ import { pacingOf } from './limits.js';
 import * as Q from './queries/run-reads.js';
 import { attemptsOfRun } from './queries/runs.js';
 import { type Queryable, toAttempt, toRun } from './rows.js';
-import type { Page, Run, RunWithAttempts, UnservedRuns } from './types.js';
+import type { Page, ReadyDepth, Run, RunWithAttempts, UnservedRuns } from './types.js';
 
 /**
  * A tenant's runs in one state: queued and claimed runs from the queue and the claims (few), dead,
@@ -159,10 +159,12 @@ export async function sampleRunCounts(
   return { counts, estimated: true };
 }
 
-/** Claimable queued runs by priority (all tenants). */
-export async function readyDepth(db: Queryable, p: { now: number }): Promise<Map<number, number>> {
+/** Claimable queued runs by pool and priority (all tenants), the deepest first. */
+export async function readyDepth(db: Queryable, p: { now: number }): Promise<ReadyDepth[]> {
   const { rows } = await db.query(Q.runReadyByPriority, [checkInstant(p.now, 'now')]);
-  return new Map(rows.map((r) => [r.priority as number, r.n as number]));
+  return rows
+    .map((r) => ({ pool: r.pool as string, priority: r.priority as number, ready: r.n as number }))
+    .sort((a, b) => b.ready - a.ready || a.pool.localeCompare(b.pool) || a.priority - b.priority);
 }
 
 export async function unservedRuns(

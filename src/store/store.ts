@@ -44,6 +44,7 @@ import type {
   PruneBatchResult,
   PruneCursor,
   PruneTenantResult,
+  ReadyDepth,
   ReapResult,
   Run,
   RunWithAttempts,
@@ -216,8 +217,8 @@ export interface Store extends NotificationStore {
   sampleRunCounts(p?: {
     exactBelow?: number;
   }): Promise<{ counts: Record<RunState, number>; estimated: boolean }>;
-  /** Claimable pending runs by priority (all tenants). */
-  readyDepth(p: { now: number }): Promise<Map<number, number>>;
+  /** Claimable pending runs by pool and priority (all tenants), the deepest first. */
+  readyDepth(p: { now: number }): Promise<ReadyDepth[]>;
   /**
    * Claimable runs that no live worker serves (no live worker has their pool, their handler and
    * their tenant), by tenant, pool and handler, longest waiting first: at most `limit` groups, with

@@ -159,6 +159,13 @@ export interface Page<T> {
 
 export type UpsertChange = 'created' | 'updated' | 'unchanged';
 
+/** Claimable runs of one queue (a pool) and priority class. */
+export interface ReadyDepth {
+  pool: string;
+  priority: number;
+  ready: number;
+}
+
 /** Which dead runs a bulk count or replay takes (every field optional; all given must hold). */
 export interface DeadFilter {
   jobId?: string;

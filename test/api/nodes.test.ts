@@ -154,7 +154,7 @@ describe("item 5: a tenant's operator sees its own tenant only", () => {
       'sched-1',
     ]);
     expect(c.json.shards.count).toBe(64);
-    expect(c.json.backlog).toEqual({ due_jobs: 0, ready_runs: 0 });
+    expect(c.json.backlog).toEqual({ due_jobs: 0, ready_runs: 0, queues: [], queues_more: 0 });
   });
 
   test('no API key mints a cluster-admin key, not even a cluster-admin', async () => {

@@ -77,10 +77,14 @@ async function registerNodes(t: number): Promise<void> {
   await db.store.touchNode({ nodeId: 'worker-plain', role: 'worker', now: t - 29_000 });
 }
 
-/** Four due jobs (one of another tenant), two not counted; two runs claimable now, one later. */
+/**
+ * Four due jobs (one of another tenant), two not counted; two runs claimable now (of priority 50
+ * and 0), one later.
+ */
 async function addBacklog(t: number): Promise<void> {
   for (const jobId of ['a', 'b', 'c', 'paused']) {
-    await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId }), now: t - 30_000 });
+    const priority = jobId === 'a' ? 50 : 0;
+    await upsertJob(db.store, { tenantId: 'acme', job: job({ jobId, priority }), now: t - 30_000 });
   }
   await db.store.pauseJob({ tenantId: 'acme', jobId: 'paused', now: t - 30_000 });
   await upsertJob(db.store, {
@@ -176,7 +180,15 @@ describe('GET /v1/status', () => {
         unowned: 0,
         by_owner: { 'sched-1': range(0, 32), 'sched-2': range(32, 64) },
       },
-      backlog: { due_jobs: 4, ready_runs: 2 },
+      backlog: {
+        due_jobs: 4,
+        ready_runs: 2,
+        queues: [
+          { pool: 'default', priority: 0, ready: 1 },
+          { pool: 'default', priority: 50, ready: 1 },
+        ],
+        queues_more: 0,
+      },
       // worker-1 runs any handler of pool default for every tenant.
       unserved: { runs: 0, groups: 0, items: [] },
     });
@@ -242,7 +254,7 @@ describe('GET /v1/status', () => {
       ['worker-gone', false],
       ['worker-plain', false],
     ]);
-    expect(later.json.backlog).toEqual({ due_jobs: 0, ready_runs: 0 });
+    expect(later.json.backlog).toEqual({ due_jobs: 0, ready_runs: 0, queues: [], queues_more: 0 });
   });
 
   test('an empty cluster: no nodes, every shard unowned', async () => {
@@ -254,7 +266,7 @@ describe('GET /v1/status', () => {
       next_cursor: null,
       nodes: [],
       shards: { count: 64, owned: 0, unowned: 64, by_owner: {} },
-      backlog: { due_jobs: 0, ready_runs: 0 },
+      backlog: { due_jobs: 0, ready_runs: 0, queues: [], queues_more: 0 },
       unserved: { runs: 0, groups: 0, items: [] },
     });
   });

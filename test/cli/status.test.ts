@@ -70,7 +70,15 @@ const ANSWER: StatusAnswer = {
     },
   ],
   shards: { count: 64, owned: 64, unowned: 0, by_owner: { 'sched-a': [], 'sched-b': [] } },
-  backlog: { due_jobs: 5, ready_runs: 7 },
+  backlog: {
+    due_jobs: 5,
+    ready_runs: 7,
+    queues: [
+      { pool: 'default', priority: 0, ready: 5 },
+      { pool: 'mail', priority: 10, ready: 2 },
+    ],
+    queues_more: 0,
+  },
 };
 
 describe('formatStatus', () => {
@@ -78,6 +86,7 @@ describe('formatStatus', () => {
     expect(formatStatus(ANSWER).split('\n')).toEqual([
       'shards   64: 64 under a live lease, 0 not',
       'backlog  5 jobs due and not materialised, 7 runs waiting for a worker',
+      'ready    default p0: 5, mail p10: 2',
       '',
       'NODE      ROLE       LIVE  LAST SEEN  CLOCK OFFSET   SHARDS  DETAIL',
       'sched-a   scheduler  yes   1.0s ago   +1.2ms ±0.5ms  32      backlog 3, api http://10.0.0.1:8080',
@@ -95,7 +104,7 @@ describe('formatStatus', () => {
       next_cursor: null,
       nodes: [],
       shards: { count: 64, owned: 40, unowned: 24, by_owner: {} },
-      backlog: { due_jobs: 0, ready_runs: 0 },
+      backlog: { due_jobs: 0, ready_runs: 0, queues: [], queues_more: 0 },
     };
     expect(formatStatus(empty)).toBe(
       [
@@ -115,11 +124,17 @@ describe('formatStatus', () => {
       next_cursor: null,
       nodes: [],
       shards: { count: 1, owned: 1, unowned: 0, by_owner: {} },
-      backlog: { due_jobs: 1, ready_runs: 1 },
+      backlog: {
+        due_jobs: 1,
+        ready_runs: 1,
+        queues: [{ pool: 'default', priority: 0, ready: 1 }],
+        queues_more: 3,
+      },
     };
-    expect(formatStatus(one).split('\n')[1]).toBe(
+    expect(formatStatus(one).split('\n').slice(1, 3)).toEqual([
       'backlog  1 job due and not materialised, 1 run waiting for a worker',
-    );
+      'ready    default p0: 1, and 3 more',
+    ]);
   });
 
   test("a tenant's answer: no shards or backlog, its remote workers", () => {
@@ -185,6 +200,7 @@ describe('formatStatus', () => {
     expect(formatStatus(answer).split('\n')).toEqual([
       'shards   64: 64 under a live lease, 0 not',
       'backlog  5 jobs due and not materialised, 7 runs waiting for a worker',
+      'ready    default p0: 5, mail p10: 2',
       '',
       'unserved 4 runs wait for a handler no live worker serves (start a worker with that pool and handler, for that tenant):',
       'TENANT  POOL     HANDLER  RUNS  WAITING',
@@ -257,7 +273,7 @@ describe('tock status (the binary)', () => {
       unowned: 0,
       by_owner: { 'sched-1': Array.from({ length: 64 }, (_, i) => i) },
     });
-    expect(answer.backlog).toEqual({ due_jobs: 1, ready_runs: 0 });
+    expect(answer.backlog).toEqual({ due_jobs: 1, ready_runs: 0, queues: [], queues_more: 0 });
 
     const plain = await tock(['status'], clusterKey);
     expect(plain.stderr).toBe('');

@@ -181,13 +181,19 @@ function statusRoute(app: RouteApp, { store, clock }: RouteOptions): void {
       ]);
       const { byOwner, owned } = shardOwners(shards, t);
       const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+      const queues = ready.slice(0, S.MAX_READY_QUEUES);
       return {
         ...head,
         scope: 'cluster',
         nodes: page.items.map((n) => nodeJson(n, byOwner[n.nodeId]?.length ?? 0, t)),
         next_cursor: page.nextCursor,
         shards: { count: shards.length, owned, unowned: shards.length - owned, by_owner: byOwner },
-        backlog: { due_jobs: sum(due), ready_runs: sum(ready) },
+        backlog: {
+          due_jobs: sum(due),
+          ready_runs: ready.reduce((a, q) => a + q.ready, 0),
+          queues: queues.map((q) => ({ pool: q.pool, priority: q.priority, ready: q.ready })),
+          queues_more: ready.length - queues.length,
+        },
       };
     },
   );

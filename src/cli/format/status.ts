@@ -28,6 +28,13 @@ function offset(n: Api.StatusNode): string {
     : `${n.clock_offset_ms >= 0 ? '+' : ''}${n.clock_offset_ms.toFixed(1)}ms ±${(n.clock_uncertainty_ms ?? 0).toFixed(1)}ms`;
 }
 
+/** The ready runs by pool and priority class (`ready    default p0: 5, mail p10: 2`), if any. */
+function queueLine(b: NonNullable<Api.StatusAnswer['backlog']>): string[] {
+  if (b.queues.length === 0) return [];
+  const more = b.queues_more > 0 ? `, and ${b.queues_more} more` : '';
+  return [`ready    ${b.queues.map((q) => `${q.pool} p${q.priority}: ${q.ready}`).join(', ')}${more}`];
+}
+
 /** What a node's role says about it: a scheduler's backlog and API, a worker's pool and load. */
 function detail(n: Api.StatusNode): string {
   const i = n.info;
@@ -80,6 +87,7 @@ export function formatStatus(s: Api.StatusAnswer): string {
       ? [
           `shards   ${s.shards.count}: ${s.shards.owned} under a live lease, ${s.shards.unowned} not${s.shards.unowned > 0 ? ' (nobody ticks those now)' : ''}`,
           `backlog  ${counted(s.backlog.due_jobs, 'job')} due and not materialised, ${counted(s.backlog.ready_runs, 'run')} waiting for a worker`,
+          ...queueLine(s.backlog),
         ]
       : ["scope    this tenant's remote workers (a cluster-admin key shows the cluster)"];
   const lines = [

@@ -106,11 +106,43 @@ function ClusterStatus() {
               </>
             )}
           </dl>
+          {s.backlog && <QueuesTable backlog={s.backlog} />}
           <UnservedTable items={s.unserved?.items ?? []} now={now} />
           <NodesTable s={s} now={now} />
         </>
       )}
     </>
+  );
+}
+
+/** The ready runs by pool and priority class, the deepest first. */
+function QueuesTable({ backlog }: { backlog: NonNullable<Status['backlog']> }) {
+  if (backlog.queues.length === 0) return null;
+  return (
+    <div class="table-wrap">
+      <table data-table="queues">
+        <caption>
+          Runs ready to claim by pool and priority class, the deepest first
+          {backlog.queues_more > 0 && ` (and ${backlog.queues_more} more)`}
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Pool</th>
+            <th scope="col">Priority</th>
+            <th scope="col">Ready</th>
+          </tr>
+        </thead>
+        <tbody>
+          {backlog.queues.map((q) => (
+            <tr key={`${q.pool}/${q.priority}`}>
+              <td>{q.pool}</td>
+              <td>{q.priority}</td>
+              <td>{q.ready}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

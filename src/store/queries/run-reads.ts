@@ -159,9 +159,9 @@ SELECT state, n - CASE WHEN state = 'pending' THEN (SELECT n FROM claimed) ELSE 
 UNION ALL
 SELECT 'running', n FROM claimed`;
 
-/** $1 now. Claimable queued runs by priority: the ready queue's depth per class. */
+/** $1 now. Claimable queued runs by pool and priority: the ready queue's depth per queue and class. */
 export const runReadyByPriority = `
-SELECT priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY priority`;
+SELECT pool, priority, count(*)::int AS n FROM run_queue WHERE available_at <= $1 GROUP BY pool, priority`;
 
 /**
  * The shortest wait a limit's next token gives an idle claimer, ms: it wakes at most ten times a
