@@ -43,7 +43,7 @@ export async function countDeadRuns(
   db: Queryable,
   p: { tenantId: string; filter: DeadFilter },
 ): Promise<{ count: number; atLeast: boolean }> {
-  const { rows } = await db.query(D.runDeadCount, [
+  const { rows } = await db.query(p.filter.jobId === undefined ? D.runDeadCount : D.runDeadCountOfJob, [
     ...filterParams(p.tenantId, p.filter),
     MAX_DEAD_COUNT + 1,
   ]);
@@ -78,7 +78,8 @@ export async function replayDeadRuns(
     throw new ValidationError(`limit must be an integer from 1 to ${MAX_REPLAY_BATCH}`, { field: 'limit' });
   const params = filterParams(p.tenantId, p.filter);
   const now = checkInstant(p.now, 'now');
-  const { rows } = await db.query(D.runDeadMatching, [...params, ...afterOf(p.cursor), p.limit + 1]);
+  const matching = p.filter.jobId === undefined ? D.runDeadMatching : D.runDeadMatchingOfJob;
+  const { rows } = await db.query(matching, [...params, ...afterOf(p.cursor), p.limit + 1]);
   const batch = rows.slice(0, p.limit);
   if (batch.length === 0) return { matched: 0, replayed: [], skipped: 0, nextCursor: null };
   const keys = batch.map((r) => new Date(sortKey(p.now, r.priority, p.agingStepMs)));

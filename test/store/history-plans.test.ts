@@ -7,6 +7,7 @@
  * after a cursor read every newer run through a filter.)
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import * as DL from '../../src/store/queries/dead-letters.js';
 import * as D from '../../src/store/queries/delay.js';
 import * as R from '../../src/store/queries/run-reads.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
@@ -143,4 +144,21 @@ test('the per-job gauges: each tenant probed, then its window of slots down runs
   // A pending run's wait: its queue row by its key, never a scan of the queue.
   expect(indexConds(plan)).toMatch(/run_id = r\.run_id/);
   expect(plan).not.toMatch(/"Seq Scan"[^}]*"Relation Name":"run_queue"/);
+});
+
+test("a bulk replay's count and batch of one job's dead runs: the job is in the index condition", async () => {
+  // 100 jobs here: read through the tenant's dead runs (runs_parked), a job's count read its
+  // tenant's every dead run; by the job, only the job's runs.
+  const filter = ['text', 'text', 'text', 'timestamptz', 'timestamptz'];
+  const args = [`'${BIG}'`, "'job-1'", 'NULL', 'NULL', 'NULL'];
+  const count = await genericPlan(DL.runDeadCountOfJob, [...filter, 'int'], [...args, '100001']);
+  expect(indexConds(count)).toMatch(/job_id/);
+  expect(count).not.toMatch(scansRuns);
+  const batch = await genericPlan(
+    DL.runDeadMatchingOfJob,
+    [...filter, 'timestamptz', 'uuid', 'int'],
+    [...args, 'NULL', 'NULL', '501'],
+  );
+  expect(indexConds(batch)).toMatch(/job_id/);
+  expect(batch).not.toMatch(scansRuns);
 });
