@@ -358,6 +358,10 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
       ...Object.fromEntries(
         reports.map((r, i) => [`heap_total_worker${i}_mib`, r ? r.heapTotal / MiB : null]),
       ),
+      external_server_mib: after.external === null ? null : after.external / MiB,
+      ...Object.fromEntries(
+        reports.map((r, i) => [`external_worker${i}_mib`, r?.external == null ? null : r.external / MiB]),
+      ),
       young_server_mib: after.young === null ? null : after.young / MiB,
       ...Object.fromEntries(
         reports.map((r, i) => [`young_worker${i}_mib`, r?.young == null ? null : r.young / MiB]),

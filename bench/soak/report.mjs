@@ -50,6 +50,7 @@ export const COLUMNS = [
   ...perProcess('heap'),
   ...perProcess('heap_total'),
   ...perProcess('young'),
+  ...perProcess('external'),
   ...perProcess('rss_less_young'),
   ...perProcess('lag', 'p99_ms'),
   'long_running',
@@ -94,6 +95,7 @@ export function checksOf(s, r) {
     heap: trends('heap'),
     heapTotal: trends('heap_total'),
     young: trends('young'),
+    external: trends('external'),
     rssLessYoung: trends('rss_less_young'),
     history: { ...r.check, holds: r.check.missing === 0 && r.check.doubled === 0 },
   };
@@ -190,6 +192,7 @@ export function tableOf(s, r, c) {
       ['JS heap reserved (heapTotal)', c.heapTotal],
       ['young generation (workers: resident; server: reserved)', c.young],
       ['RSS less the young generation', c.rssLessYoung],
+      ['external memory (Buffers and other ArrayBuffers, outside the JS heap)', c.external],
     ].map(([what, list]) => [
       `${what}, trend over the last half: server, worker 0, worker 1`,
       list.map(perHour).join(', '),
@@ -301,7 +304,7 @@ export function notesOf(s, r, { csvPath, svgPath, tenant }) {
       `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.`,
     `Retention of tenant ${tenant}: ${JSON.stringify(s.retention)}; ${r.prune ? 'the server prunes every 10 s (--prune-interval 10s)' : 'this build’s tock server has no pruner (--prune-interval): nothing is pruned, so the size cannot be flat'}.`,
     `The server: ${r.server}; its autovacuum is on (the \`vacuumed\` column names the tables it vacuumed since the previous row).`,
-    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected); reserved: tock_nodejs_heap_size_total_bytes, heapTotal (the pages V8 holds for the heap, the young generation’s included). Young generation: the workers’ v8.getHeapSpaceStatistics() new_space physical_space_size (its resident pages), the server’s tock_nodejs_heap_space_size_total_bytes{space="new"} (its reserved size: /metrics has no resident figure); RSS less the young generation subtracts it.',
+    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected); reserved: tock_nodejs_heap_size_total_bytes, heapTotal (the pages V8 holds for the heap, the young generation’s included). Young generation: the workers’ v8.getHeapSpaceStatistics() new_space physical_space_size (its resident pages), the server’s tock_nodejs_heap_space_size_total_bytes{space="new"} (its reserved size: /metrics has no resident figure); RSS less the young generation subtracts it. External: process.memoryUsage().external, tock_nodejs_external_memory_bytes (memory outside the JS heap that its objects hold, ArrayBuffers and Buffers included).',
     `Checks: p99 over the steady starts of the first and last sixth of the soak; size growth from the row at half time to the last; RSS: least-squares slope over the last half, per hour, as a share of its mean (a short soak extrapolates a few minutes to an hour); lost and doubled from the handlers’ logs: every slot of the steady jobs from +${fmt((r.span.from - r.span.t0) / 1000)} s to ${fmt((r.span.tEnd - r.span.to) / 1000)} s before the end, and every herd slot of that span at least ${fmt(r.span.herdMargin / 1000)} s before the end (${r.span.herdSlots.length}), succeeded exactly once, and no (job, slot) succeeded twice. Runs in state dead at the end: ${fmt(r.deadInTable)}; worker events (dropped results, lost leases, errors): ${r.workerCounts.map((x) => (x ? `${x.dropped}/${x.leaseLost}/${x.errors}` : '–')).join(', ')}.`,
   ];
 }

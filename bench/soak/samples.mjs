@@ -19,6 +19,7 @@ export async function scrape(url) {
     heapUsed: null,
     heapTotal: null,
     young: null,
+    external: null,
     lagP99: null,
   };
   for (const line of (await res.text()).split('\n')) {
@@ -33,6 +34,7 @@ export async function scrape(url) {
     else if (name === 'tock_nodejs_heap_size_used_bytes') out.heapUsed = Number(value);
     else if (name === 'tock_nodejs_heap_size_total_bytes') out.heapTotal = Number(value);
     else if (name === 'tock_nodejs_eventloop_lag_p99_seconds') out.lagP99 = Number(value);
+    else if (name === 'tock_nodejs_external_memory_bytes') out.external = Number(value);
     else if (name === 'tock_nodejs_heap_space_size_total_bytes' && labels === 'space="new"')
       out.young = Number(value);
   }
@@ -88,6 +90,7 @@ export function mergeReports(reports) {
     heapUsed: last.heapUsed,
     heapTotal: last.heapTotal,
     young: last.young,
+    external: last.external,
     lagP99Ms: Math.max(...reports.map((r) => r.lagP99Ms)),
     claim: calls('claim'),
     heartbeat: calls('heartbeat'),

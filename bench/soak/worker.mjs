@@ -168,6 +168,8 @@ const report = setInterval(() => {
     // The young generation's pages that are resident (V8 reserves its semi-spaces up front and
     // they become resident as they are first written).
     young: young?.physical_space_size ?? null,
+    // Memory held outside the JS heap by objects in it (Buffers and other ArrayBuffers included).
+    external: memory.external,
     lagP99Ms: lag.percentile(99) / 1e6,
     claim: summary(calls.claim),
     heartbeat: summary(calls.heartbeat),

@@ -26,7 +26,7 @@ export const ReplayDeadBody = Type.Object(
     ),
     dry_run: Type.Optional(
       Type.Boolean({
-        description: 'count the matching dead runs (up to 100,000) and replay none; default false',
+        description: 'count the matching dead runs (up to 10,000) and replay none; default false',
       }),
     ),
     limit: Type.Optional(
@@ -47,9 +47,9 @@ export const ReplayDeadAnswer = Type.Object({
   dry_run: Type.Boolean(),
   matching: Type.Integer({
     description:
-      'dry run: the dead runs that match, counted up to 100,000 (more_matching: there are more); otherwise: the dead runs this call found, at most its limit',
+      'dry run: the dead runs that match, counted up to 10,000 (more_matching: there are more); otherwise: the dead runs this call found, at most its limit',
   }),
-  more_matching: Type.Boolean({ description: 'dry run: more than 100,000 match; otherwise false' }),
+  more_matching: Type.Boolean({ description: 'dry run: more than 10,000 match; otherwise false' }),
   replayed: Type.Integer({
     description: 'runs replayed by this call (each as POST /v1/runs/{id}/replay does)',
   }),

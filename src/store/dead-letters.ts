@@ -19,7 +19,7 @@ import type { DeadFilter, DeadReplay } from './types.js';
 /** Most dead runs one replay call writes. */
 export const MAX_REPLAY_BATCH = 500;
 /** Most dead runs a count counts (`atLeast` says there are more). */
-export const MAX_DEAD_COUNT = 100_000;
+export const MAX_DEAD_COUNT = 10_000;
 /** Most characters of the error text a filter looks for. */
 const MAX_ERROR_TEXT = 200;
 
