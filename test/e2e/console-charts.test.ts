@@ -243,6 +243,13 @@ describe('the console charts and limits', { timeout: 6 * SLOW }, () => {
       await page.locator('tr[data-limit]').evaluateAll((rows) => rows.map((r) => r.dataset.limit)),
     ).toEqual(list.map((l) => l.key));
     await screenshot(page, '11-limits');
+    // The job's page names the limits it passes, with a way to their state.
+    await page.goto(`${h.url}/#/jobs/paced`);
+    await expect
+      .poll(() => page.getByTestId('job-limits').textContent(), { timeout: SLOW })
+      .toMatch(/^paced-api /);
+    await page.getByTestId('job-limits').getByRole('link').click();
+    await page.getByRole('heading', { name: 'Limits' }).waitFor();
     await page.close();
   });
 

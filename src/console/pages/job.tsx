@@ -117,6 +117,16 @@ function Definition({ j, now }: { j: Job; now: number }) {
           {j.misfire}, {j.overlap}
           {j.max_concurrency !== null && `, at most ${j.max_concurrency} at once`}
         </dd>
+        <dt>Limits</dt>
+        <dd data-testid="job-limits">
+          {j.limits.length === 0 ? (
+            'none'
+          ) : (
+            <>
+              {j.limits.join(', ')} <a href="#/limits">(their tokens, slots and held runs)</a>
+            </>
+          )}
+        </dd>
         <dt>Version</dt>
         <dd>
           {j.version}, changed <When iso={j.updated_at} now={now} />
