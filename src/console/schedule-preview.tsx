@@ -15,6 +15,7 @@ export const PREVIEW_SLOTS = 5;
 interface ScheduleAnswer {
   slots: { at: string; local: string; notes: string[] }[];
   ended: boolean;
+  cut: boolean;
 }
 
 export function SchedulePreview({ expression, timezone }: { expression: string; timezone: string }) {
@@ -65,6 +66,7 @@ export function SchedulePreview({ expression, timezone }: { expression: string; 
             </tbody>
           </table>
           {answer.ended && <p class="muted">No slot after these: the schedule ends.</p>}
+          {answer.cut && <p class="muted">The next slots are more than 5 years away: not shown.</p>}
         </div>
       )}
     </section>

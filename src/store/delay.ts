@@ -14,7 +14,12 @@ import {
 } from '../core/index.js';
 import { checkInstant, checkLimit } from './checks.js';
 import * as Q from './queries/delay.js';
-import { JOB_SUCCESS_COUNT_CAP, jobSuccessOldest, jobSuccessRecord } from './queries/job-successes.js';
+import {
+  JOB_SUCCESS_COUNT_CAP,
+  jobSuccessForgetIdle,
+  jobSuccessOldest,
+  jobSuccessRecord,
+} from './queries/job-successes.js';
 import { jobMisfiredRecent } from './queries/jobs.js';
 import type { Queryable } from './rows.js';
 
@@ -163,6 +168,7 @@ export async function jobLastSuccesses(
     windowStart({ now: p.now, windowMs: lookback, limit }),
     checkInstant(p.now, 'now'),
   ]);
+  await db.query(jobSuccessForgetIdle, [limit]);
   const { rows } = await db.query(jobSuccessOldest, [limit]);
   return {
     seen: Math.min(rows[0] ? (rows[0].jobs as number) : 0, JOB_SUCCESS_COUNT_CAP),

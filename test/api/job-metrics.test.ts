@@ -210,6 +210,17 @@ describe('per-job gauges from run history', () => {
         { series: second, jobs: '4' },
         { series: second, jobs: '4' },
       ]);
+      // A paused job and a one-shot that has run (enabled, no next slot: what the tick leaves of an
+      // @at job) have no slot to come: they leave the oldest, else any tenant's such jobs would fill
+      // the gauge for good; the next oldest take their places.
+      await worker.pauseJob({ tenantId: 'ls', jobId: 'b', now });
+      await own.pool.query(`UPDATE jobs SET next_run_at = NULL WHERE tenant_id = 'ls' AND job_id = 'c'`);
+      for (const s of servers) s.clock.advance(METRICS_SAMPLE_MS);
+      const third = { 'ls/d': (now - 10_000) / 1000, 'ls/a': now / 1000 };
+      expect(await sampled()).toEqual([
+        { series: third, jobs: '2' },
+        { series: third, jobs: '2' },
+      ]);
     } finally {
       await own.teardown();
     }

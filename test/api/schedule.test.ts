@@ -82,6 +82,25 @@ describe('GET /v1/schedule', () => {
     expect(once.json.ended).toBe(true);
   });
 
+  test('bounded in time: a yearly slot stops 5 years after from (cut), and a far from is a 400', async () => {
+    // 100 slots of 29 February were a century of offset tables, computed on the event loop.
+    const leap = await get({ expression: '0 0 29 2 *', timezone: 'Europe/Berlin', count: '100' });
+    expect(leap.status, leap.text).toBe(200);
+    expect(leap.json.cut).toBe(true);
+    expect(leap.json.ended).toBe(false);
+    expect(leap.json.slots.length).toBeLessThanOrEqual(2);
+    const from = Date.parse(leap.json.from);
+    for (const s of leap.json.slots as { at: string }[]) {
+      expect(Date.parse(s.at) - from).toBeLessThanOrEqual(5 * 366 * 86_400_000);
+    }
+    const far = await get({ expression: '0 0 1 1 *', from: '2400-01-01T00:00:00Z', count: '100' });
+    expect(far.status, far.text).toBe(400);
+    expect(far.json.error.message).toMatch(/from must be within 5 years of now/);
+    const daily = await get({ expression: '@daily', count: '100' });
+    expect(daily.json).toMatchObject({ cut: false, ended: false });
+    expect(daily.json.slots).toHaveLength(100);
+  });
+
   test('bad input is a 400, and nothing is written', async () => {
     const before = await snapshot(db.pool);
     for (const query of [

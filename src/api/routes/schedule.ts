@@ -10,6 +10,15 @@ import type { RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
 
 /** Most slots one request computes. */
+/**
+ * A preview reaches at most this many years past `from`, and `from` is at most this far from now:
+ * each (zone, year) a preview crosses costs a table of about 1,500 offset lookups, computed on the
+ * event loop, and any reader key may ask (a yearly slot × 100 at a far year was a century of tables,
+ * seconds of a blocked server, and a way to evict the scheduler's cached years).
+ */
+const PREVIEW_YEARS = 5;
+const PREVIEW_SPAN_MS = PREVIEW_YEARS * 366 * 86_400_000;
+
 export const MAX_API_PREVIEW_SLOTS = 100;
 
 const ScheduleQuery = Type.Object(
@@ -52,6 +61,9 @@ const ScheduleAnswer = Type.Object({
     }),
   ),
   ended: Type.Boolean({ description: 'the schedule has no slot after the last one listed' }),
+  cut: Type.Boolean({
+    description: `the next slot is more than ${PREVIEW_YEARS} years after from: fewer slots than asked, and the schedule goes on`,
+  }),
 });
 
 export const scheduleRoutes: RoutePlugin = async (app, { clock }) => {
@@ -74,15 +86,25 @@ export const scheduleRoutes: RoutePlugin = async (app, { clock }) => {
         throw new ValidationError(`count must be an integer from 1 to ${MAX_API_PREVIEW_SLOTS}`, {
           field: 'count',
         });
-      const fromMs = q.from === undefined ? clock.nowMs() : parseInstant(q.from, 'from');
+      const now = clock.nowMs();
+      const fromMs = q.from === undefined ? now : parseInstant(q.from, 'from');
+      if (Math.abs(fromMs - now) > PREVIEW_SPAN_MS)
+        throw new ValidationError(`from must be within ${PREVIEW_YEARS} years of now`, { field: 'from' });
       const timezone = q.timezone ?? 'UTC';
-      const { slots, ended } = previewSchedule({ expression: q.expression, timezone, count, fromMs });
+      const { slots, ended, cut } = previewSchedule({
+        expression: q.expression,
+        timezone,
+        count,
+        fromMs,
+        untilMs: fromMs + PREVIEW_SPAN_MS,
+      });
       return {
         expression: q.expression,
         timezone,
         from: new Date(fromMs).toISOString(),
         slots: slots.map((s) => ({ at: new Date(s.at).toISOString(), local: s.local, notes: s.notes })),
         ended,
+        cut,
       };
     },
   );

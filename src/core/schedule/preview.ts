@@ -57,6 +57,12 @@ export interface PreviewOptions {
   count: number;
   /** Slots strictly after this instant (epoch ms). */
   fromMs: number;
+  /**
+   * No slot after this instant (epoch ms): the preview stops there (`cut`). Each year a preview
+   * crosses costs a table of the zone's offsets for that year, so a caller that takes expressions
+   * from others bounds the years (a yearly slot × 100 is a century of tables).
+   */
+  untilMs?: number;
 }
 
 /** One slot of a preview. */
@@ -73,6 +79,8 @@ export interface Preview {
   slots: PreviewSlot[];
   /** The schedule has no slot after the last one listed (a one-shot, an ended schedule). */
   ended: boolean;
+  /** The next slot is after `untilMs`: fewer slots than asked, and the schedule goes on. */
+  cut: boolean;
 }
 
 /** The next `count` slots after `fromMs`. A bad expression, zone or count is a `ValidationError`. */
@@ -85,7 +93,8 @@ export function previewSchedule(o: PreviewOptions): Preview {
   let prev = o.fromMs;
   for (let i = 0; i < o.count; i++) {
     const slot = nextSlotAfter(schedule, prev);
-    if (slot === null) return { slots, ended: true };
+    if (slot === null) return { slots, ended: true, cut: false };
+    if (o.untilMs !== undefined && slot > o.untilMs) return { slots, ended: false, cut: true };
     slots.push({
       at: slot,
       local: localIso(o.timezone, slot),
@@ -93,7 +102,7 @@ export function previewSchedule(o: PreviewOptions): Preview {
     });
     prev = slot;
   }
-  return { slots, ended: false };
+  return { slots, ended: false, cut: false };
 }
 
 /** The preview as `tock schedule` prints it: one line a slot (no trailing newline). */

@@ -52,10 +52,29 @@ WHERE s.succeeded_at < EXCLUDED.succeeded_at`;
 export const JOB_SUCCESS_COUNT_CAP = 100_000;
 
 /**
- * $1 most jobs. The enabled jobs whose last success is oldest, oldest first, at most $1, down
- * `job_successes_oldest` (at most 10 × $1 entries read: a disabled job is skipped, and past that
- * many disabled ones fewer are answered), each with the count of jobs with a recorded success (at
- * most JOB_SUCCESS_COUNT_CAP); one row with null job when none is answered.
+ * $1 most jobs. Forgets the recorded success of the jobs among the 10 × $1 oldest that have no slot
+ * to come (paused, or a one-shot that ran): they would sit at the front of `jobSuccessOldest` for
+ * good, and one tenant's paused jobs would push every other tenant's out of the gauge. A job that
+ * is resumed is tracked again from its next success. Rows another server is writing are skipped
+ * (SKIP LOCKED), not waited for: two samples never wait on each other.
+ */
+export const jobSuccessForgetIdle = `
+WITH idle AS (
+  SELECT s.tenant_id, s.job_id
+  FROM job_successes s
+  JOIN jobs j ON j.tenant_id = s.tenant_id AND j.job_id = s.job_id
+  WHERE (s.tenant_id, s.job_id) IN (SELECT tenant_id, job_id FROM job_successes ORDER BY succeeded_at LIMIT 10 * $1::int)
+    AND NOT (j.enabled AND j.next_run_at IS NOT NULL)
+  ORDER BY s.tenant_id, s.job_id
+  FOR UPDATE OF s SKIP LOCKED
+)
+DELETE FROM job_successes s USING idle i WHERE s.tenant_id = i.tenant_id AND s.job_id = i.job_id`;
+
+/**
+ * $1 most jobs. The jobs with a slot to come whose last success is oldest, oldest first, at most
+ * $1, down `job_successes_oldest` (at most 10 × $1 entries read, after `jobSuccessForgetIdle` has
+ * dropped the idle ones among them), each with the count of jobs with a recorded success (at most
+ * JOB_SUCCESS_COUNT_CAP); one row with null job when none is answered.
  */
 export const jobSuccessOldest = `
 SELECT c.jobs, o.tenant_id, o.job_id, o.succeeded_at
@@ -63,7 +82,7 @@ FROM (SELECT count(*)::int AS jobs FROM (SELECT 1 FROM job_successes LIMIT ${JOB
 LEFT JOIN LATERAL (
   SELECT s.tenant_id, s.job_id, s.succeeded_at
   FROM (SELECT * FROM job_successes ORDER BY succeeded_at LIMIT 10 * $1::int) s
-  JOIN jobs j ON j.tenant_id = s.tenant_id AND j.job_id = s.job_id AND j.enabled
+  JOIN jobs j ON j.tenant_id = s.tenant_id AND j.job_id = s.job_id AND j.enabled AND j.next_run_at IS NOT NULL
   ORDER BY s.succeeded_at, s.tenant_id, s.job_id
   LIMIT $1
 ) o ON true
