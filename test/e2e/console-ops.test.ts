@@ -5,20 +5,10 @@
  * replays, shows the count in its confirmation, and replays only those; a reader gets no bulk
  * button. Each new view is photographed into test-results/console/ (`ops-*.png`).
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Role } from '../../src/core/index.js';
-import { createKeyOnDatabase } from '../../src/runtime/keys.js';
-import { type Browser, launchBrowser, screenshot } from '../setup/browser.js';
-import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { TockProcess } from '../setup/proc.js';
-
-/** Bound for a process to start, a run to finish, the console to show a change. */
-const SLOW = 25_000;
+import { screenshot } from '../setup/browser.js';
+import { ConsoleHarness, eventually, SLOW } from './console-harness.js';
 
 /** `doomed` always fails: with max_attempts 1 each of its runs dies at once. */
 const HANDLERS = `
@@ -33,72 +23,10 @@ export default {
 /** Where the notification sends: port 9 (discard), on which nothing listens here. */
 const HOOK = 'http://127.0.0.1:9/';
 
-let db: TestDatabase;
-let dir: string;
-let browser: Browser;
-let url = '';
-const children: TockProcess[] = [];
+const h = new ConsoleHarness();
 const keys: Record<string, string> = {};
-
-function tock(args: string[], env: Record<string, string> = {}): TockProcess {
-  const p = new TockProcess(args, {
-    DATABASE_URL: undefined,
-    TOCK_URL: undefined,
-    TOCK_KEY: undefined,
-    TOCK_LOG_FORMAT: 'json',
-    ...env,
-  });
-  children.push(p);
-  return p;
-}
-
-async function makeKey(tenantId: string, role: Role): Promise<string> {
-  const made = await createKeyOnDatabase({
-    tenantId,
-    role,
-    name: `console-ops-${tenantId}-${role}`,
-    databaseUrl: db.url,
-    schema: db.schema,
-    logger: pino({ level: 'silent' }),
-  });
-  return made.secret;
-}
-
-/** A call of the HTTP API with `key`: its status and JSON. */
-async function call(key: string, method: string, p: string, body?: unknown) {
-  const res = await fetch(`${url}${p}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: a JSON answer the tests read field by field
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as any };
-}
-
-/** Polls the API until `check` holds, failing loudly with the last answer. */
-async function eventually<T>(what: string, read: () => Promise<T>, check: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + SLOW;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** A new tab signed in with `key`, on the jobs page. */
-async function signIn(key: string): Promise<Page> {
-  const page = await browser.tab();
-  await page.goto(url);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: SLOW });
-  return page;
-}
+const call = h.call.bind(h);
+const signIn = h.signIn.bind(h);
 
 const shownJobs = (page: Page) =>
   page
@@ -112,49 +40,15 @@ const deadOf = async (jobId: string): Promise<string[]> =>
   );
 
 beforeAll(async () => {
-  db = await setupDatabase();
-  dir = await mkdtemp(path.join(tmpdir(), 'tock-console-ops-e2e-'));
-  keys.admin = await makeKey('acme', 'admin');
-  keys.operator = await makeKey('acme', 'operator');
-  keys.reader = await makeKey('acme', 'reader');
-  keys.worker = await makeKey('acme', 'worker');
-  keys.other = await makeKey('globex', 'operator');
-
+  await h.start();
+  keys.admin = await h.makeKey('acme', 'admin');
+  keys.operator = await h.makeKey('acme', 'operator');
+  keys.reader = await h.makeKey('acme', 'reader');
+  keys.worker = await h.makeKey('acme', 'worker');
+  keys.other = await h.makeKey('globex', 'operator');
   // Deliveries go to a loopback port nothing listens on: each attempt fails, and the log says why.
-  const server = tock(
-    ['server', '--port', '0', '--lease', '30s', '--tick', '200ms', '--notify-allow', HOOK],
-    {
-      DATABASE_URL: db.url,
-      TOCK_SCHEMA: db.schema,
-    },
-  );
-  const line = await server.waitFor(
-    (l) => typeof l.msg === 'string' && l.msg.startsWith('tock listening on '),
-    'the server to listen',
-    SLOW,
-  );
-  url = String(line.msg).slice('tock listening on '.length);
-
-  const handlers = path.join(dir, 'handlers.mjs');
-  await writeFile(handlers, HANDLERS);
-  const worker = tock([
-    'worker',
-    '--url',
-    url,
-    '--key',
-    keys.worker!,
-    '--handlers',
-    handlers,
-    '--poll',
-    '100ms',
-    '--worker-id',
-    'console-ops-worker',
-  ]);
-  await worker.waitFor(
-    (l) => l.msg === 'tock worker is running; SIGTERM or Ctrl-C drains it',
-    'the worker',
-    SLOW,
-  );
+  await h.server(['--lease', '30s', '--tick', '200ms', '--notify-allow', HOOK]);
+  await h.worker(keys.worker, HANDLERS, 'console-ops-worker');
 
   // 30 fillers put `zeta.late` past the Jobs page's first 25.
   const jobs: [string, Record<string, unknown>][] = [
@@ -183,16 +77,9 @@ beforeAll(async () => {
     events: ['run.dead'],
   });
   expect(hook.status).toBe(201);
-  browser = await launchBrowser();
 }, 90_000);
 
-afterAll(async () => {
-  await browser?.close();
-  for (const p of children) p.child.kill('SIGKILL');
-  await Promise.all(children.map((p) => p.exited));
-  await rm(dir, { recursive: true, force: true });
-  await db?.teardown();
-});
+afterAll(() => h.close());
 
 describe('the console: operator features', { timeout: 4 * SLOW }, () => {
   test('the Jobs search is the server’s: it finds a job past the first page, of the tenant only', async () => {
@@ -284,7 +171,7 @@ describe('the console: operator features', { timeout: 4 * SLOW }, () => {
 
   test("a job's page previews its next slots with daylight-saving notes; the Jobs page previews any expression", async () => {
     const page = await signIn(keys.operator!);
-    await page.goto(`${url}/#/jobs/berlin.nightly`);
+    await page.goto(`${h.url}/#/jobs/berlin.nightly`);
     const preview = page.getByTestId('schedule-preview');
     await preview.getByRole('table').waitFor({ timeout: SLOW });
     expect(await preview.locator('tbody tr').count()).toBe(5);
@@ -359,6 +246,6 @@ describe('the console: operator features', { timeout: 4 * SLOW }, () => {
   });
 
   test('no tab had an uncaught error or a Content-Security-Policy violation', () => {
-    expect(browser.problems).toEqual([]);
+    expect(h.browser.problems).toEqual([]);
   });
 });
