@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { HELD_SCAN } from '../../src/store/index.js';
+import * as L from '../../src/store/queries/limits.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import {
   countRows,
@@ -343,6 +344,38 @@ describe('gauges', () => {
     expect(two.limits).toHaveLength(2);
     expect(two.total).toBe(total);
     expect(sample.every((l) => !l.heldCapped)).toBe(true);
+  });
+
+  test('many exhausted limits of one tenant: its queue is read once, and each counts its own runs', async () => {
+    const tenantId = uniqueId('t-many');
+    const now = db.clock.nowMs();
+    const keys = Array.from({ length: 5 }, (_, i) => `api-${i}`);
+    for (const key of keys) await db.store.putLimit({ tenantId, key, limit: { maxConcurrency: 1 }, now });
+    await db.pool.query('UPDATE limits SET in_use = 1 WHERE tenant_id = $1', [tenantId]);
+    // Run n passes api-0 … api-(n mod 5): api-k is passed by the runs with n mod 5 >= k.
+    for (let n = 0; n < 10; n++)
+      await queueRun(
+        tenantId,
+        `j${n}`,
+        keys.slice(0, (n % 5) + 1).map((k) => `${tenantId}/${k}`),
+        now - 1000,
+        n,
+      );
+    const page = await db.store.listLimits({ tenantId, limit: 50, now });
+    expect(page.items.map((l) => [l.key, l.heldRuns])).toEqual(keys.map((k, i) => [k, 10 - 2 * i]));
+    const { rows } = await db.pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${L.limitList}`, [
+      tenantId,
+      null,
+      51,
+      new Date(now),
+    ]);
+    const scans: { loops: number }[] = [];
+    const walk = (node: Record<string, unknown>) => {
+      if (node['Relation Name'] === 'run_queue') scans.push({ loops: node['Actual Loops'] as number });
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk(rows[0]['QUERY PLAN'][0].Plan);
+    expect(scans).toEqual([{ loops: 1 }]);
   });
 
   test("a backlog past HELD_SCAN: each limit reads that many of its tenant's due runs and says the count stopped there", async () => {

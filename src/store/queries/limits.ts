@@ -62,9 +62,11 @@ export const HELD_SCAN = 10_000;
  * gate, counted only while it is exhausted (less than a whole unit of room, `roomNow`: no whole
  * token after refill or its one-second window at its cap; or every slot in use), else 0. A tenant
  * key's gate is passed by every run of the tenant; a job key's by that job's runs; a named limit's
- * by the runs whose `gates` name it. Each exhausted limit reads its tenant's due runs longest due
- * first down `run_queue_late`, at most HELD_SCAN of them: `held_capped` says the read stopped
- * there, so `held_runs` counts only the runs among those. The gauges (`limitGauges`) and the API's
+ * by the runs whose `gates` name it. The due runs of each tenant with an exhausted limit are read
+ * once, longest due first down `run_queue_late`, at most HELD_SCAN of them, and counted by gate, by
+ * job and in all: a tenant's 500 exhausted limits cost one read of its queue, not 500.
+ * `held_capped` says the read stopped at HELD_SCAN, so `held_runs` counts only the runs among
+ * those. The gauges (`limitGauges`) and the API's
  * reads (`limitGet`, `limitList`) count held runs with this one statement, so `/metrics` and
  * `GET /v1/limits` agree.
  */
@@ -73,23 +75,33 @@ WITH chosen AS (${chosen}), sampled AS (
   SELECT l.*,
     (l.rate IS NOT NULL AND ${roomNow('l', now)} < 1) OR coalesce(l.in_use >= l.max_concurrency, false) AS exhausted
   FROM chosen l
-)
-SELECT s.*, coalesce(h.n, 0) AS held_runs, coalesce(h.read >= ${HELD_SCAN}, false) AS held_capped
-FROM sampled s
-LEFT JOIN LATERAL (
-  SELECT count(*) FILTER (
-      WHERE CASE WHEN s.key LIKE 'tenant:%' THEN true
-                 WHEN s.key LIKE 'job:%' THEN q.job_id = substr(s.key, 5)
-                 ELSE s.gate = ANY(q.gates) END
-    )::int AS n,
-    count(*)::int AS read
-  FROM (
+), due AS MATERIALIZED (
+  SELECT t.tenant_id, q.job_id, q.gates
+  FROM (SELECT DISTINCT tenant_id FROM sampled WHERE exhausted) t
+  CROSS JOIN LATERAL (
     SELECT q.job_id, q.gates FROM run_queue q
-    WHERE q.tenant_id = s.tenant_id AND q.available_at <= ${now}::timestamptz
+    WHERE q.tenant_id = t.tenant_id AND q.available_at <= ${now}::timestamptz
     ORDER BY q.available_at, q.run_id
     LIMIT ${HELD_SCAN}
   ) q
-) h ON s.exhausted
+), by_tenant AS (
+  SELECT tenant_id, count(*)::int AS n FROM due GROUP BY tenant_id
+), by_gate AS (
+  SELECT d.tenant_id, g.gate, count(*)::int AS n FROM due d CROSS JOIN LATERAL unnest(d.gates) AS g(gate)
+  GROUP BY d.tenant_id, g.gate
+), by_job AS (
+  SELECT tenant_id, job_id, count(*)::int AS n FROM due GROUP BY tenant_id, job_id
+)
+SELECT s.*,
+  CASE WHEN NOT s.exhausted THEN 0
+       WHEN s.key LIKE 'tenant:%' THEN coalesce(t.n, 0)
+       WHEN s.key LIKE 'job:%' THEN coalesce(j.n, 0)
+       ELSE coalesce(g.n, 0) END AS held_runs,
+  s.exhausted AND coalesce(t.n, 0) >= ${HELD_SCAN} AS held_capped
+FROM sampled s
+LEFT JOIN by_tenant t ON t.tenant_id = s.tenant_id
+LEFT JOIN by_gate g ON g.tenant_id = s.tenant_id AND g.gate = s.gate
+LEFT JOIN by_job j ON s.key LIKE 'job:%' AND j.tenant_id = s.tenant_id AND j.job_id = substr(s.key, 5)
 ORDER BY s.gate`;
 
 /** $1 tenant, $2 key, $3 now. Any key, a job's own gate too (the gauges and tests read those), with its held runs. */
