@@ -154,7 +154,9 @@ describe('the Python example worker', () => {
   test('rides out a server killed and started again mid-run: the run completes under its lease', async () => {
     const w = startWorker(['--concurrency', '2']);
     await w.waitFor('worker started');
-    const runId = await s.op.trigger('py-across-restart', 'sleep', { seconds: 3 });
+    // A lease longer than the server's 6 s: the restart (a new process, its migrations checked, on a
+    // loaded CI machine up to several seconds) must fit in it, or the reaper rightly runs it again.
+    const runId = await s.op.trigger('py-across-restart', 'sleep', { seconds: 3 }, { lease_seconds: 30 });
     await s.op.runIn(runId, 'running');
     await s.server.kill();
     // Down for a while: the worker's heartbeat and claim fail meanwhile, and are retried.

@@ -115,7 +115,9 @@ describe('the shell example worker', () => {
 
   test('rides out a server killed and started again mid-run: the run completes under its lease', async () => {
     const w = startWorker();
-    const runId = await s.op.trigger('sh-across-restart', 'sleep', { seconds: 2 });
+    // A lease longer than the server's 6 s: the restart (a new process, its migrations checked, on a
+    // loaded CI machine up to several seconds) must fit in it, or the reaper rightly runs it again.
+    const runId = await s.op.trigger('sh-across-restart', 'sleep', { seconds: 2 }, { lease_seconds: 30 });
     await w.waitFor(`run started run_id=${runId}`);
     await s.server.kill();
     await w.waitFor('failed (curl exit 7', 10_000); // connection refused: retried
