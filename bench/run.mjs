@@ -20,7 +20,9 @@
 // --concurrency <n> (throughput: total worker concurrency, default 100), --runs <n> (throughput,
 // embedded: runs per drain, default 100,000; history: finished runs seeded, default 10,000,000;
 // prune: expired runs seeded, default 1,000,000), --only <prefix,…> (throughput, embedded: systems
-// whose name starts so), --minutes <n> (soak: its length, default 60, smoke 1), --out <file>.
+// whose name starts so), --minutes <n> (soak: its length, default 60, smoke 1), --worker1-env K=V
+// (soak, repeatable: an environment variable for its second worker process only, to compare two
+// settings in one run, e.g. MALLOC_ARENA_MAX=2 or NODE_OPTIONS=--max-semi-space-size=16), --out <file>.
 //
 // It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):
 // started on another Node, it runs itself again on a Node 24 that scripts/node24.mjs finds or
@@ -55,6 +57,7 @@ const { values: args, positionals } = parseArgs({
     runs: { type: 'string' },
     only: { type: 'string' },
     minutes: { type: 'string' },
+    'worker1-env': { type: 'string', multiple: true },
     out: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
@@ -152,6 +155,13 @@ async function main() {
     runs: args.runs === undefined ? undefined : Number(args.runs),
     only: args.only?.split(',').filter(Boolean),
     minutes: args.minutes === undefined ? undefined : Number(args.minutes),
+    worker1Env: Object.fromEntries(
+      (args['worker1-env'] ?? []).map((kv) => {
+        const eq = kv.indexOf('=');
+        if (eq < 1) throw new Error(`--worker1-env takes NAME=value, not ${JSON.stringify(kv)}`);
+        return [kv.slice(0, eq), kv.slice(eq + 1)];
+      }),
+    ),
   };
 
   // One benchmark run per server at a time: two would drop each other's databases, and share

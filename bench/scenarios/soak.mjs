@@ -189,6 +189,7 @@ async function startWorker(procs, { url, index, log, s }) {
   };
   const child = procs.startScript(`soak worker ${index}`, WORKER, [JSON.stringify(settings)], {
     DATABASE_URL: url,
+    ...(index === 1 ? s.worker1Env : {}),
   });
   const handle = { child, inbox: [], last: null };
   let buf = '';
@@ -374,6 +375,28 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
           r?.young == null ? null : (r.rss - r.young) / MiB,
         ]),
       ),
+      // The workers only (the server's /metrics has no such figures).
+      ...Object.fromEntries(
+        reports.map((r, i) => [
+          `v8_resident_worker${i}_mib`,
+          r?.v8Resident == null ? null : r.v8Resident / MiB,
+        ]),
+      ),
+      ...Object.fromEntries(
+        reports.map((r, i) => [
+          `rss_less_v8_worker${i}_mib`,
+          r?.v8Resident == null ? null : (r.rss - r.v8Resident) / MiB,
+        ]),
+      ),
+      ...Object.fromEntries(
+        reports.map((r, i) => [`malloced_worker${i}_mib`, r?.malloced == null ? null : r.malloced / MiB]),
+      ),
+      ...Object.fromEntries(
+        reports.map((r, i) => [`anon_worker${i}_mib`, r?.anon == null ? null : r.anon / MiB]),
+      ),
+      ...Object.fromEntries(
+        reports.map((r, i) => [`file_worker${i}_mib`, r?.file == null ? null : r.file / MiB]),
+      ),
       lag_server_p99_ms: after.lagP99 === null ? null : after.lagP99 * 1000,
       ...Object.fromEntries(reports.map((r, i) => [`lag_worker${i}_p99_ms`, r?.lagP99Ms ?? null])),
       long_running: reports.every((r) => r) ? reports.reduce((a, r) => a + r.running[1], 0) : null,
@@ -434,6 +457,13 @@ export default {
   async run(ctx) {
     const s = shape(ctx);
     s.longConcurrency = longConcurrency(s.long);
+    s.worker1Env = ctx.options.worker1Env ?? {};
+    if (Object.keys(s.worker1Env).length > 0)
+      ctx.log(
+        `worker 1 only: ${Object.entries(s.worker1Env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}`,
+      );
     const date = new Date().toISOString().slice(0, 10);
     const outDir = ctx.smoke ? os.tmpdir() : path.join(here, '..', 'results');
     await mkdir(outDir, { recursive: true });

@@ -25,6 +25,9 @@ function slope(xs, ys) {
   return den === 0 ? null : { slope: num / den, mean: my };
 }
 
+/** A figure only the workers report: `workerColumns('anon')` → anon_worker0_mib, … */
+const workerColumns = (figure) => PROCESSES.slice(1).map((p) => `${figure}_${p}_mib`);
+
 export const COLUMNS = [
   'elapsed_s',
   'runs_per_s',
@@ -52,6 +55,11 @@ export const COLUMNS = [
   ...perProcess('young'),
   ...perProcess('external'),
   ...perProcess('rss_less_young'),
+  ...workerColumns('v8_resident'),
+  ...workerColumns('rss_less_v8'),
+  ...workerColumns('malloced'),
+  ...workerColumns('anon'),
+  ...workerColumns('file'),
   ...perProcess('lag', 'p99_ms'),
   'long_running',
   'vacuumed',
@@ -97,6 +105,11 @@ export function checksOf(s, r) {
     young: trends('young'),
     external: trends('external'),
     rssLessYoung: trends('rss_less_young'),
+    v8Resident: workerColumns('v8_resident').map(trend),
+    rssLessV8: workerColumns('rss_less_v8').map(trend),
+    malloced: workerColumns('malloced').map(trend),
+    anon: workerColumns('anon').map(trend),
+    file: workerColumns('file').map(trend),
     history: { ...r.check, holds: r.check.missing === 0 && r.check.doubled === 0 },
   };
 }
@@ -198,6 +211,17 @@ export function tableOf(s, r, c) {
       list.map(perHour).join(', '),
       '',
     ]),
+    ...[
+      ['resident pages of all V8 spaces', c.v8Resident],
+      ['RSS less V8’s resident pages', c.rssLessV8],
+      ['V8’s own malloc heap (malloced_memory)', c.malloced],
+      ['anonymous resident memory (RssAnon)', c.anon],
+      ['file-backed resident memory (RssFile)', c.file],
+    ].map(([what, list]) => [
+      `${what}, trend over the last half: worker 0, worker 1`,
+      list.map(perHour).join(', '),
+      '',
+    ]),
     [
       'event-loop delay p99, worst row: server, worker 0, worker 1',
       `${perProcess('lag', 'p99_ms')
@@ -282,6 +306,15 @@ export function pictureOf(s, rows) {
         series: [...processSeries('young'), ...processSeries('rss_less_young', 'mib', ', RSS less young')],
       },
       {
+        title: 'workers: RSS less all V8 spaces; V8 malloc',
+        unit: 'MiB',
+        series: workerColumns('rss_less_v8')
+          .map((key, i) => ({ name: `worker ${i}`, values: col(key) }))
+          .concat(
+            workerColumns('malloced').map((key, i) => ({ name: `worker ${i}, V8 malloc`, values: col(key) })),
+          ),
+      },
+      {
         title: 'event-loop delay p99',
         unit: 'ms',
         series: processSeries('lag', 'p99_ms'),
@@ -301,10 +334,15 @@ export function notesOf(s, r, { csvPath, svgPath, tenant }) {
     `Rows: ${csvPath}; picture: ${svgPath}.`,
     `Shape: ${s.steady.jobs} jobs @every 1s (jitterSeconds 1; ${s.failPerMille / 10} % of first attempts fail, retried ~1 s later), ` +
       `${fmt(s.herd.jobs)} jobs '${s.herd.schedule}', ${fmt(s.long.jobs)} jobs @every ${s.long.every} (jitterSeconds ${s.long.everyMs / 1000}) sleeping ${s.long.sleepMs / 1000} s. ` +
-      `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.`,
+      `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.` +
+      (Object.keys(s.worker1Env ?? {}).length > 0
+        ? ` Worker 1 alone ran with ${Object.entries(s.worker1Env)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' ')} (--worker1-env), worker 0 without.`
+        : ''),
     `Retention of tenant ${tenant}: ${JSON.stringify(s.retention)}; ${r.prune ? 'the server prunes every 10 s (--prune-interval 10s)' : 'this build’s tock server has no pruner (--prune-interval): nothing is pruned, so the size cannot be flat'}.`,
     `The server: ${r.server}; its autovacuum is on (the \`vacuumed\` column names the tables it vacuumed since the previous row).`,
-    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected); reserved: tock_nodejs_heap_size_total_bytes, heapTotal (the pages V8 holds for the heap, the young generation’s included). Young generation: the workers’ v8.getHeapSpaceStatistics() new_space physical_space_size (its resident pages), the server’s tock_nodejs_heap_space_size_total_bytes{space="new"} (its reserved size: /metrics has no resident figure); RSS less the young generation subtracts it. External: process.memoryUsage().external, tock_nodejs_external_memory_bytes (memory outside the JS heap that its objects hold, ArrayBuffers and Buffers included).',
+    'Runs/s: handler calls that returned, by the end of the call, from the handlers’ own logs. Start − due: handler start − the run’s available_at (slot + jitter offset), database clock, steady runs started in the window. Tick: the server’s tock_tick_duration_seconds, mean and the bound of the bucket holding the p99, between two scrapes. Claim and heartbeat: the time of each claimRuns / heartbeatRuns call of the workers’ store (one statement’s round trip plus the wait for a pooled connection). Size: pg_total_relation_size (heap, indexes, TOAST). Dead rows: pg_stat_user_tables.n_dead_tup. RSS and event-loop delay p99: the server’s /metrics (tock_process_resident_memory_bytes, tock_nodejs_eventloop_lag_p99_seconds), the workers’ own reports (process.memoryUsage().rss, monitorEventLoopDelay over 10 s). JS heap used: the server’s tock_nodejs_heap_size_used_bytes, the workers’ process.memoryUsage().heapUsed (live objects and garbage not yet collected); reserved: tock_nodejs_heap_size_total_bytes, heapTotal (the pages V8 holds for the heap, the young generation’s included). Young generation: the workers’ v8.getHeapSpaceStatistics() new_space physical_space_size (its resident pages), the server’s tock_nodejs_heap_space_size_total_bytes{space="new"} (its reserved size: /metrics has no resident figure); RSS less the young generation subtracts it. External: process.memoryUsage().external, tock_nodejs_external_memory_bytes (memory outside the JS heap that its objects hold, ArrayBuffers and Buffers included). The workers alone: V8’s resident pages, v8.getHeapStatistics().total_physical_size (every space); RSS less them; V8’s malloc heap, malloced_memory; RssAnon and RssFile of /proc/self/status.',
     `Checks: p99 over the steady starts of the first and last sixth of the soak; size growth from the row at half time to the last; RSS: least-squares slope over the last half, per hour, as a share of its mean (a short soak extrapolates a few minutes to an hour); lost and doubled from the handlers’ logs: every slot of the steady jobs from +${fmt((r.span.from - r.span.t0) / 1000)} s to ${fmt((r.span.tEnd - r.span.to) / 1000)} s before the end, and every herd slot of that span at least ${fmt(r.span.herdMargin / 1000)} s before the end (${r.span.herdSlots.length}), succeeded exactly once, and no (job, slot) succeeded twice. Runs in state dead at the end: ${fmt(r.deadInTable)}; worker events (dropped results, lost leases, errors): ${r.workerCounts.map((x) => (x ? `${x.dropped}/${x.leaseLost}/${x.errors}` : '–')).join(', ')}.`,
   ];
 }

@@ -16,7 +16,7 @@
 // claims, 2 s for running handlers, the rest aborted and released, the log flushed.
 
 import { createHash } from 'node:crypto';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import pino from 'pino';
@@ -157,8 +157,19 @@ const summary = (list) => {
     max: xs[n - 1],
   };
 };
+/** RssAnon and RssFile of /proc/self/status, bytes (null off Linux). */
+const residentKinds = () => {
+  try {
+    const status = readFileSync('/proc/self/status', 'utf8');
+    const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]) * 1024 || null;
+    return { anon: kb('RssAnon'), file: kb('RssFile') };
+  } catch {
+    return { anon: null, file: null };
+  }
+};
 const report = setInterval(() => {
   const memory = process.memoryUsage();
+  const heap = v8.getHeapStatistics();
   const young = v8.getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
   const line = {
     at: dbNow(),
@@ -170,6 +181,10 @@ const report = setInterval(() => {
     young: young?.physical_space_size ?? null,
     // Memory held outside the JS heap by objects in it (Buffers and other ArrayBuffers included).
     external: memory.external,
+    // Every V8 space's resident pages, and what V8 itself holds in the malloc heap.
+    v8Resident: heap.total_physical_size,
+    malloced: heap.malloced_memory,
+    ...residentKinds(),
     lagP99Ms: lag.percentile(99) / 1e6,
     claim: summary(calls.claim),
     heartbeat: summary(calls.heartbeat),
