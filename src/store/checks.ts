@@ -10,6 +10,17 @@ import type { LeaseRef } from './types.js';
 /** A run id, lease token or claim id: a uuid in its text form. */
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * Uuids that passed `UUID` as one array literal (`{a,b}`), for a `uuid[]` parameter: the driver
+ * would quote and escape each element on its own, a measurable share of a worker's CPU at tens of
+ * thousands of runs a second. Only for checked uuids, which hold nothing a literal must escape.
+ */
+export const uuidArray = (ids: readonly string[]): string => `{${ids.join(',')}}`;
+
+/** Finite numbers or nulls as one array literal (`{1.5,NULL}`), for a `float8[]` parameter. */
+export const numberArray = (xs: readonly (number | null)[]): string =>
+  `{${xs.map((x) => (x === null ? 'NULL' : String(x))).join(',')}}`;
+
 /** A page size from 1 to `max` (default 500). */
 export function checkLimit(limit: number, max = 500): number {
   if (!Number.isInteger(limit) || limit < 1 || limit > max) {

@@ -12,7 +12,7 @@
  * names in one statement. `PostgresStore` delegates its claims and heartbeats here.
  */
 import { grainOf, MAX_CLAIM_RUNS, ValidationError, validateId } from '../core/index.js';
-import { checkInstant, checkLeases, UUID } from './checks.js';
+import { checkInstant, checkLeases, UUID, uuidArray } from './checks.js';
 import { notifyRuns } from './notify.js';
 import { reportsParam } from './progress.js';
 import * as C from './queries/claims.js';
@@ -217,7 +217,7 @@ export async function heartbeatRuns(
     ? await db.query({
         name: 'tock_heartbeat',
         text: R.runHeartbeatMany,
-        values: [ids, tokens, now, p.tenantId ?? null, reports],
+        values: [uuidArray(ids), uuidArray(tokens), now, p.tenantId ?? null, reports],
       })
     : { rows: [] };
   const renewed = rows.map((r: Row) => ({

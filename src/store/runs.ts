@@ -17,7 +17,15 @@ import {
   sortKey,
   ValidationError,
 } from '../core/index.js';
-import { checkInstant, checkLeases, startedMsOf, storedText, UUID } from './checks.js';
+import {
+  checkInstant,
+  checkLeases,
+  numberArray,
+  startedMsOf,
+  storedText,
+  UUID,
+  uuidArray,
+} from './checks.js';
 import { getJob } from './jobs.js';
 import { notifyRuns } from './notify.js';
 import { reportsParam } from './progress.js';
@@ -73,12 +81,22 @@ export async function completeRuns(
   const outputs = valid.map((l) => storedText(l.output));
   const starts = valid.map((l) => startedMsOf(l.startedAt));
   const reports = reportsParam(valid);
+  // No output at all (most batches): an empty array, which the statement's unnest pads with nulls.
+  const anyOutput = outputs.some((o) => o !== null);
   const { rows } = ids.length
     ? // Named (prepared per connection), as the claim: the hot path's statements are planned once.
       await db.query({
         name: 'tock_complete',
         text: R.runCompleteMany,
-        values: [ids, tokens, now, p.tenantId ?? null, outputs, starts, reports],
+        values: [
+          uuidArray(ids),
+          uuidArray(tokens),
+          now,
+          p.tenantId ?? null,
+          anyOutput ? outputs : '{}',
+          numberArray(starts),
+          reports,
+        ],
       })
     : { rows: [] };
   const completed = rows.map((r: Row) => r.run_id as string);

@@ -482,6 +482,42 @@ describe('attempt record', () => {
   });
 });
 
+describe('batched completion', () => {
+  test('each run of a batch keeps its own output and reported start; a batch with no output stores none', async () => {
+    const tenantId = uniqueId('t-batch-complete');
+    const now = db.clock.nowMs();
+    await runsOf(tenantId, [now - 5000, now - 4000, now - 3000, now - 2000, now - 1000]);
+    const got = await claim(tenantId, { max: 5, now });
+    expect(got).toHaveLength(5);
+    const [a, b, c, d, e] = got as [ClaimedRun, ClaimedRun, ClaimedRun, ClaimedRun, ClaimedRun];
+    // One statement: outputs on one run only, starts on two (one a fraction of a millisecond).
+    const first = await db.store.completeRuns({
+      leases: [
+        { ...a, startedAt: now + 5.5, output: null },
+        { ...b, output: 'b said "hi" \\ {x,y}' },
+        { ...c, startedAt: now + 7 },
+      ],
+      now: now + 10,
+    });
+    expect([...first.completed].sort()).toEqual([a.runId, b.runId, c.runId].sort());
+    expect(first.lost).toEqual([]);
+    /** The run's succeeded attempt: its start and output. */
+    const attemptOf = async (r: ClaimedRun) => {
+      const run = await db.store.getRun({ tenantId, runId: r.runId });
+      expect(run.state).toBe('succeeded');
+      const [only] = run.attempts;
+      return { startedAt: only!.startedAt, output: only!.output };
+    };
+    expect(await attemptOf(a)).toEqual({ startedAt: new Date(now + 5.5), output: null });
+    expect(await attemptOf(b)).toEqual({ startedAt: new Date(now), output: 'b said "hi" \\ {x,y}' });
+    expect(await attemptOf(c)).toEqual({ startedAt: new Date(now + 7), output: null });
+    // No output and no start in the whole batch.
+    const second = await db.store.completeRuns({ leases: [d, e], now: now + 20 });
+    expect([...second.completed].sort()).toEqual([d.runId, e.runId].sort());
+    for (const r of [d, e]) expect(await attemptOf(r)).toEqual({ startedAt: new Date(now), output: null });
+  });
+});
+
 describe('claiming ahead', () => {
   test('aheadMs claims runs that become claimable within it, with a lease from now; a bad value changes nothing', async () => {
     const tenantId = uniqueId('t-ahead');

@@ -108,6 +108,31 @@ describe('Executor', () => {
     expect(runs.size).toBe(0);
   });
 
+  it('a destructured context works: its methods and its signal and logger, each made once per run', async () => {
+    const seen: unknown[] = [];
+    const { completed, begin } = setup({
+      parts: async (ctx) => {
+        const { runId, progress, log, extendLease, signal, logger } = ctx;
+        progress(40, 'part way');
+        log('a line');
+        seen.push(runId, await extendLease(), signal.aborted, signal === ctx.signal, logger === ctx.logger);
+        seen.push(typeof logger.info, Object.keys(ctx).sort());
+      },
+    });
+    await begin('parts').done;
+    expect(seen).toEqual([
+      'parts',
+      new Date(T0 + 60_000),
+      false,
+      true,
+      true,
+      'function',
+      ['attempt', 'extendLease', 'jobId', 'log', 'payload', 'progress', 'runId', 'scheduledFor', 'tenantId'],
+    ]);
+    // What it reported went with its result.
+    expect(completed[0]).toMatchObject({ progress: { value: 40, message: 'part way' }, logs: ['a line'] });
+  });
+
   it('fails a throw with its message and stack; PermanentError is permanent, RetryLaterError sets the retry', async () => {
     const { failed, begin, events } = setup({
       boom: () => {
