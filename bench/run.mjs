@@ -22,7 +22,9 @@
 // prune: expired runs seeded, default 1,000,000), --only <prefix,…> (throughput, embedded: systems
 // whose name starts so), --minutes <n> (soak: its length, default 60, smoke 1), --worker1-env K=V
 // (soak, repeatable: an environment variable for its second worker process only, to compare two
-// settings in one run, e.g. MALLOC_ARENA_MAX=2 or NODE_OPTIONS=--max-semi-space-size=16), --out <file>.
+// settings in one run, e.g. MALLOC_ARENA_MAX=2 or NODE_OPTIONS=--max-semi-space-size=16),
+// --node-options <flags> (soak: NODE_OPTIONS of every Tock process it starts; default the flags
+// docs/operations.md recommends, `--node-options ''` for none), --out <file>.
 //
 // It runs on Node 24, the current LTS line (the peers' current releases need Node 22 or later):
 // started on another Node, it runs itself again on a Node 24 that scripts/node24.mjs finds or
@@ -58,6 +60,7 @@ const { values: args, positionals } = parseArgs({
     only: { type: 'string' },
     minutes: { type: 'string' },
     'worker1-env': { type: 'string', multiple: true },
+    'node-options': { type: 'string' },
     out: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
@@ -125,7 +128,8 @@ async function main() {
   const scenarios = await loadScenarios();
   if (args.help) {
     console.log(
-      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b] [--minutes N]',
+      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b] [--minutes N]\n' +
+        '  soak only: [--node-options FLAGS] [--worker1-env NAME=value ...]; --out FILE: the figures there',
     );
     for (const s of scenarios)
       console.log(`  ${s.name.padEnd(16)} ${s.description}${s.explicitOnly ? ' (only when named)' : ''}`);
@@ -155,6 +159,7 @@ async function main() {
     runs: args.runs === undefined ? undefined : Number(args.runs),
     only: args.only?.split(',').filter(Boolean),
     minutes: args.minutes === undefined ? undefined : Number(args.minutes),
+    nodeOptions: args['node-options'],
     worker1Env: Object.fromEntries(
       (args['worker1-env'] ?? []).map((kv) => {
         const eq = kv.indexOf('=');

@@ -7,7 +7,10 @@
 // Processes (the built tree): one `tock server` (scheduler, reaper, API, and the pruner where this
 // build has one: `--prune-interval 10s`), /metrics on a port of its own; two worker processes,
 // bench/soak/worker.mjs, each `tock worker` composed from ../dist on the database, two `Worker`s
-// apiece: pool `default` (steady and herd runs) and pool `long` (the long runs). The jobs, tenant
+// apiece: pool `default` (steady and herd runs) and pool `long` (the long runs). Every process runs
+// with the NODE_OPTIONS docs/operations.md recommends for long-lived processes (`--node-options`
+// sets others, `''` none; `--worker1-env NAME=value` sets a variable for worker 1 alone, to compare
+// two settings in one run). The jobs, tenant
 // `bench`, registered through the store before the processes start:
 //   steady-<i>  300 jobs `@every 1s`, jitterSeconds 1: 300 runs/s, each at a fixed offset in its
 //               second; a first attempt fails for 2 % of run ids (max_attempts 3, backoff ~1 s).
@@ -64,6 +67,11 @@ const ROW_GRACE_MS = 1500;
 const CHECK_MARGIN_MS = 30_000;
 const HERD_MARGIN_MS = 90_000;
 const MiB = 2 ** 20;
+/**
+ * NODE_OPTIONS of every Tock process the soak starts, unless `--node-options` says otherwise: what
+ * docs/operations.md recommends for long-lived processes (a young generation of 16 MiB semi-spaces).
+ */
+const RECOMMENDED_NODE_OPTIONS = '--max-semi-space-size=16';
 
 /** The soak's shape at `minutes` (full) or smoke size. */
 function shape(ctx) {
@@ -145,7 +153,7 @@ function serverHasPruner() {
 }
 
 /** One `tock server` on `url`, /metrics on a port of its own; resolves once /metrics answers. */
-async function startServer(procs, url, prune) {
+async function startServer(procs, url, prune, s) {
   const metricsPort = await freePort();
   // The soak does not call the API, which listens on 127.0.0.1 only: no key needed.
   const args = [
@@ -161,6 +169,7 @@ async function startServer(procs, url, prune) {
   if (prune) args.push('--prune-interval', '10s');
   const child = procs.start('tock server', args, {
     DATABASE_URL: url,
+    NODE_OPTIONS: s.nodeOptions,
     TOCK_LOG_LEVEL: 'warn',
     TOCK_LOG_FORMAT: 'json',
   });
@@ -189,6 +198,7 @@ async function startWorker(procs, { url, index, log, s }) {
   };
   const child = procs.startScript(`soak worker ${index}`, WORKER, [JSON.stringify(settings)], {
     DATABASE_URL: url,
+    NODE_OPTIONS: s.nodeOptions,
     ...(index === 1 ? s.worker1Env : {}),
   });
   const handle = { child, inbox: [], last: null };
@@ -254,7 +264,7 @@ async function soak(ctx, { s, url, admin, procs, dir, csvPath }) {
       `${s.long.sleepMs / 1000} s; retention ${JSON.stringify(s.retention)}; pruner ${prune ? 'on (--prune-interval 10s)' : 'NOT in this build'}`,
   );
 
-  const server = await startServer(procs, url, prune);
+  const server = await startServer(procs, url, prune, s);
   const logs = Array.from({ length: WORKERS }, (_, i) => path.join(dir, `handlers-${i}.log`));
   const workers = [];
   for (let i = 0; i < WORKERS; i++)
@@ -457,6 +467,7 @@ export default {
   async run(ctx) {
     const s = shape(ctx);
     s.longConcurrency = longConcurrency(s.long);
+    s.nodeOptions = ctx.options.nodeOptions ?? RECOMMENDED_NODE_OPTIONS;
     s.worker1Env = ctx.options.worker1Env ?? {};
     if (Object.keys(s.worker1Env).length > 0)
       ctx.log(

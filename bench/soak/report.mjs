@@ -334,7 +334,8 @@ export function notesOf(s, r, { csvPath, svgPath, tenant }) {
     `Rows: ${csvPath}; picture: ${svgPath}.`,
     `Shape: ${s.steady.jobs} jobs @every 1s (jitterSeconds 1; ${s.failPerMille / 10} % of first attempts fail, retried ~1 s later), ` +
       `${fmt(s.herd.jobs)} jobs '${s.herd.schedule}', ${fmt(s.long.jobs)} jobs @every ${s.long.every} (jitterSeconds ${s.long.everyMs / 1000}) sleeping ${s.long.sleepMs / 1000} s. ` +
-      `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long.` +
+      `One tock server; ${WORKERS} worker processes, each a Worker × ${s.fastConcurrency} on pool default and a Worker × ${s.longConcurrency} (prefetch 0) on pool long; ` +
+      `NODE_OPTIONS of every process: ${s.nodeOptions ? `\`${s.nodeOptions}\`` : 'none'} (--node-options).` +
       (Object.keys(s.worker1Env ?? {}).length > 0
         ? ` Worker 1 alone ran with ${Object.entries(s.worker1Env)
             .map(([k, v]) => `${k}=${v}`)
