@@ -126,6 +126,14 @@ const PROCESS_NAMES = {
   rss_worker1_mib: 'worker 1',
 };
 
+/** Table rows of trends: `[what, trends]` pairs, the trends of the processes `who` names. */
+const trendRows = (who, pairs) =>
+  pairs.map(([what, list]) => [
+    `${what}, trend over the last half: ${who}`,
+    list.map(perHour).join(', '),
+    '',
+  ]);
+
 /** The soak's table: the checks first, then its figures over the whole soak. */
 export function tableOf(s, r, c) {
   const rows = r.rows;
@@ -200,27 +208,19 @@ export function tableOf(s, r, c) {
         .join(', ')} MiB`,
       '',
     ],
-    ...[
+    ...trendRows('server, worker 0, worker 1', [
       ['JS heap used', c.heap],
       ['JS heap reserved (heapTotal)', c.heapTotal],
       ['young generation (workers: resident; server: reserved)', c.young],
       ['RSS less the young generation', c.rssLessYoung],
       ['external memory (Buffers and other ArrayBuffers, outside the JS heap)', c.external],
-    ].map(([what, list]) => [
-      `${what}, trend over the last half: server, worker 0, worker 1`,
-      list.map(perHour).join(', '),
-      '',
     ]),
-    ...[
+    ...trendRows('worker 0, worker 1', [
       ['resident pages of all V8 spaces', c.v8Resident],
       ['RSS less V8’s resident pages', c.rssLessV8],
       ['V8’s own malloc heap (malloced_memory)', c.malloced],
       ['anonymous resident memory (RssAnon)', c.anon],
       ['file-backed resident memory (RssFile)', c.file],
-    ].map(([what, list]) => [
-      `${what}, trend over the last half: worker 0, worker 1`,
-      list.map(perHour).join(', '),
-      '',
     ]),
     [
       'event-loop delay p99, worst row: server, worker 0, worker 1',
