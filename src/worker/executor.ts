@@ -10,7 +10,12 @@ import { type ActiveRun, abortRun, type EmitEvent, FINISHED } from './active-run
 import type { Completer, ResultOutcome } from './completer.js';
 import { ReportBuffer } from './run-report.js';
 
-/** What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`). */
+/**
+ * What a handler receives: the run's identity (key idempotent writes by `jobId` + `scheduledFor`).
+ * `signal` and `logger` are made when first read (getters), so a spread copy (`{ ...ctx }`) has
+ * neither: pass `ctx` itself, or read them from it. Destructuring (`const { signal, log } = ctx`)
+ * works.
+ */
 export interface RunContext {
   runId: string;
   tenantId: string;
