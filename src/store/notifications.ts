@@ -143,21 +143,24 @@ export async function listDeliveries(
 /** Notifications a claim walks at most when not told (`DeliveryClaim.walk`). */
 export const DELIVERY_WALK = 1000;
 
+/** Picks and claims at most this many times in one `claimDeliveries`. */
+const CLAIM_ROUNDS = 3;
+
 /**
- * Claims up to `limit` due deliveries for `leaseMs`, by turns across notifications and tenants
- * (`deliveryDuePick`, then `deliveryClaimIds`: a delivery another node claimed in between is
- * skipped). `next`: where the next claim's walk starts (`nextDeliveryTurn`).
+ * The due deliveries a claim would take now, in turns across notifications and tenants
+ * (`deliveryDuePick`, read only), leaving out `exclude`; and where the next claim's walk starts
+ * (`nextDeliveryTurn`).
  */
-export async function claimDeliveries(
+export async function pickDeliveries(
   db: Queryable,
-  p: DeliveryClaim,
-): Promise<{ deliveries: DueDelivery[]; next: NotificationKey | null }> {
-  const now = checkInstant(p.now, 'now');
+  p: DeliveryClaim & { exclude?: readonly string[] },
+): Promise<{ picked: Row[]; next: NotificationKey | null }> {
+  checkInstant(p.now, 'now');
   const limit = checkLimit(p.limit, 10_000);
   const walk = checkLimit(p.walk ?? DELIVERY_WALK, 100_000);
   const busy = p.busy ?? [];
   const { rows } = await db.query(N.deliveryDuePick, [
-    now,
+    new Date(p.now),
     p.after?.tenantId ?? null,
     p.after?.name ?? null,
     walk,
@@ -167,6 +170,7 @@ export async function claimDeliveries(
     p.perNotification ?? limit,
     p.perTenant ?? limit,
     limit,
+    p.exclude ?? [],
   ]);
   const picked = rows.filter((r: Row) => r.delivery_id !== null);
   const summary = rows[0] as Row | undefined;
@@ -177,19 +181,51 @@ export async function claimDeliveries(
     walk,
     lastWalked: summary?.last_tenant ? { tenantId: summary.last_tenant, name: summary.last_name } : null,
   });
-  if (picked.length === 0) return { deliveries: [], next };
-  const claimed = await db.query(N.deliveryClaimIds, [now, picked.map((r: Row) => r.delivery_id), p.leaseMs]);
-  const deliveries = claimed.rows.map((r: Row) => ({
-    deliveryId: r.delivery_id,
-    tenantId: r.tenant_id,
-    name: r.name,
-    event: r.event as NotificationEvent,
-    data: r.data,
-    createdAt: r.created_at,
-    attempt: r.attempts,
-    url: r.url,
-    secret: r.secret,
-  }));
+  return { picked, next };
+}
+
+/**
+ * Claims up to `limit` due deliveries for `leaseMs`, by turns across notifications and tenants
+ * (`pickDeliveries`, then `deliveryClaimIds`). A pick reads without locking, so another node
+ * claiming at the same moment picks the same first deliveries and takes them first; this node then
+ * picks again without those (and with what it took counted as in flight, so the caps hold), at most
+ * CLAIM_ROUNDS picks in all: two nodes claiming at once split the due deliveries rather than one
+ * of them coming away with none. `next`: where the next claim's walk starts (the first pick's).
+ */
+export async function claimDeliveries(
+  db: Queryable,
+  p: DeliveryClaim,
+): Promise<{ deliveries: DueDelivery[]; next: NotificationKey | null }> {
+  const now = checkInstant(p.now, 'now');
+  const limit = checkLimit(p.limit, 10_000);
+  const deliveries: DueDelivery[] = [];
+  const busy = [...(p.busy ?? [])];
+  const exclude: string[] = [];
+  let next: NotificationKey | null = null;
+  for (let round = 0; round < CLAIM_ROUNDS && deliveries.length < limit; round++) {
+    const pick = await pickDeliveries(db, { ...p, limit: limit - deliveries.length, busy, exclude });
+    if (round === 0) next = pick.next;
+    if (pick.picked.length === 0) break;
+    const ids = pick.picked.map((r: Row) => r.delivery_id as string);
+    const claimed = await db.query(N.deliveryClaimIds, [now, ids, p.leaseMs]);
+    for (const r of claimed.rows as Row[]) {
+      deliveries.push({
+        deliveryId: r.delivery_id,
+        tenantId: r.tenant_id,
+        name: r.name,
+        event: r.event as NotificationEvent,
+        data: r.data,
+        createdAt: r.created_at,
+        attempt: r.attempts,
+        url: r.url,
+        secret: r.secret,
+      });
+      busy.push({ tenantId: r.tenant_id, name: r.name, count: 1 });
+    }
+    // Every pick taken: no other node was there first.
+    if (claimed.rows.length === ids.length) break;
+    exclude.push(...ids);
+  }
   return { deliveries, next };
 }
 

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { ConflictError, MAX_NOTIFICATIONS_PER_TENANT, validateNotification } from '../../src/core/index.js';
+import { pickDeliveries } from '../../src/store/notifications.js';
 import { lateDeliveries, notificationsLateLock } from '../../src/store/queries/notifications.js';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
 import { countRows, upsertJob } from '../setup/factories.js';
@@ -220,4 +221,37 @@ test('a claim keeps to the caps: per notification and per tenant, less what the 
   expect(of((await claim([{ tenantId: 'capped', name: 'n2', count: 3 }])).deliveries)).toEqual([]);
   // Nothing in flight: three of the tenant, the first of each notification before any second.
   expect(of((await claim([])).deliveries).sort()).toEqual(['n1', 'n2', 'n3']);
+});
+
+test('a node whose picks another node is claiming picks again, and takes other due deliveries rather than none', async () => {
+  await put('zz-racing', 'r', ['worker.lost']);
+  await db.pool.query(
+    `INSERT INTO notification_deliveries (tenant_id, name, event, data, created_at, next_attempt_at)
+     SELECT 'zz-racing', 'r', 'worker.lost', '{}', $1, $1 FROM generate_series(1, 8)`,
+    [new Date(T0)],
+  );
+  const claim = {
+    now: T0 + 8 * 86_400_000,
+    limit: 4,
+    leaseMs: 60_000,
+    after: { tenantId: 'zz-racing', name: '' },
+    walk: 1,
+  };
+  // What a claim picks first; another node's claim of those same rows holds their locks until it commits.
+  const first = (await pickDeliveries(db.pool, claim)).picked.map((r) => r.delivery_id as string);
+  expect(first).toHaveLength(4);
+  const other = await db.pool.connect();
+  try {
+    await other.query('BEGIN');
+    await other.query(
+      'SELECT 1 FROM notification_deliveries WHERE delivery_id = ANY($1::bigint[]) FOR UPDATE',
+      [first],
+    );
+    const ids = (await db.store.claimDeliveries(claim)).deliveries.map((d) => d.deliveryId);
+    expect(ids).toHaveLength(4);
+    expect(ids.filter((id) => first.includes(id))).toEqual([]);
+  } finally {
+    await other.query('ROLLBACK');
+    other.release();
+  }
 });

@@ -147,7 +147,8 @@ UPDATE notifications SET late_from = $3, late_run = $4 WHERE tenant_id = $1 AND 
 /**
  * $1 now, $2 after this tenant, $3 and this name (null: from the first), $4 most notifications
  * walked, $5/$6/$7 deliveries in flight on the caller's node (tenant, name, count), $8 most of one
- * notification in flight, $9 most of one tenant in flight, $10 rows. Read only: the due deliveries
+ * notification in flight, $9 most of one tenant in flight, $10 rows, $11 deliveries to leave out
+ * (ids). Read only: the due deliveries
  * a fair claim takes (`deliveryClaimIds` claims them). The notifications with pending deliveries
  * are walked in (tenant, name) order from after $2/$3 by a skip scan of
  * `notification_deliveries_pending` (one probe each, at most $4); each gives its oldest due
@@ -179,6 +180,7 @@ WITH RECURSIVE walk AS (
     SELECT d.delivery_id, row_number() OVER (ORDER BY d.next_attempt_at) AS turn
     FROM notification_deliveries d
     WHERE d.state = 'pending' AND d.tenant_id = w.tenant_id AND d.name = w.name AND d.next_attempt_at <= $1
+      AND NOT (d.delivery_id = ANY($11::bigint[]))
     ORDER BY d.next_attempt_at
     LIMIT greatest(0, $8::int - coalesce(
       (SELECT sum(b.n) FROM busy b WHERE b.tenant_id = w.tenant_id AND b.name = w.name), 0))
