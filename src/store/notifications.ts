@@ -155,12 +155,12 @@ export async function pickDeliveries(
   db: Queryable,
   p: DeliveryClaim & { exclude?: readonly string[] },
 ): Promise<{ picked: Row[]; next: NotificationKey | null }> {
-  checkInstant(p.now, 'now');
+  const now = checkInstant(p.now, 'now');
   const limit = checkLimit(p.limit, 10_000);
   const walk = checkLimit(p.walk ?? DELIVERY_WALK, 100_000);
   const busy = p.busy ?? [];
   const { rows } = await db.query(N.deliveryDuePick, [
-    new Date(p.now),
+    now,
     p.after?.tenantId ?? null,
     p.after?.name ?? null,
     walk,

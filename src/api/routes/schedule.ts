@@ -9,7 +9,6 @@ import { parseInstant, previewSchedule, ValidationError } from '../../core/index
 import type { RoutePlugin } from '../types.js';
 import { errors } from './shared.js';
 
-/** Most slots one request computes. */
 /**
  * A preview reaches at most this many years past `from`, and `from` is at most this far from now:
  * each (zone, year) a preview crosses costs a table of about 1,500 offset lookups, computed on the
@@ -19,6 +18,7 @@ import { errors } from './shared.js';
 const PREVIEW_YEARS = 5;
 const PREVIEW_SPAN_MS = PREVIEW_YEARS * 366 * 86_400_000;
 
+/** Most slots one request computes. */
 export const MAX_API_PREVIEW_SLOTS = 100;
 
 const ScheduleQuery = Type.Object(
