@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { Metrics } from '../api/index.js';
 import { type Clock, formatDuration, type JobInput, type OffsetClock, validateJob } from '../core/index.js';
 import type { ClockSync, TickLoop } from '../scheduler/index.js';
-import { PostgresStore } from '../store/index.js';
+import { JsonlArchive, PostgresStore } from '../store/index.js';
 import { type Handler, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { devHandlers } from './dev-handlers.js';
@@ -46,6 +46,11 @@ export interface DevOptions {
   shardLeaseMs: number;
   /** Pause between pruner passes, ms. Default 60000. */
   pruneIntervalMs?: number;
+  /**
+   * A directory the pruned runs are written to before they are deleted, as JSON Lines files per
+   * UTC day of their slots (`--prune-archive`; made if missing). Default: none.
+   */
+  pruneArchiveDir?: string;
   /** URL prefixes webhook notifications may send to (`--notify-allow`). Default none. */
   notifyAllow?: readonly string[];
   /** Runs the worker executes at once. */
@@ -83,12 +88,14 @@ export async function startDev(o: DevOptions): Promise<{ url: string; stop(): Pr
   // are registered after the jobs file's.
   const own = o.handlersModule || o.configFile ? await loadHandlers(o) : { handlers: {}, jobs: [] };
   const jobs = [...fileJobs, ...own.jobs];
+  const archive = o.pruneArchiveDir === undefined ? undefined : await JsonlArchive.open(o.pruneArchiveDir);
   const db = await openDevDatabase(o);
   try {
     const store = new PostgresStore(db.pool, {
       leaseMs: o.leaseMs,
       misfireThresholdMs: o.misfireThresholdMs,
       agingStepMs: o.agingStepMs,
+      archive,
     });
     const { clock, sync } = await followDatabaseClock(store, o);
     await registerJobs(store, clock, jobs, logger);

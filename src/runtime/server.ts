@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { type HttpLimits, type JobGaugeOptions, Metrics } from '../api/index.js';
-import { PostgresStore } from '../store/index.js';
+import { JsonlArchive, PostgresStore } from '../store/index.js';
 import { databaseClock, openDatabase } from './database.js';
 import { startServices } from './services.js';
 import { defaultNodeId } from './worker.js';
@@ -30,6 +30,11 @@ export interface ServerOptions {
   shardLeaseMs: number;
   /** Pause between pruner passes, ms. Default 60000. */
   pruneIntervalMs?: number;
+  /**
+   * A directory the pruned runs are written to before they are deleted, as JSON Lines files per
+   * UTC day of their slots (`--prune-archive`; made if missing). Default: none.
+   */
+  pruneArchiveDir?: string;
   /** URL prefixes webhook notifications may send to (`--notify-allow`). Default none. */
   notifyAllow?: readonly string[];
   maxClockUncertaintyMs: number;
@@ -47,6 +52,8 @@ export interface ServerOptions {
 
 export async function startServer(o: ServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const { logger } = o;
+  // Before the database: a directory that cannot be written to is refused with nothing started.
+  const archive = o.pruneArchiveDir === undefined ? undefined : await JsonlArchive.open(o.pruneArchiveDir);
   const db = await openDatabase({
     databaseUrl: o.databaseUrl,
     dataDir: o.dataDir,
@@ -61,6 +68,7 @@ export async function startServer(o: ServerOptions): Promise<{ url: string; stop
       leaseMs: o.leaseMs,
       misfireThresholdMs: o.misfireThresholdMs,
       agingStepMs: o.agingStepMs,
+      archive,
     });
     if (!o.insecure && !(await store.hasApiKeys())) {
       throw new Error(

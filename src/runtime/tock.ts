@@ -23,7 +23,7 @@ import {
   validateJobs,
 } from '../core/index.js';
 import type { ClockSync } from '../scheduler/index.js';
-import { migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
+import { JsonlArchive, migrate, PostgresStore, type Run, type UpsertChange } from '../store/index.js';
 import { type Handler, type JobDefinition, servingDefinitions, Worker } from '../worker/index.js';
 import { databaseClock, type OpenDatabase, openDatabase } from './database.js';
 import { isLoopback } from './dev.js';
@@ -61,6 +61,11 @@ export interface TockSchedulerOptions {
   maxClockUncertaintyMs?: number;
   /** Pause between passes of the pruner (retention), ms. Default 60000. */
   pruneIntervalMs?: number;
+  /**
+   * A directory the pruned runs are written to before they are deleted, as JSON Lines files per
+   * UTC day of their slots (`--prune-archive`; made if missing). Default: none.
+   */
+  pruneArchiveDir?: string;
 }
 
 /** The in-process worker's settings (see `WorkerOptions`). */
@@ -292,8 +297,14 @@ class LocalTock implements Tock {
   private async startAll(): Promise<void> {
     const { options, logger, parts } = this;
     const shardLeaseMs = parts.scheduler?.shardLeaseMs ?? 10_000;
+    const dir = parts.scheduler?.pruneArchiveDir;
+    const archive = dir === undefined ? undefined : await JsonlArchive.open(dir);
     const { pool, db } = await open(options, logger, parts.scheduler ? shardLeaseMs : undefined);
-    const store = new PostgresStore(pool, { leaseMs: options.leaseMs, agingStepMs: parts.agingStepMs });
+    const store = new PostgresStore(pool, {
+      leaseMs: options.leaseMs,
+      agingStepMs: parts.agingStepMs,
+      archive,
+    });
     const r: Running = { store, clock: options.clock ?? new OffsetClock(), db };
     try {
       if (!options.clock) {

@@ -1,4 +1,5 @@
 /** The store: the only code that speaks SQL. */
+export { archiveFile, JsonlArchive, type RunArchive } from './archive.js';
 export { createPool, inTransaction, type PoolOptions } from './db.js';
 export type { JobDelay, JobMisfire, JobSuccess } from './delay.js';
 export { DataDirInUseError, type EmbeddedDatabase, type EmbeddedOptions, startEmbedded } from './embedded.js';

@@ -27,6 +27,7 @@ import {
   type ValidJob,
   validateJobs,
 } from '../core/index.js';
+import type { RunArchive } from './archive.js';
 import * as backfill from './backfill.js';
 import * as cancel from './cancel.js';
 import { checkInstant } from './checks.js';
@@ -78,6 +79,11 @@ export interface PostgresStoreOptions {
   misfireThresholdMs?: number;
   /** Uniform [0, 1) source for backoff jitter. Default `Math.random`. */
   random?: Random;
+  /**
+   * Where pruned runs are written before they are deleted (`--prune-archive`): the pruner's
+   * batches and `pruneTenant` write each run there first. Default: none, runs are deleted only.
+   */
+  archive?: RunArchive;
 }
 
 /** Most schedules kept parsed; the cache starts over past it. */
@@ -91,6 +97,7 @@ export class PostgresStore implements Store {
   readonly agingStepMs: number;
   readonly misfireThresholdMs: number;
   private readonly random: Random;
+  private readonly archive: RunArchive | undefined;
   private readonly schedules = new Map<string, Schedule>();
   /** Which claim statement to make first (see `claims.ClaimMode`). */
   private readonly claimMode: claims.ClaimMode = { gated: false, credits: null };
@@ -105,6 +112,7 @@ export class PostgresStore implements Store {
     this.agingStepMs = checkAgingStep(options.agingStepMs ?? DEFAULT_AGING_STEP_MS);
     this.misfireThresholdMs = options.misfireThresholdMs ?? DEFAULT_MISFIRE_THRESHOLD_MS;
     this.random = options.random ?? Math.random;
+    this.archive = options.archive;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1000)
       throw new ValidationError('lease must be at least 1s');
   }
@@ -400,11 +408,11 @@ export class PostgresStore implements Store {
   }
 
   pruneBatch(p: Parameters<Store['pruneBatch']>[0]) {
-    return retention.pruneBatch(this.pool, p);
+    return retention.pruneBatch(this.pool, p, this.archive);
   }
 
   pruneTenant(p: Parameters<Store['pruneTenant']>[0]) {
-    return retention.pruneTenant(this.pool, p);
+    return retention.pruneTenant(this.pool, p, this.archive);
   }
 
   takeMaintenanceLease(p: Parameters<Store['takeMaintenanceLease']>[0]) {

@@ -3,6 +3,7 @@
  * node's pruner holds (`maintenance_leases`), and the pruning batches (the statements are in
  * `queries/retention.ts`).
  */
+import type pg from 'pg';
 import {
   checkRetention,
   DEFAULT_RETENTION,
@@ -10,9 +11,11 @@ import {
   type RetentionState,
   shortestRetentionMs,
 } from '../core/index.js';
+import type { RunArchive } from './archive.js';
 import { decodeCursor, encodeCursor, notIssued } from './cursor.js';
+import { inTransaction } from './db.js';
 import * as Q from './queries/retention.js';
-import type { Queryable } from './rows.js';
+import type { Queryable, Row } from './rows.js';
 import type { PruneBatchResult, PruneCursor, PruneTenantResult } from './types.js';
 
 /** A tenant's own settings (null: none) and the shortest retention in force for any of its runs. */
@@ -62,10 +65,12 @@ export async function releaseMaintenanceLease(
 
 /**
  * One batch of the tenant's pruning: looks at up to `limit` runs scheduled before `horizon`, from
- * `after` on, and deletes those past their retention at `now` (with `dryRun`, counts them).
+ * `after` on, and deletes those past their retention at `now` (with `dryRun`, counts them). With an
+ * `archive`, the delete and the archive's write are one transaction: the runs are written to the
+ * archive, and deleted only once it has them (a write that fails deletes nothing).
  */
 export async function pruneBatch(
-  db: Queryable,
+  pool: pg.Pool,
   p: {
     tenantId: string;
     now: number;
@@ -76,8 +81,9 @@ export async function pruneBatch(
     /** A kept run that expires within this many ms is reported (\`soon\`). Default 0: none. */
     soonMs?: number;
   },
+  archive?: RunArchive,
 ): Promise<PruneBatchResult> {
-  const r = await db.query(Q.pruneBatch, [
+  const params = [
     p.tenantId,
     new Date(p.now),
     new Date(p.horizon),
@@ -87,7 +93,16 @@ export async function pruneBatch(
     JSON.stringify(DEFAULT_RETENTION),
     p.dryRun,
     p.soonMs ?? 0,
-  ]);
+  ];
+  const r =
+    archive === undefined || p.dryRun
+      ? await pool.query(Q.pruneBatch, params)
+      : await inTransaction(pool, async (client) => {
+          const batch = await client.query(Q.pruneBatchArchived, params);
+          const days = (batch.rows[0] as Row).archive as Record<string, string> | null;
+          if (days !== null) await archive.write(days);
+          return batch;
+        });
   const row = r.rows[0] as {
     scanned: number;
     last_slot: Date | null;
@@ -121,7 +136,7 @@ export async function pruneBatch(
  * that takes several calls looks at the same runs; a forged one is a `ValidationError`.
  */
 export async function pruneTenant(
-  db: Queryable,
+  pool: pg.Pool,
   p: {
     tenantId: string;
     now: number;
@@ -130,26 +145,24 @@ export async function pruneTenant(
     batches: number;
     limit: number;
   },
+  archive?: RunArchive,
 ): Promise<PruneTenantResult> {
   const byState: Record<RetentionState, number> = { succeeded: 0, dead: 0, cancelled: 0, skipped: 0 };
   let horizon: number;
   let after: PruneCursor | null = null;
   if (p.cursor !== null) ({ horizon, after } = readPruneCursor(p.cursor));
   else {
-    const shortest = (await retentionOfTenant(db, p.tenantId)).shortestMs;
+    const shortest = (await retentionOfTenant(pool, p.tenantId)).shortestMs;
     if (shortest === null) return { byState, scanned: 0, horizon: null, cursor: null };
     horizon = p.now - shortest;
   }
   let scanned = 0;
   for (let i = 0; i < p.batches; i++) {
-    const r = await pruneBatch(db, {
-      tenantId: p.tenantId,
-      now: p.now,
-      horizon,
-      after,
-      limit: p.limit,
-      dryRun: p.dryRun,
-    });
+    const r = await pruneBatch(
+      pool,
+      { tenantId: p.tenantId, now: p.now, horizon, after, limit: p.limit, dryRun: p.dryRun },
+      archive,
+    );
     scanned += r.scanned;
     for (const [state, n] of Object.entries(r.byState)) byState[state as RetentionState] += n ?? 0;
     after = r.next;

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { createPool, PostgresStore } from '../../src/store/index.js';
+import { endedRun } from '../setup/factories.js';
 import { BIN, runTock, TockProcess } from '../setup/proc.js';
 
 const url = inject('databaseUrl');
@@ -400,6 +401,64 @@ describe('tock server', () => {
       const pool = createPool(url, { max: 1 });
       await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();
+    }
+  }, 60_000);
+
+  test('--prune-archive: runs the pruner deletes are in the archive first; a directory it cannot write is refused before anything starts', async () => {
+    const schema = `e2e_${randomBytes(4).toString('hex')}`;
+    const env = { DATABASE_URL: url, TOCK_SCHEMA: schema, TOCK_LOG_FORMAT: 'json' };
+    const archive = path.join(dir, `archive-${schema}`);
+    const aFile = path.join(dir, `file-${schema}`);
+    await writeFile(aFile, '');
+    const pool = createPool(url, { schema, max: 2 });
+    try {
+      const refused = await run(
+        ['server', '--insecure', '--port', '0', '--prune-archive', path.join(aFile, 'x')],
+        env,
+      );
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`the archive directory ${path.join(aFile, 'x')} cannot be written to`);
+      expect(refused.stdout).not.toContain('tock listening on');
+      const schemas = await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+      expect(schemas.rowCount).toBe(0);
+
+      expect((await run(['migrate'], env)).code).toBe(0);
+      const store = new PostgresStore(pool);
+      const now = Date.now();
+      await store.upsertJobs({
+        tenantId: 'acme',
+        jobs: [{ jobId: 'old', schedule: '0 0 1 1 *', handler: 'echo' }],
+        now,
+      });
+      const slot = now - 10 * 86_400_000;
+      const expired = await endedRun(
+        { store, pool },
+        { tenantId: 'acme', jobId: 'old', slot, state: 'succeeded', finishedAt: slot },
+      );
+      const young = await endedRun(
+        { store, pool },
+        { tenantId: 'acme', jobId: 'old', slot: now - 1000, state: 'succeeded', finishedAt: now },
+      );
+
+      const server = new TockProcess(
+        ['server', '--insecure', '--port', '0', '--prune-interval', '1s', '--prune-archive', archive],
+        env,
+      );
+      await server.waitFor((l) => l.msg === 'pruned runs', 'the pruner’s log line');
+      const day = new Date(slot).toISOString().slice(0, 10);
+      const lines = (await readFile(path.join(archive, `runs-${day}.jsonl`), 'utf8')).trimEnd().split('\n');
+      expect(lines.map((l) => JSON.parse(l))).toEqual([
+        expect.objectContaining({ run_id: expired, tenant_id: 'acme', job_id: 'old', state: 'succeeded' }),
+      ]);
+      const left = await pool.query('SELECT run_id FROM runs WHERE job_id = $1', ['old']);
+      expect(left.rows.map((r) => r.run_id)).toEqual([young]);
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+    } finally {
+      await pool.end();
+      const admin = createPool(url, { max: 1 });
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await admin.end();
     }
   }, 60_000);
 

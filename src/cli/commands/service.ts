@@ -15,6 +15,7 @@ export function schedulerSettings(o: {
   tickBatch: number;
   shardLease: number;
   pruneInterval: number;
+  pruneArchive?: string;
   notifyAllow: string[];
   maxClockUncertainty: number;
 }) {
@@ -30,6 +31,7 @@ export function schedulerSettings(o: {
     batchSize: o.tickBatch,
     shardLeaseMs: o.shardLease,
     pruneIntervalMs: o.pruneInterval,
+    pruneArchiveDir: o.pruneArchive,
     notifyAllow: o.notifyAllow,
     maxClockUncertaintyMs: o.maxClockUncertainty,
   };

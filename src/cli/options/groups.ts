@@ -150,6 +150,12 @@ export const scheduler = {
     defaultText: '1m',
     parse: duration,
   },
+  pruneArchive: {
+    flags: '--prune-archive <dir>',
+    description:
+      "write each finished run to JSON Lines files in this directory (runs-YYYY-MM-DD.jsonl, by its slot's UTC day; made if missing) before the pruner deletes it; unset: pruned runs are deleted only",
+    env: 'TOCK_PRUNE_ARCHIVE',
+  },
   notifyAllow: {
     flags: '--notify-allow <prefixes>',
     description:

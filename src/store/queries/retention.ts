@@ -43,6 +43,18 @@ RETURNING owner`;
 export const releaseMaintenanceLease = `DELETE FROM maintenance_leases WHERE name = $1 AND owner = $2`;
 
 /**
+ * A pruned run as one line of the archive (JSON text): every column of its row but its lease token,
+ * with `attempts` (its ended attempts' rows, oldest first; a succeeded attempt is the run row) and
+ * `progress` (what its attempts' handlers reported), both without lease tokens. `d` is the deleted
+ * row, as the statement saw it before the delete (its attempts and reports go by cascade after).
+ */
+const ARCHIVE_LINE = `(to_jsonb(d) - 'lease_token') || jsonb_build_object(
+    'attempts', COALESCE((SELECT jsonb_agg(to_jsonb(a) - 'lease_token' ORDER BY a.attempt, a.started_at)
+      FROM attempts a WHERE a.run_id = d.run_id), '[]'),
+    'progress', COALESCE((SELECT jsonb_agg(to_jsonb(p) - 'lease_token' ORDER BY p.updated_at)
+      FROM attempt_progress p WHERE p.run_id = d.run_id), '[]'))`;
+
+/**
  * One batch of a tenant's pruning. $1 tenant, $2 now, $3 horizon (no run scheduled at or after it
  * is looked at), $4 and $5 the (slot, run) the previous batch ended at (nulls: from the oldest),
  * $6 most runs to look at, $7 the built-in defaults (jsonb), $8 dry run (count only), $9 soon (ms).
@@ -58,8 +70,12 @@ export const releaseMaintenanceLease = `DELETE FROM maintenance_leases WHERE nam
  * ended after its slot: a retry, a long run), and the last run before the first such one. A pass
  * that starts after that place meets the run again once it has expired; runs kept longer (a
  * pending run, a longer retention) are met again by a pass from the oldest run.
+ *
+ * With `archive`, also `archive`: the deleted runs as lines (`ARCHIVE_LINE`) by the UTC day of
+ * their slot, a JSON object of day (YYYY-MM-DD) to lines joined by newlines, in slot order; null
+ * when none was deleted.
  */
-export const pruneBatch = `
+const pruneBatchOf = (archive: boolean) => `
 WITH settings AS (
   SELECT $7::jsonb || coalesce((SELECT retention FROM tenant_retention WHERE tenant_id = $1), '{}') AS retention
 ), scanned AS MATERIALIZED (
@@ -79,7 +95,7 @@ WITH settings AS (
 ), deleted AS (
   DELETE FROM runs r USING expired e
   WHERE NOT $8::boolean AND r.run_id = e.run_id AND r.state = e.state AND r.finished_at = e.finished_at
-  RETURNING r.state
+  RETURNING ${archive ? 'r.*' : 'r.state'}
 ), last AS (
   SELECT scheduled_for, run_id FROM scanned ORDER BY scheduled_for DESC, run_id DESC LIMIT 1
 ), soon AS (
@@ -99,4 +115,18 @@ SELECT (SELECT count(*) FROM scanned)::int AS scanned,
   coalesce((SELECT jsonb_object_agg(state, n) FROM (
     SELECT state, count(*) AS n FROM deleted GROUP BY state
     UNION ALL
-    SELECT state, count(*) FROM expired WHERE $8::boolean GROUP BY state) c), '{}') AS by_state`;
+    SELECT state, count(*) FROM expired WHERE $8::boolean GROUP BY state) c), '{}') AS by_state${
+      archive
+        ? `,
+  (SELECT json_object_agg(day, lines) FROM (
+    SELECT to_char(d.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+      string_agg((${ARCHIVE_LINE})::text, E'\\n' ORDER BY d.scheduled_for, d.run_id) AS lines
+    FROM deleted d GROUP BY 1) a) AS archive`
+        : ''
+    }`;
+
+/** One batch of a tenant's pruning (`pruneBatchOf`). */
+export const pruneBatch = pruneBatchOf(false);
+
+/** One batch of a tenant's pruning that also answers the deleted runs as archive lines (`pruneBatchOf`). */
+export const pruneBatchArchived = pruneBatchOf(true);
