@@ -83,30 +83,27 @@ export async function completeRuns(
   const reports = reportsParam(valid);
   // No output at all (most batches): an empty array, which the statement's unnest pads with nulls.
   const anyOutput = outputs.some((o) => o !== null);
-  const { rows } = ids.length
-    ? // Named (prepared per connection), as the claim: the hot path's statements are planned once.
-      await db.query({
-        name: 'tock_complete',
-        text: R.runCompleteMany,
-        values: [
-          uuidArray(ids),
-          uuidArray(tokens),
-          now,
-          p.tenantId ?? null,
-          anyOutput ? outputs : '{}',
-          numberArray(starts),
-          reports,
-        ],
-      })
-    : { rows: [] };
-  const completed = rows.map((r: Row) => r.run_id as string);
-  const ok = new Set(completed);
-  const answer = { completed, lost: [...invalid, ...ids.filter((id) => !ok.has(id))] };
-  if (!p.withJobs) return answer;
-  return {
-    ...answer,
-    jobs: rows.map((r: Row) => ({ runId: r.run_id, tenantId: r.tenant_id, jobId: r.job_id })),
-  };
+  if (ids.length === 0) return { completed: [], lost: invalid };
+  // Named (prepared per connection), as the claim: the hot path's statements are planned once.
+  const { rows } = await db.query({
+    name: 'tock_complete',
+    text: R.runCompleteMany,
+    values: [
+      uuidArray(ids),
+      uuidArray(tokens),
+      now,
+      p.tenantId ?? null,
+      anyOutput ? outputs : '{}',
+      numberArray(starts),
+      reports,
+    ],
+  });
+  // It answers the runs it did not complete (lower case; a caller's ids may be in either): the
+  // other given runs it did.
+  if (rows.length === 0) return { completed: ids, lost: invalid };
+  const missed = new Set(rows.map((r: Row) => r.run_id as string));
+  const isMissed = (id: string) => missed.has(id.toLowerCase());
+  return { completed: ids.filter((id) => !isMissed(id)), lost: [...invalid, ...ids.filter(isMissed)] };
 }
 
 export async function failRun(

@@ -134,17 +134,7 @@ export interface Store extends NotificationStore {
   /** Renews every live lease in one statement; the rest come back as lost. */
   heartbeatRuns(p: HeartbeatRunsParams): Promise<HeartbeatRunsAnswer>;
   /** Marks runs succeeded, each only under its live lease. */
-  completeRuns(
-    p: CompleteRunsParams & {
-      /** Also answer the completed runs' tenants and jobs (`jobs`). Default false. */
-      withJobs?: boolean;
-    },
-  ): Promise<
-    CompleteRunsAnswer & {
-      /** With `withJobs`: each completed run's tenant and job. */
-      jobs?: { runId: string; tenantId: string; jobId: string }[];
-    }
-  >;
+  completeRuns(p: CompleteRunsParams): Promise<CompleteRunsAnswer>;
   /** Records a failed attempt under the live lease: retry with backoff, or dead-letter (exhausted or permanent). */
   failRun(p: FailRunParams): Promise<FailRunAnswer>;
   /** Gives runs back without spending an attempt (worker shutdown): claimable again at once. */

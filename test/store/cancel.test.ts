@@ -237,7 +237,8 @@ describe('cancel and complete of one running attempt', () => {
         [null],
         null,
       ]);
-      expect(done.rows).toHaveLength(1);
+      // It answers the runs it did not complete: none.
+      expect(done.rows).toEqual([]);
       const cancel = db.newStore().cancelRun({ tenantId: 't', runId: a.runId, now });
       await someoneWaitsOnALock();
       await first.query('COMMIT');

@@ -63,7 +63,8 @@ for (const [name, second] of [
         [null],
         null,
       ]);
-      expect(done.rows).toHaveLength(1);
+      // It answers the runs it did not complete: none.
+      expect(done.rows).toEqual([]);
       const other = db.newStore();
       const lease = { runId: b!.runId, leaseToken: b!.leaseToken };
       const waiting =

@@ -4,6 +4,7 @@
  *
  * Claims here always pass `tenantId`, so each test sees only its own runs.
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ClaimedRun } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
@@ -515,6 +516,27 @@ describe('batched completion', () => {
     const second = await db.store.completeRuns({ leases: [d, e], now: now + 20 });
     expect([...second.completed].sort()).toEqual([d.runId, e.runId].sort());
     for (const r of [d, e]) expect(await attemptOf(r)).toEqual({ startedAt: new Date(now), output: null });
+  });
+
+  test('a batch answers each run as the caller gave it: completed, or lost where its lease is not live (ids in either case)', async () => {
+    const tenantId = uniqueId('t-batch-lost');
+    const now = db.clock.nowMs();
+    await runsOf(tenantId, [now - 4000, now - 3000, now - 2000, now - 1000]);
+    const got = await claim(tenantId, { max: 4, now });
+    const [a, b, c, d] = got as [ClaimedRun, ClaimedRun, ClaimedRun, ClaimedRun];
+    await db.store.completeRuns({ leases: [d], now: now + 5 });
+    const upper = { ...b, runId: b.runId.toUpperCase(), leaseToken: b.leaseToken.toUpperCase() };
+    const staleUpper = { ...d, runId: d.runId.toUpperCase() };
+    // The four share one claim's token: another token is one no claim holds.
+    const wrongToken = { ...c, leaseToken: randomUUID() };
+
+    const r = await db.store.completeRuns({ leases: [a, upper, wrongToken, staleUpper], now: now + 10 });
+
+    expect(r.completed).toEqual([a.runId, upper.runId]);
+    expect(r.lost).toEqual([c.runId, staleUpper.runId]);
+    for (const done of [a, b])
+      expect((await db.store.getRun({ tenantId, runId: done.runId })).state).toBe('succeeded');
+    expect((await db.store.getRun({ tenantId, runId: c.runId })).state).toBe('running');
   });
 });
 

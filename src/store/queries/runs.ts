@@ -175,7 +175,9 @@ SELECT run_id, lease_expires_at FROM kept`;
  * (epoch ms, or nulls: numbers cost the driver a third of what dates do to send), $7 reports (jsonb,
  * or null: see `writeReports`).
  * Success, only under a live lease. The succeeded attempt is the run row (worker, claim, start,
- * finish, output): no attempt row is written; what its handler reported last is.
+ * finish, output): no attempt row is written; what its handler reported last is. Answers the given
+ * runs it did not complete (their lease was lost): a batch that all succeeded, the usual case,
+ * answers no row, so neither the server writes nor the driver reads a row per run.
  */
 export const runCompleteMany = `
 WITH given AS (
@@ -189,7 +191,7 @@ WITH given AS (
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
   RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id, r.gates
 ), ${unclaim}, ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$7', 'ended', '$3::timestamptz')}
-SELECT run_id, tenant_id, job_id FROM ended`;
+SELECT g.run_id FROM given g WHERE g.run_id NOT IN (SELECT run_id FROM ended)`;
 
 /** $1 run, $2 token, $3 now, $4 tenant (or null). What a failure needs to decide between retry and dead letter. */
 export const runFailRead = `
