@@ -64,10 +64,18 @@ export async function releaseMaintenanceLease(
 }
 
 /**
+ * The most runs a batch that writes to an archive looks at: its runs travel as one value, and a
+ * run may carry 64 KiB of output and, per failed attempt, 64 KiB each of error and stack, so
+ * this bounds what one batch holds in memory (and keeps it far under PostgreSQL's 1 GB per value).
+ */
+export const MAX_ARCHIVED_BATCH_RUNS = 250;
+
+/**
  * One batch of the tenant's pruning: looks at up to `limit` runs scheduled before `horizon`, from
  * `after` on, and deletes those past their retention at `now` (with `dryRun`, counts them). With an
- * `archive`, the delete and the archive's write are one transaction: the runs are written to the
- * archive, and deleted only once it has them (a write that fails deletes nothing).
+ * `archive`, at most MAX_ARCHIVED_BATCH_RUNS runs, and the delete and the archive's write are one
+ * transaction: the runs are written to the archive, and deleted only once it has them (a write
+ * that fails deletes nothing).
  */
 export async function pruneBatch(
   pool: pg.Pool,
@@ -83,26 +91,27 @@ export async function pruneBatch(
   },
   archive?: RunArchive,
 ): Promise<PruneBatchResult> {
+  const archiving = archive !== undefined && !p.dryRun;
+  const limit = archiving ? Math.min(p.limit, MAX_ARCHIVED_BATCH_RUNS) : p.limit;
   const params = [
     p.tenantId,
     new Date(p.now),
     new Date(p.horizon),
     p.after?.slot ?? null,
     p.after?.runId ?? null,
-    p.limit,
+    limit,
     JSON.stringify(DEFAULT_RETENTION),
     p.dryRun,
     p.soonMs ?? 0,
   ];
-  const r =
-    archive === undefined || p.dryRun
-      ? await pool.query(Q.pruneBatch, params)
-      : await inTransaction(pool, async (client) => {
-          const batch = await client.query(Q.pruneBatchArchived, params);
-          const days = (batch.rows[0] as Row).archive as Record<string, string> | null;
-          if (days !== null) await archive.write(days);
-          return batch;
-        });
+  const r = !archiving
+    ? await pool.query(Q.pruneBatch, params)
+    : await inTransaction(pool, async (client) => {
+        const batch = await client.query(Q.pruneBatchArchived, params);
+        const days = (batch.rows[0] as Row).archive as Record<string, string> | null;
+        if (days !== null) await archive.write(days);
+        return batch;
+      });
   const row = r.rows[0] as {
     scanned: number;
     last_slot: Date | null;
@@ -122,7 +131,7 @@ export async function pruneBatch(
       : null;
   return {
     scanned: row.scanned,
-    next: row.scanned >= p.limit ? last : null,
+    next: row.scanned >= limit ? last : null,
     last,
     soon: row.soon,
     settled,

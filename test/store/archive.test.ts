@@ -9,8 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { archiveFile, JsonlArchive, PostgresStore } from '../../src/store/index.js';
+import { MAX_ARCHIVED_BATCH_RUNS } from '../../src/store/retention.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { countRows, endedRun, job, uniqueId, upsertJob } from '../setup/factories.js';
+import { countRows, endedRun, insertDelayRuns, job, uniqueId, upsertJob } from '../setup/factories.js';
 
 const DAY = 86_400_000;
 
@@ -137,6 +138,39 @@ describe('the run archive', () => {
     expect(await exists(a)).toBe(false);
     expect((await linesOf(early)).map((l) => l.run_id)).toEqual(['kept', a]);
     expect((await linesOf(late)).map((l) => l.run_id)).toEqual([b]);
+  });
+
+  test('a batch that archives looks at no more than MAX_ARCHIVED_BATCH_RUNS runs, and the next goes on from it', async () => {
+    const { tenantId, jobId, store, now } = await tenant();
+    const slot = now - 10 * DAY;
+    const n = MAX_ARCHIVED_BATCH_RUNS + 50;
+    await insertDelayRuns(
+      db.pool,
+      Array.from({ length: n }, (_, i) => ({ tenantId, jobId, slot: slot + i * 1000, delayMs: 5 })),
+    );
+    const first = await store.pruneBatch({
+      tenantId,
+      now,
+      horizon: now,
+      after: null,
+      limit: 2000,
+      dryRun: false,
+    });
+    expect(first.scanned).toBe(MAX_ARCHIVED_BATCH_RUNS);
+    expect(first.next).not.toBeNull();
+    const second = await store.pruneBatch({
+      tenantId,
+      now,
+      horizon: now,
+      after: first.next,
+      limit: 2000,
+      dryRun: false,
+    });
+    expect(second).toMatchObject({ scanned: 50, next: null });
+    const lines = await linesOf(slot);
+    expect(lines).toHaveLength(n);
+    expect(new Set(lines.map((l) => l.run_id)).size).toBe(n);
+    expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(0);
   });
 
   test('pruneTenant (POST /v1/runs/prune) writes to the archive as well', async () => {
