@@ -56,7 +56,8 @@ async function withPg(pool) {
       rows.map(() => null), // handler starts: unreported
       null, // reports: none
     ]);
-    done += r.rows.length;
+    // The completion answers the runs it did not complete.
+    done += rows.length - r.rows.length;
   }
 }
 
@@ -84,7 +85,7 @@ async function withPostgresJs(sql) {
       ],
       { prepare: true },
     );
-    done += r.length;
+    done += rows.length - r.length;
   }
 }
 
