@@ -7,7 +7,7 @@
  * run twice: readers keep the last line per `run_id`.
  */
 import { constants } from 'node:fs';
-import { access, mkdir, open, stat, truncate } from 'node:fs/promises';
+import { access, mkdir, open, truncate } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Where pruned runs go before they are deleted (`PostgresStoreOptions.archive`). */
@@ -22,6 +22,9 @@ export interface RunArchive {
 /** A day of the archive, as `pruneBatchArchived` names it (years of four digits or more). */
 const DAY = /^\d{4,6}-\d{2}-\d{2}$/;
 
+/** How long one write may take by default before it is given up, ms (`JsonlArchive.open`). */
+export const ARCHIVE_WRITE_TIMEOUT_MS = 30_000;
+
 /** The file of a day's runs in `dir`. */
 export const archiveFile = (dir: string, day: string) => path.join(dir, `runs-${day}.jsonl`);
 
@@ -30,13 +33,17 @@ export class JsonlArchive implements RunArchive {
   /** Writes of this process, one at a time, so the lines of two batches never interleave. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(readonly dir: string) {}
+  private constructor(
+    readonly dir: string,
+    private readonly writeTimeoutMs: number,
+  ) {}
 
   /**
    * The archive in `dir`, made if missing; an `Error` that says why when it cannot be made or
-   * written to, before anything is pruned.
+   * written to, before anything is pruned. A write that has not finished after `writeTimeoutMs` (a
+   * file system that hangs) is given up: it rejects, so no run is deleted, and the pruner backs off.
    */
-  static async open(dir: string): Promise<JsonlArchive> {
+  static async open(dir: string, o: { writeTimeoutMs?: number } = {}): Promise<JsonlArchive> {
     if (typeof dir !== 'string' || dir.length === 0 || dir.includes('\0'))
       throw new Error('the archive directory must be a path');
     const resolved = path.resolve(dir);
@@ -46,14 +53,25 @@ export class JsonlArchive implements RunArchive {
     } catch (err) {
       throw new Error(`the archive directory ${resolved} cannot be written to: ${(err as Error).message}`);
     }
-    if (!(await stat(resolved)).isDirectory()) throw new Error(`${resolved} is not a directory`);
-    return new JsonlArchive(resolved);
+    return new JsonlArchive(resolved, o.writeTimeoutMs ?? ARCHIVE_WRITE_TIMEOUT_MS);
   }
 
+  /**
+   * After the writes before it (a write given up still holds its place until it ends, so lines
+   * never interleave); rejects once `writeTimeoutMs` has passed, counted from its call.
+   */
   write(days: Readonly<Record<string, string>>): Promise<void> {
     const next = this.queue.then(() => this.writeAll(days));
     this.queue = next.catch(() => {});
-    return next;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the archive write did not finish within ${this.writeTimeoutMs} ms`)),
+        this.writeTimeoutMs,
+      );
+      timer.unref();
+    });
+    return Promise.race([next, late]).finally(() => clearTimeout(timer));
   }
 
   /**

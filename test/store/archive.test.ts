@@ -4,7 +4,9 @@
  * no lease token; kept runs are not written; a dry run writes nothing; a write that fails deletes
  * nothing and leaves no line behind; a directory that cannot be written to is refused up front.
  */
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { constants } from 'node:fs';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
@@ -171,6 +173,30 @@ describe('the run archive', () => {
     expect(lines).toHaveLength(n);
     expect(new Set(lines.map((l) => l.run_id)).size).toBe(n);
     expect(await countRows(db.pool, 'runs', 'tenant_id = $1', [tenantId])).toBe(0);
+  });
+
+  test('a write that hangs (a FIFO nobody reads as the day’s file) is given up in time and deletes nothing', async () => {
+    const { tenantId, jobId, now } = await tenant();
+    const store = new PostgresStore(db.pool, {
+      archive: await JsonlArchive.open(dir, { writeTimeoutMs: 300 }),
+    });
+    const slot = now - 10 * DAY;
+    const run = await endedRun(db, { tenantId, jobId, slot, state: 'succeeded', finishedAt: slot });
+    const fifo = archiveFile(dir, new Date(slot).toISOString().slice(0, 10));
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const started = performance.now();
+      await expect(
+        store.pruneBatch({ tenantId, now, horizon: now, after: null, limit: 100, dryRun: false }),
+      ).rejects.toThrow('the archive write did not finish within 300 ms');
+      expect(performance.now() - started).toBeLessThan(5000);
+      expect(await exists(run)).toBe(true);
+    } finally {
+      // A reader lets the hung open go on, so no thread stays blocked after the test.
+      const reader = await open(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+      await new Promise((r) => setTimeout(r, 200));
+      await reader.close();
+    }
   });
 
   test('pruneTenant (POST /v1/runs/prune) writes to the archive as well', async () => {
