@@ -81,7 +81,10 @@ export const skipRuns = (src: string, now: string) => `
  * start, `busy_from`, and before now) are dropped: they become `skipped` here, whether or not a
  * claim saw them in time. Runs a claimer holds locked are left to that claim, which drops them by
  * the same rule (SKIP LOCKED: this statement never waits for a queue row while it holds a gate).
- * The ended runs themselves (a retry due at once) are not overlaps. (Which gates are `skip` is read
+ * The ended runs themselves (a retry due at once) are not overlaps. The queue is read by its key,
+ * for those runs only (`overlapped_runs`): as a join, the planner may hash it, and a hash join reads
+ * its outer side's first row before it finds the inner side empty, which is a scan of the queue up
+ * to its first due run in every completion of every other job. (Which gates are `skip` is read
  * from this statement's snapshot: a job switched to `skip` while its run ran gives that run's slot
  * back through the totals, and the slots that arrived during that one run are not dropped.)
  */
@@ -113,12 +116,15 @@ export const giveBack = (now: string, claims: string) => `
     FROM freed f
     WHERE l.gate = f.gate AND l.gate IN (SELECT gate FROM freeing)
     RETURNING pg_notify('${RUNS_CHANNEL}', '')
-  ), overlapped_slots AS (
-    SELECT q.run_id FROM freeing f
+  ), overlapped_runs AS (
+    SELECT r.run_id, f.busy_from FROM freeing f
     JOIN runs r ON r.tenant_id = f.tenant_id AND r.job_id = substr(f.key, ${JOB_KEY_PREFIX.length + 1})
       AND r.scheduled_for <= ${now} AND r.scheduled_for > f.busy_from - interval '${MAX_JITTER_SECONDS} seconds'
-    JOIN run_queue q ON q.run_id = r.run_id AND q.available_at > f.busy_from AND q.available_at < ${now}
     WHERE f.overlap = 'skip' AND f.key LIKE '${JOB_KEY_PREFIX}%' AND r.run_id NOT IN (SELECT run_id FROM ended)
+  ), overlapped_slots AS (
+    SELECT q.run_id FROM run_queue q JOIN overlapped_runs o ON o.run_id = q.run_id
+    WHERE q.run_id = ANY(ARRAY(SELECT run_id FROM overlapped_runs))
+      AND q.available_at > o.busy_from AND q.available_at < ${now}
     FOR UPDATE OF q SKIP LOCKED
   ), overlaps_dequeued AS (
     DELETE FROM run_queue q WHERE q.run_id IN (SELECT run_id FROM overlapped_slots) RETURNING q.run_id
