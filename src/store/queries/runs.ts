@@ -40,16 +40,15 @@ export const enqueue = (src: string, where = 'true') => `
  * did neither (the claim kept listing a run that had ended).
  */
 export const unclaim = `
-  unclaimed AS (
-    UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(e.ids))
+  unclaiming AS MATERIALIZED (
+    SELECT e.lease_token, e.ids, cardinality(l.run_ids) > cardinality(e.ids) AS shrinks
     FROM (SELECT lease_token, array_agg(run_id) AS ids FROM ended GROUP BY lease_token) e
     JOIN live l ON l.lease_token = e.lease_token
-    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) > cardinality(e.ids)
+  ), unclaimed AS (
+    UPDATE run_claims c SET run_ids = ARRAY(SELECT unnest(c.run_ids) EXCEPT ALL SELECT unnest(u.ids))
+    FROM unclaiming u WHERE c.lease_token = u.lease_token AND u.shrinks
   ), emptied AS (
-    DELETE FROM run_claims c
-    USING (SELECT lease_token, count(*) AS n FROM ended GROUP BY lease_token) e
-    JOIN live l ON l.lease_token = e.lease_token
-    WHERE c.lease_token = e.lease_token AND cardinality(l.run_ids) <= e.n
+    DELETE FROM run_claims c USING unclaiming u WHERE c.lease_token = u.lease_token AND NOT u.shrinks
   )`;
 
 /**
@@ -64,15 +63,15 @@ export const MEMBERS = (claims: string, ...columns: string[]) => `
 /**
  * For a CTE named `given` (run_id, lease_token, …) and $3 now: `live`, the claims its tokens name
  * that are still live, locked FOR NO KEY UPDATE (two writers of one claim take turns; a reaper
- * deleting it waits), and `members`, one row per run those claims hold, with the claim's worker and
- * start.
+ * deleting it waits). A given run is its claim's when that claim's list holds it: joined by token,
+ * then `g.run_id = ANY(l.run_ids)`, a scan of one inline list of at most CLAIM_PART_RUNS ids, which
+ * costs less than unnesting the claims into a row per run and hashing those.
  */
-const LIVE_MEMBERS = `
+const LIVE = `
   live AS (
     SELECT c.lease_token, c.worker_id, c.claimed_at, c.run_ids, c.gates FROM run_claims c
     WHERE c.lease_token IN (SELECT lease_token FROM given) AND c.lease_expires_at > $3
     FOR NO KEY UPDATE
-  ), members AS MATERIALIZED (${MEMBERS('live', 'worker_id', 'claimed_at')}
   )`;
 
 /**
@@ -183,13 +182,13 @@ export const runCompleteMany = `
 WITH given AS (
   SELECT v.run_id, v.lease_token, v.output, to_timestamp(v.started_ms / 1000) AS started
   FROM unnest($1::uuid[], $2::uuid[], $5::text[], $6::float8[]) AS v(run_id, lease_token, output, started_ms)
-), ${LIVE_MEMBERS}, ended AS (
-  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = m.lease_token, lease_owner = m.worker_id,
-    started_at = ${startOf('m.claimed_at', 'g.started', 'r.available_at', '$3')}, claimed_at = m.claimed_at,
+), ${LIVE}, ended AS (
+  UPDATE runs r SET state = 'succeeded', finished_at = $3, lease_token = l.lease_token, lease_owner = l.worker_id,
+    started_at = ${startOf('l.claimed_at', 'g.started', 'r.available_at', '$3')}, claimed_at = l.claimed_at,
     last_error = NULL, output = g.output
-  FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
+  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
   WHERE r.run_id = g.run_id AND r.state = 'pending' AND ($4::text IS NULL OR r.tenant_id = $4)
-  RETURNING r.run_id, m.lease_token, r.tenant_id, r.job_id, r.gates
+  RETURNING r.run_id, l.lease_token, r.tenant_id, r.job_id, r.gates
 ), ${unclaim}, ${giveBack('$3::timestamptz', 'live')}, ${writeReports('$7', 'ended', '$3::timestamptz')}
 SELECT g.run_id FROM given g WHERE g.run_id NOT IN (SELECT run_id FROM ended)`;
 
@@ -241,12 +240,12 @@ export const runReleaseMany = `
 WITH given AS (
   SELECT v.run_id, v.lease_token, to_timestamp(v.started_ms / 1000) AS started
   FROM unnest($1::uuid[], $2::uuid[], $6::float8[]) AS v(run_id, lease_token, started_ms)
-), ${LIVE_MEMBERS}, ended AS (
-  SELECT r.run_id, m.lease_token, r.tenant_id, r.job_id, r.pool, r.handler, r.priority, r.available_at,
-    r.sort_key, r.gates, r.attempt AS ended_attempt, m.worker_id AS lease_owner,
-    ${startOf('m.claimed_at', 'g.started', 'r.available_at', '$3')} AS started_at, m.claimed_at,
+), ${LIVE}, ended AS (
+  SELECT r.run_id, l.lease_token, r.tenant_id, r.job_id, r.pool, r.handler, r.priority, r.available_at,
+    r.sort_key, r.gates, r.attempt AS ended_attempt, l.worker_id AS lease_owner,
+    ${startOf('l.claimed_at', 'g.started', 'r.available_at', '$3')} AS started_at, l.claimed_at,
     'released'::text AS outcome, $4::text AS error, NULL::text AS error_stack, NULL::text AS output
-  FROM given g JOIN members m ON m.run_id = g.run_id AND m.lease_token = g.lease_token
+  FROM given g JOIN live l ON l.lease_token = g.lease_token AND g.run_id = ANY(l.run_ids)
   JOIN runs r ON r.run_id = g.run_id
   WHERE r.state = 'pending' AND ($5::text IS NULL OR r.tenant_id = $5)
 ), queued AS (${enqueue('ended')}
