@@ -90,6 +90,35 @@ describe('a noisy tenant with 10,000 ready runs and a quiet tenant with one', ()
   });
 });
 
+// The claim takes the runs in sort_key order when it finds one tenant with ready runs: it looks for
+// another on both sides of the first run's tenant in tenant order, so a quiet tenant is seen whether
+// its id sorts before the noisy one's or after it.
+describe.each([
+  ['before', 'a-quiet'],
+  ['after', 'z-quiet'],
+])("a quiet tenant whose id sorts %s the noisy tenant's", (_side, prefix) => {
+  test('has its one ready run in the next claim, ahead of 1,000 older runs', async () => {
+    const pool = uniqueId('fair-side');
+    const noisy = uniqueId('m-noisy');
+    await seedRuns(noisy, await defineJob(noisy, pool), pool, 1000, T0 - 600_000, 10);
+    await analyze();
+    // Ten runs of the noisy tenant claimed and completed: dead rows at the front of the queue's indexes.
+    const taken = await db.store.claimRuns({ workerId: 'w', pool, max: 10, now: T0 });
+    expect(taken.every((r) => r.tenantId === noisy)).toBe(true);
+    await db.store.completeRuns({ leases: taken, now: T0 });
+    const quiet = uniqueId(prefix);
+    const { runId } = await db.store.triggerRun({
+      tenantId: quiet,
+      jobId: await defineJob(quiet, pool),
+      scheduledFor: T0,
+      now: T0,
+    });
+    const next = await db.store.claimRuns({ workerId: 'w', pool, max: 10, now: T0 });
+    expect(next).toHaveLength(10);
+    expect(next.map((r) => r.runId)).toContain(runId);
+  });
+});
+
 /**
  * T tenants with 200 ready runs each; `layout` places their runs in the queue's order: `interleaved`
  * (every tenant's runs spread over the same span), or `blocks` (tenant 0's runs all before tenant

@@ -306,7 +306,7 @@ FROM held h JOIN claims c ON c.lease_ms = h.lease_ms AND c.part = h.part`;
  * fair order — a tenant's first before anyone's second, then `sort_key`, so a batch holds one run
  * of each of up to $3 tenants before a second of any; when one tenant has ready runs (`one_tenant`),
  * that order is `sort_key`'s, which `first_overall` already took its $3 in, so those are the runs
- * (`first_of_tenants`, `first_pass` and `ordered` are then never read, so never computed) — up
+ * (`heads`, `first_of_tenants`, `first_pass` and `ordered` are then never read, so never computed) — up
  * to $3, leave the queue onto one claim row
  * per lease length and part (`CLAIM_PART_RUNS`), with the claim id and tenant. When a limit exists it takes nothing and answers
  * one row whose run_id is null: the caller makes the gated claim (`runClaimGated`) instead, and
@@ -318,7 +318,14 @@ export const runClaim = `
 WITH RECURSIVE limited AS MATERIALIZED (
   SELECT EXISTS (SELECT 1 FROM limits) AS yes
 ), ${candidates(false)}, ${fairOrder('SELECT * FROM first_pass')}, one_tenant AS MATERIALIZED (
-  SELECT count(*) <= 1 AS yes FROM heads
+  -- No ready run of another tenant on either side of the first run's tenant, in tenant order: two
+  -- index probes that start beside that tenant, where counting the heads would first walk every
+  -- entry of it that claims left dead at the front of the index since the last vacuum.
+  SELECT (SELECT q.tenant_id FROM run_queue q WHERE ${claimable(false)} AND q.tenant_id < f.tenant_id
+      ORDER BY q.tenant_id DESC LIMIT 1) IS NULL
+    AND (SELECT q.tenant_id FROM run_queue q WHERE ${claimable(false)} AND q.tenant_id > f.tenant_id
+      ORDER BY q.tenant_id LIMIT 1) IS NULL AS yes
+  FROM (SELECT tenant_id FROM first_overall LIMIT 1) f
 ), chosen AS (
   SELECT run_id, qtid FROM first_overall WHERE (SELECT yes FROM one_tenant)
   UNION ALL
