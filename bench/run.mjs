@@ -20,7 +20,10 @@
 // --concurrency <n> (throughput: total worker concurrency, default 100), --runs <n> (throughput,
 // embedded: runs per drain, default 100,000; history: finished runs seeded, default 10,000,000;
 // prune: expired runs seeded, default 1,000,000), --only <prefix,…> (throughput, embedded: systems
-// whose name starts so), --minutes <n> (soak: its length, default 60, smoke 1), --worker1-env K=V
+// whose name starts so), --warmup <n> (throughput, embedded: drains of each system before the
+// measured rounds, not recorded, so that no system's rounds include a new process's JIT and heap
+// growth, nor the warming of code it shares with the systems after it, such as the `pg` driver;
+// default 1, smoke 0), --minutes <n> (soak: its length, default 60, smoke 1), --worker1-env K=V
 // (soak, repeatable: an environment variable for its second worker process only, to compare two
 // settings in one run, e.g. MALLOC_ARENA_MAX=2 or NODE_OPTIONS=--max-semi-space-size=16),
 // --node-options <flags> (soak: NODE_OPTIONS of every Tock process it starts; default the flags
@@ -59,6 +62,7 @@ const { values: args, positionals } = parseArgs({
     runs: { type: 'string' },
     only: { type: 'string' },
     minutes: { type: 'string' },
+    warmup: { type: 'string' },
     'worker1-env': { type: 'string', multiple: true },
     'node-options': { type: 'string' },
     out: { type: 'string' },
@@ -128,7 +132,7 @@ async function main() {
   const scenarios = await loadScenarios();
   if (args.help) {
     console.log(
-      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b] [--minutes N]\n' +
+      'npm run bench -- [scenario ...] [--smoke] [--rounds N] [--concurrency N] [--runs N] [--only a,b] [--warmup N] [--minutes N]\n' +
         '  soak only: [--node-options FLAGS] [--worker1-env NAME=value ...]; --out FILE: the figures there',
     );
     for (const s of scenarios)
@@ -152,6 +156,9 @@ async function main() {
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
   if (args.runs !== undefined && !(Number.isInteger(Number(args.runs)) && Number(args.runs) >= 100))
     throw new Error('--runs must be an integer of at least 100');
+  const warmup = Number(args.warmup ?? (args.smoke ? 0 : 1));
+  if (!Number.isInteger(warmup) || warmup < 0 || warmup > 10)
+    throw new Error('--warmup must be an integer from 0 to 10');
   if (args.minutes !== undefined && !(Number(args.minutes) >= 1 && Number(args.minutes) <= 24 * 60))
     throw new Error('--minutes must be a number from 1 to 1440');
   const options = {
@@ -159,6 +166,7 @@ async function main() {
     runs: args.runs === undefined ? undefined : Number(args.runs),
     only: args.only?.split(',').filter(Boolean),
     minutes: args.minutes === undefined ? undefined : Number(args.minutes),
+    warmup,
     nodeOptions: args['node-options'],
     worker1Env: Object.fromEntries(
       (args['worker1-env'] ?? []).map((kv) => {

@@ -82,7 +82,13 @@ export default {
       const ratios = [perRound('@server'), perRound('@embedded')].filter((x) => x !== null);
       for (const line of ratios) ctx.log(line);
       return {
-        settings: { runs: n, concurrency, rounds: ctx.rounds, embeddedPostgres: embeddedServer },
+        settings: {
+          runs: n,
+          concurrency,
+          rounds: ctx.rounds,
+          warmup: ctx.options.warmup ?? 0,
+          embeddedPostgres: embeddedServer,
+        },
         systems: results,
         table: markdownTable(
           ['system', 'server runs/s', 'embedded runs/s', 'embedded ÷ server'],

@@ -551,7 +551,7 @@ export function contestants({ concurrency, only }) {
   return only ? all.filter((c) => only.some((o) => c.name.startsWith(o))) : all;
 }
 
-/** Runs `systems` for `rounds` rounds, interleaved (round 1 of each, then round 2…). */
+/** Runs `systems` for `rounds` rounds, interleaved (round 1 of each, then round 2…), after `ctx.options.warmup` unrecorded ones. */
 export async function compete(ctx, systems, { n, timeoutMs }) {
   // One fresh database per system kind and server; configurations of one system share it.
   const fresh = new Map();
@@ -566,6 +566,14 @@ export async function compete(ctx, systems, { n, timeoutMs }) {
     s.rounds = [];
   }
   try {
+    // Unrecorded drains first (`--warmup`, default 1): every system's rounds then run on a warm
+    // process, whichever runs first.
+    for (let w = 1; w <= (ctx.options.warmup ?? 0); w++) {
+      for (const s of systems) {
+        const figures = await s.round(n, timeoutMs);
+        ctx.log(`warm-up ${w} ${s.label}: ${fmt(figures.runsPerSecond)} runs/s (not recorded)`);
+      }
+    }
     for (let r = 1; r <= ctx.rounds; r++) {
       for (const s of systems) {
         const figures = await s.round(n, timeoutMs);
@@ -605,7 +613,13 @@ export default {
     const n = ctx.smoke ? 500 : (ctx.options.runs ?? RUNS);
     const concurrency = ctx.options.concurrency ?? 100;
     const systems = contestants({ concurrency, only: ctx.options.only });
-    const settings = { runs: n, concurrency, handler: 'no-op', rounds: ctx.rounds };
+    const settings = {
+      runs: n,
+      concurrency,
+      handler: 'no-op',
+      rounds: ctx.rounds,
+      warmup: ctx.options.warmup ?? 0,
+    };
     for (const s of systems) ctx.log(`${s.label}: ${JSON.stringify(s.settings)}`);
     const results = await compete(ctx, systems, { n, timeoutMs: ctx.smoke ? 60_000 : 600_000 });
     const tock = results.filter((r) => r.name.startsWith('tock-') && r.comparable);
@@ -661,6 +675,7 @@ export default {
       table,
       notes: [
         ...targets,
+        `Rounds are interleaved (round 1 of each system, then round 2…), each a drain of a backlog seeded before it, after ${settings.warmup} unrecorded drain${settings.warmup === 1 ? '' : 's'} of each system (\`--warmup\`): every system is measured in a warm process, not only those that run after the first (which find the code they share with it, such as the \`pg\` driver, compiled, and the heap grown).`,
         'Tock keeps every run, with its lease (owner, token, expiry) checked on every write; a succeeded run keeps its attempt (worker, start, finish, output) on its row, and a failed, released or expired attempt gets a row of its own. graphile-worker deletes a job when it succeeds; pg-boss keeps completed jobs in its job table (deleteAfterSeconds, 7 days by default); BullMQ keeps completed jobs in Redis (its default), in memory, with no fsync.',
         'Prefetch: a Tock Worker holds up to that many claimed runs beyond its concurrency, leased and waiting for a slot (the counterpart of graphile-worker’s local queue). Its claims then take up to concurrency + prefetch runs a statement. graphile-worker runs with its performance page’s settings (concurrency 24, maxPoolSize 25, local queue 500, completeJobBatchDelay and failJobBatchDelay 0: the configuration its quick stats were taken with, there on 4 worker processes sharing an i9-14900K with the database) and at Tock’s concurrency with the local queue its docs suggest as a starting point (concurrency + 1).',
         'Peers run at the settings their own docs give for speed. pg-boss: burstWhenBatchFull (its docs: while each fetch returns a full batch, the worker fetches again with no delay); without it a work() loop waits out pollingIntervalSeconds (at least 0.5 s) between batches: two batches a second a loop, 200 runs/s with 100 jobs in flight. Its docs give no batch size or localConcurrency, so the concurrency is split into 2 loops (the fastest of 1, 2, 4 and 5 loops measured here). BullMQ: concurrency 100 is within the 100–300 its docs call a standard setting for IO-bound jobs.',
