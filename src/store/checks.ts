@@ -29,24 +29,31 @@ export function checkLimit(limit: number, max = 500): number {
   return limit;
 }
 
-/** An instant (epoch ms) PostgreSQL's timestamptz holds, in the years 1970-9999. */
-export function checkInstant(ms: number, what: string): Date {
+/** The first instant after the year 9999, epoch ms. */
+const YEAR_10000_MS = Date.UTC(10000, 0, 1);
+
+/** An instant (epoch ms) in the years 1970-9999, which PostgreSQL's timestamptz holds; as given. */
+function checkInstantMs(ms: number, what: string): number {
   if (!Number.isFinite(ms)) throw new ValidationError(`${what} must be a finite instant`, { field: what });
-  const d = new Date(ms);
-  if (Number.isNaN(d.getTime()) || d.getUTCFullYear() < 1970 || d.getUTCFullYear() > 9999) {
+  if (ms < 0 || ms >= YEAR_10000_MS) {
     throw new ValidationError(`${what} is outside the years 1970-9999`, { field: what });
   }
-  return d;
+  return ms;
+}
+
+/** An instant (epoch ms) PostgreSQL's timestamptz holds, in the years 1970-9999. */
+export function checkInstant(ms: number, what: string): Date {
+  return new Date(checkInstantMs(ms, what));
 }
 
 /**
  * A handler start a worker reported, checked, as epoch ms (the statements take numbers: the driver
- * sends one in a third of the time a `Date` takes); null when it reported none.
+ * sends one in a third of the time a `Date` takes; and checking a number makes no `Date`, one per
+ * run of a completion); null when it reported none.
  */
 export function startedMsOf(ms: number | null | undefined): number | null {
   if (ms === undefined || ms === null) return null;
-  checkInstant(ms, 'started_at');
-  return ms;
+  return checkInstantMs(ms, 'started_at');
 }
 
 /**
