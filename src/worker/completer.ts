@@ -105,9 +105,14 @@ function reasonOf(err: unknown): string {
   return resultText(typeof code === 'string' ? `${text} (${code})` : text);
 }
 
+/** The outcomes without details, one object each for every run (they are only read). */
+const SUCCEEDED: ResultOutcome = Object.freeze({ kind: 'succeeded' });
+const LOST: ResultOutcome = Object.freeze({ kind: 'lost' });
+
 export class Completer {
   private queue: Pending[] = [];
-  private readonly inFlight = new Set<Pending>();
+  /** The batch being written (one array, not a set: a run is added and taken out with its batch). */
+  private inFlight: Pending[] = [];
   private flushing: Promise<void> | null = null;
   /** Aborted by `settle` when it gives up: cuts a backoff sleep short. */
   private closing = new AbortController();
@@ -116,7 +121,7 @@ export class Completer {
 
   /** Results not recorded yet. */
   get size(): number {
-    return this.queue.length + this.inFlight.size;
+    return this.queue.length + this.inFlight.length;
   }
 
   /** Records a success (batched with others); resolves with how it ended. */
@@ -159,7 +164,7 @@ export class Completer {
     if (this.size === 0) return;
     const rest = [...this.inFlight, ...this.queue];
     this.queue = [];
-    this.inFlight.clear();
+    this.inFlight = [];
     this.closing.abort();
     this.o.logger.error(
       { runs: rest.map((p) => p.run.runId) },
@@ -178,7 +183,7 @@ export class Completer {
       while (this.queue.length > 0) {
         const batch = this.queue;
         this.queue = [];
-        for (const p of batch) this.inFlight.add(p);
+        this.inFlight = batch;
         const retry: Pending[] = [];
         let lastError: unknown = null;
         const onOutage = (items: Pending[], err: unknown) => {
@@ -193,7 +198,7 @@ export class Completer {
           this.writeCompletions(completions, onOutage),
           this.writeFailures(fails, onOutage),
         ]);
-        for (const p of batch) this.inFlight.delete(p);
+        this.inFlight = [];
         if (retry.length === 0) {
           failures = 0;
           continue;
@@ -255,7 +260,7 @@ export class Completer {
         now: this.o.clock.nowMs(),
       });
       const lostSet = new Set(lost);
-      for (const p of items) p.resolve(lostSet.has(p.run.runId) ? { kind: 'lost' } : { kind: 'succeeded' });
+      for (const p of items) p.resolve(lostSet.has(p.run.runId) ? LOST : SUCCEEDED);
     } catch (err) {
       if (!isDataError(err)) return onOutage(items, err);
       if (items.length > 1) {
@@ -313,7 +318,7 @@ export class Completer {
       });
       p.resolve({ kind: 'failed', state: r.state, error: w.error });
     } catch (err) {
-      if (err instanceof LeaseLostError) return p.resolve({ kind: 'lost' });
+      if (err instanceof LeaseLostError) return p.resolve(LOST);
       if (!isDataError(err)) return onOutage([p], err);
       this.o.logger.error({ err, run_id: p.run.runId, job_id: p.run.jobId }, 'the store refused a failure');
       if (w.refused)
