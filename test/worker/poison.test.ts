@@ -267,6 +267,32 @@ test('stop gives up a result the store cannot take after the grace period, inste
   expect(clock.nowMs() - T0).toBeLessThan(60_000);
 });
 
+test('stop gives up a result whose write never answers (in flight), instead of hanging', async () => {
+  const [run] = await readyRuns(['h'], { leaseSeconds: 3600 });
+  let writes = 0;
+  // The database takes the statement and never answers: the result stays in the batch being written.
+  vi.spyOn(db.store, 'completeRuns').mockImplementation(() => {
+    writes += 1;
+    return new Promise(() => {});
+  });
+  const { worker, ended } = newWorker({ h: () => 'done' }, { resultRetryMs: 3_600_000 });
+  worker.start();
+  while (writes === 0) await tick();
+  autoAdvance();
+  const stopped = worker.stop(1000);
+  await expect(
+    Promise.race([
+      stopped,
+      new Promise((_, reject) => setTimeout(() => reject(new Error('stop hung')), 5000)),
+    ]),
+  ).resolves.toBeUndefined();
+  expect(writes).toBe(1);
+  expect(ended.dropped.map(([r, reason]) => [r.runId, reason])).toEqual([
+    [run!.runId, 'worker shutdown before the result was recorded'],
+  ]);
+  expect(worker.inFlight).toBe(0);
+});
+
 test('a remote worker (HttpLeaseSource) records NUL output and a NUL error sanitised, beside the others', async () => {
   const runs = await readyRuns(['poison', 'throws', 'ok', 'ok']);
   const api = await startApi(db);
