@@ -14,6 +14,7 @@ import {
 import type { Job, Store, UpsertChange } from '../../src/store/index.js';
 import { slotHolders } from '../../src/store/queries/gates.js';
 import { attemptsOfRun } from '../../src/store/queries/runs.js';
+import { T0 } from './database.js';
 
 let counter = 0;
 
@@ -83,6 +84,30 @@ export async function slotsHeld(pool: pg.Pool, gate: string | null = null): Prom
     gate === null ? [] : [[gate]],
   );
   return rows[0].n as number;
+}
+
+/**
+ * `n` runs of a job (handler `noop`) queued straight by SQL, as `bench/lib.mjs` seeds a backlog:
+ * run i (from 0) available at `firstMs + i × stepMs` (epoch ms), created at T0; one statement for
+ * the runs and their queue rows (fast for tens of thousands).
+ */
+export async function queueRuns(
+  pool: pg.Pool,
+  r: { tenantId: string; jobId: string; pool: string; n: number; firstMs: number; stepMs: number },
+): Promise<void> {
+  await pool.query(
+    `WITH made AS (
+       INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
+         backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
+       SELECT $1, $2, s.t, 3, 'noop', '{}', $3, 0, 2, 3600, s.t, s.t, $7
+       FROM generate_series(0, $4::int - 1) AS i,
+         LATERAL (SELECT $5::timestamptz + i * $6::int * interval '1 ms' AS t) s
+       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key
+     )
+     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
+     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM made`,
+    [r.tenantId, r.jobId, r.pool, r.n, new Date(r.firstMs), r.stepMs, new Date(T0)],
+  );
 }
 
 /**

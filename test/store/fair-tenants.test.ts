@@ -2,11 +2,11 @@
  * Fair claims across tenants (issue 18): one tenant's backlog does not delay another tenant's first
  * ready run by more than the documented bound, a tenant's first ready run is claimed within
  * ceil(T / batch) claims when T tenants have ready runs. Real PostgreSQL, the store's claim; the
- * backlogs are seeded in bulk as `bench/lib.mjs` seeds them (runs and their queue rows, `job_id` set).
+ * backlogs are seeded in bulk (`queueRuns`: runs and their queue rows, `job_id` set).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { setupDatabase, T0, type TestDatabase } from '../setup/database.js';
-import { job, uniqueId, upsertJob } from '../setup/factories.js';
+import { job, queueRuns, uniqueId, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -21,33 +21,6 @@ async function defineJob(tenantId: string, pool: string): Promise<string> {
   return def.jobId;
 }
 
-/**
- * Seeds ready runs of one job: run i (from 0) available at `firstMs + i × stepMs` (epoch ms), in
- * one statement for the runs and one for their queue rows.
- */
-async function seedRuns(
-  tenantId: string,
-  jobId: string,
-  pool: string,
-  n: number,
-  firstMs: number,
-  stepMs: number,
-): Promise<void> {
-  await db.pool.query(
-    `WITH made AS (
-       INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-         backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
-       SELECT $1, $2, s.t, 3, 'noop', '{}', $3, 0, 2, 3600, s.t, s.t, $7
-       FROM generate_series(0, $4::int - 1) AS i,
-         LATERAL (SELECT $5::timestamptz + i * $6::int * interval '1 ms' AS t) s
-       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key
-     )
-     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
-     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM made`,
-    [tenantId, jobId, pool, n, new Date(firstMs), stepMs, new Date(T0)],
-  );
-}
-
 const analyze = () => db.pool.query('ANALYZE runs, run_queue');
 
 describe('a noisy tenant with 10,000 ready runs and a quiet tenant with one', () => {
@@ -56,7 +29,14 @@ describe('a noisy tenant with 10,000 ready runs and a quiet tenant with one', ()
     const noisy = uniqueId('t-noisy');
     const noisyJob = await defineJob(noisy, pool);
     // Ten thousand runs, all ready well before the quiet runs become available.
-    await seedRuns(noisy, noisyJob, pool, 10_000, T0 - 600_000, 10);
+    await queueRuns(db.pool, {
+      tenantId: noisy,
+      jobId: noisyJob,
+      pool,
+      n: 10_000,
+      firstMs: T0 - 600_000,
+      stepMs: 10,
+    });
     await analyze();
     const quiet = [uniqueId('t-quiet'), uniqueId('t-quiet')];
     const quietRuns: string[] = [];
@@ -100,7 +80,14 @@ describe.each([
   test('has its one ready run in the next claim, ahead of 1,000 older runs', async () => {
     const pool = uniqueId('fair-side');
     const noisy = uniqueId('m-noisy');
-    await seedRuns(noisy, await defineJob(noisy, pool), pool, 1000, T0 - 600_000, 10);
+    await queueRuns(db.pool, {
+      tenantId: noisy,
+      jobId: await defineJob(noisy, pool),
+      pool,
+      n: 1000,
+      firstMs: T0 - 600_000,
+      stepMs: 10,
+    });
     await analyze();
     // Ten runs of the noisy tenant claimed and completed: dead rows at the front of the queue's indexes.
     const taken = await db.store.claimRuns({ workerId: 'w', pool, max: 10, now: T0 });
@@ -138,8 +125,8 @@ async function firstClaimOfEachTenant(
     ids.push(tenantId);
     const jobId = await defineJob(tenantId, pool);
     const base = T0 - 3_600_000;
-    if (layout === 'interleaved') await seedRuns(tenantId, jobId, pool, perTenant, base + i, tenants);
-    else await seedRuns(tenantId, jobId, pool, perTenant, base + i * perTenant, 1);
+    const [firstMs, stepMs] = layout === 'interleaved' ? [base + i, tenants] : [base + i * perTenant, 1];
+    await queueRuns(db.pool, { tenantId, jobId, pool, n: perTenant, firstMs, stepMs });
   }
   await analyze();
   const first = new Map<string, number>();

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { PostgresStore } from '../../src/store/index.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
-import { job, upsertJob } from '../setup/factories.js';
+import { job, queueRuns, upsertJob } from '../setup/factories.js';
 
 let db: TestDatabase;
 const TENANT = 'hot-path';
@@ -20,18 +20,14 @@ beforeAll(async () => {
   const def = job({ jobId: 'waiting' });
   await upsertJob(db.store, { tenantId: TENANT, job: def, now: db.clock.nowMs() });
   // 20,000 runs queued for tomorrow: none due, each a row a scan of the queue would read.
-  await db.pool.query(
-    `WITH r AS (
-       INSERT INTO runs (tenant_id, job_id, scheduled_for, max_attempts, handler, payload, pool, priority,
-         backoff_base_seconds, backoff_cap_seconds, available_at, sort_key, created_at)
-       SELECT $1, $2, t, 3, 'noop', '{}', 'default', 0, 2, 3600, t, t, $4
-       FROM generate_series(1, $3::int) AS i, LATERAL (SELECT $4::timestamptz + interval '1 day' + i * interval '1 s' AS t) s
-       RETURNING run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key
-     )
-     INSERT INTO run_queue (run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key)
-     SELECT run_id, tenant_id, job_id, pool, handler, priority, available_at, sort_key FROM r`,
-    [TENANT, def.jobId, WAITING, new Date(db.clock.nowMs())],
-  );
+  await queueRuns(db.pool, {
+    tenantId: TENANT,
+    jobId: def.jobId,
+    pool: 'default',
+    n: WAITING,
+    firstMs: db.clock.nowMs() + 86_400_000,
+    stepMs: 1000,
+  });
   await db.pool.query('ANALYZE runs, run_queue');
 }, 60_000);
 afterAll(() => db.teardown());
