@@ -4,7 +4,12 @@
  * reported since the last heartbeat. The bounds are core's (`core/progress.ts`).
  */
 import { Type } from 'typebox';
-import { LOG_LINE_MAX_CHARS, LOG_LINES_MAX, PROGRESS_MESSAGE_MAX_CHARS } from '../core/index.js';
+import {
+  LOG_LINE_MAX_CHARS,
+  LOG_LINES_MAX,
+  MAX_HTTP_HEARTBEAT_LEASES,
+  PROGRESS_MESSAGE_MAX_CHARS,
+} from '../core/index.js';
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 
@@ -58,7 +63,7 @@ export const WorkerHeartbeatBody = Type.Object(
         },
         { additionalProperties: false },
       ),
-      { maxItems: 1000 },
+      { maxItems: MAX_HTTP_HEARTBEAT_LEASES },
     ),
   },
   { additionalProperties: false },

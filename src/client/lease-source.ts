@@ -41,6 +41,7 @@ import {
   LeaseLostError,
   type LeaseSource,
   MAX_HTTP_CLAIM_RUNS,
+  MAX_HTTP_HEARTBEAT_LEASES,
   RESULT_TEXT_MAX_CHARS,
   type RunReport,
   SystemClock,
@@ -284,19 +285,29 @@ export class HttpLeaseSource implements LeaseSource {
     }));
   }
 
-  /** Renews every lease in one request, each with what its handler reported (progress, log lines). */
+  /**
+   * Renews every lease, each with what its handler reported (progress, log lines): in one request,
+   * or, when the worker holds more than the server takes in one (1000), in requests of at most that
+   * many, one after another.
+   */
   async heartbeatRuns(p: { leases: readonly HeartbeatLease[] }): Promise<HeartbeatRunsAnswer> {
-    if (p.leases.length === 0) return { renewed: [], lost: [] };
-    const sentAt = this.clock.nowMs();
-    const answer = await this.client.heartbeatMany(this.workerId, p.leases);
-    this.noteServerTime(answer.server_time, sentAt);
-    return {
-      renewed: answer.renewed.map((r) => ({
-        runId: r.run_id,
-        leaseExpiresAt: this.localExpiry(r.lease_expires_at, answer.server_time, sentAt),
-      })),
-      lost: answer.lost,
-    };
+    const renewed: HeartbeatRunsAnswer['renewed'] = [];
+    const lost: string[] = [];
+    for (let at = 0; at < p.leases.length; at += MAX_HTTP_HEARTBEAT_LEASES) {
+      const sentAt = this.clock.nowMs();
+      const answer = await this.client.heartbeatMany(
+        this.workerId,
+        p.leases.slice(at, at + MAX_HTTP_HEARTBEAT_LEASES),
+      );
+      this.noteServerTime(answer.server_time, sentAt);
+      for (const r of answer.renewed)
+        renewed.push({
+          runId: r.run_id,
+          leaseExpiresAt: this.localExpiry(r.lease_expires_at, answer.server_time, sentAt),
+        });
+      lost.push(...answer.lost);
+    }
+    return { renewed, lost };
   }
 
   /**

@@ -8,11 +8,25 @@
  * no pace yet) claim only their free slots, as with no prefetch.
  */
 
-/** Most runs one claim asks for; a worker's concurrency and held runs together stay within it. */
+/** Most runs one claim asks for. */
 export const MAX_CLAIM_RUNS = 1000;
+
+/**
+ * Most runs an `auto` prefetch lets a worker have at once, running and held: two full claims'
+ * worth (a fixed prefetch reaches it at concurrency 1000 and prefetch 1000). A worker claims
+ * again while the runs it holds start; a claim's answer takes time in proportion to its runs (about
+ * 10 ms for 1,000 in the throughput benchmark), so a worker that could hold only what one claim
+ * brings ran out of held runs while the next was being answered, its slots idle, and its claims,
+ * asking only for the runs started since the last one, stayed small (near 600 there). Room for two
+ * claims' worth keeps a full one in flight while the last one's runs start.
+ */
+export const MAX_AUTO_CAPACITY = 2 * MAX_CLAIM_RUNS;
 
 /** Most runs one claim over HTTP takes (`POST /v1/leases`, its `max`). */
 export const MAX_HTTP_CLAIM_RUNS = 500;
+
+/** Most leases one heartbeat over HTTP renews (`POST /v1/workers/{id}/heartbeat`, its `leases`). */
+export const MAX_HTTP_HEARTBEAT_LEASES = 1000;
 
 /** The work an `auto` prefetch holds beyond concurrency, ms of the worker's current pace. */
 export const AUTO_PREFETCH_HORIZON_MS = 100;
@@ -28,15 +42,15 @@ export interface AutoPrefetchInput {
 
 /**
  * Runs to hold beyond `concurrency`: the starts expected within the horizon at the current pace,
- * `floor(startsPerSecond × horizonMs / 1000)`, from 0 to `1000 − concurrency` (a claim asks for at
- * most 1000 runs). A pace that is not a finite positive number holds nothing.
+ * `floor(startsPerSecond × horizonMs / 1000)`, from 0 to {@link MAX_AUTO_CAPACITY} − `concurrency`
+ * (2000 − concurrency). A pace that is not a finite positive number holds nothing.
  */
 export function autoPrefetch({
   startsPerSecond,
   concurrency,
   horizonMs = AUTO_PREFETCH_HORIZON_MS,
 }: AutoPrefetchInput): number {
-  const room = Math.max(0, MAX_CLAIM_RUNS - concurrency);
+  const room = Math.max(0, MAX_AUTO_CAPACITY - concurrency);
   if (!Number.isFinite(startsPerSecond) || startsPerSecond <= 0) return 0;
   if (!Number.isFinite(horizonMs) || horizonMs <= 0) return 0;
   return Math.min(room, Math.floor((startsPerSecond * horizonMs) / 1000));

@@ -18,6 +18,7 @@ import { Worker } from '../../src/worker/index.js';
 import { client, keysFor, jobWithRuns as putJobWithRuns, type RoleKeys, until } from '../api/helpers.js';
 import { type Api, startApi } from '../setup/api.js';
 import { setupDatabase, type TestDatabase } from '../setup/database.js';
+import { queueRuns } from '../setup/factories.js';
 
 /** The store's default lease (the test store is built without `leaseMs`). */
 const LEASE_MS = 30_000;
@@ -88,6 +89,43 @@ test("HttpLeaseSource puts the server's lease expiries on the worker's own clock
   expect((await db.store.getRun({ tenantId: 'acme', runId: runId! })).startedAt).toEqual(
     new Date(startedOnServer),
   );
+});
+
+test('a heartbeat renews more leases than the server takes in one request (1000): in requests of at most 1000', async () => {
+  await jobWithRuns('many-leases', 'p-many', 0);
+  await queueRuns(db.pool, {
+    tenantId: 'acme',
+    jobId: 'many-leases',
+    pool: 'p-many',
+    n: 1500,
+    firstMs: db.clock.nowMs() - 3_600_000,
+    stepMs: 1,
+  });
+  const workerClock = new FakeClock(db.clock.nowMs());
+  const source = new HttpLeaseSource({
+    url: api.base,
+    key: keys.worker,
+    clock: workerClock,
+    waitMs: 0,
+    resultLingerMs: 0,
+    workerId: 'w-many',
+  });
+  const claimed = [];
+  for (let i = 0; i < 3; i++)
+    claimed.push(...(await source.claimRuns({ workerId: 'w-many', pool: 'p-many', max: 500 })));
+  expect(claimed).toHaveLength(1500);
+  db.clock.advance(10_000);
+  workerClock.advance(10_000);
+  const { renewed, lost } = await source.heartbeatRuns({ leases: claimed });
+  expect(lost).toEqual([]);
+  expect(renewed.map((r) => r.runId).sort()).toEqual(claimed.map((c) => c.runId).sort());
+  for (const r of renewed) expect(r.leaseExpiresAt.getTime()).toBe(workerClock.nowMs() + LEASE_MS);
+  // Renewed in the database too, every one of its claims.
+  const { rows } = await db.pool.query(
+    `SELECT count(*)::int AS claims, min(lease_expires_at) AS first FROM run_claims WHERE worker_id = 'w-many'`,
+  );
+  expect(rows[0].claims).toBeGreaterThan(0);
+  expect(rows[0].first).toEqual(new Date(db.clock.nowMs() + LEASE_MS));
 });
 
 test('HttpLeaseSource talking to a server from before started_at, error_stack and batched results sends its results one by one without them', async () => {

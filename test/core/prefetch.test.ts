@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { AUTO_PREFETCH_HORIZON_MS, autoPrefetch } from '../../src/core/index.js';
+import {
+  AUTO_PREFETCH_HORIZON_MS,
+  autoPrefetch,
+  MAX_AUTO_CAPACITY,
+  MAX_CLAIM_RUNS,
+} from '../../src/core/index.js';
 
 describe('autoPrefetch', () => {
   it('holds the starts of the horizon at the current pace (100 ms of work), rounded down', () => {
@@ -21,9 +26,13 @@ describe('autoPrefetch', () => {
     expect(autoPrefetch({ startsPerSecond: Number.POSITIVE_INFINITY, concurrency: 10 })).toBe(0);
   });
 
-  it('keeps concurrency and held runs within one claim of 1000 runs', () => {
-    expect(autoPrefetch({ startsPerSecond: 1e9, concurrency: 10 })).toBe(990);
-    expect(autoPrefetch({ startsPerSecond: 50_000, concurrency: 400 })).toBe(600);
-    expect(autoPrefetch({ startsPerSecond: 1e6, concurrency: 1000 })).toBe(0);
+  it('keeps concurrency and held runs within two full claims (2000 runs)', () => {
+    expect(MAX_AUTO_CAPACITY).toBe(2 * MAX_CLAIM_RUNS);
+    expect(autoPrefetch({ startsPerSecond: 1e9, concurrency: 10 })).toBe(1990);
+    expect(autoPrefetch({ startsPerSecond: 20_000, concurrency: 100 })).toBe(1900);
+    expect(autoPrefetch({ startsPerSecond: 50_000, concurrency: 400 })).toBe(1600);
+    expect(autoPrefetch({ startsPerSecond: 1e6, concurrency: 1000 })).toBe(1000);
+    // Below the bound, the pace decides alone.
+    expect(autoPrefetch({ startsPerSecond: 15_000, concurrency: 100 })).toBe(1500);
   });
 });
