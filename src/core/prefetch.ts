@@ -12,15 +12,16 @@
 export const MAX_CLAIM_RUNS = 1000;
 
 /**
- * Most runs an `auto` prefetch lets a worker have at once, running and held: two full claims'
- * worth (a fixed prefetch reaches it at concurrency 1000 and prefetch 1000). A worker claims
- * again while the runs it holds start; a claim's answer takes time in proportion to its runs (about
- * 10 ms for 1,000 in the throughput benchmark), so a worker that could hold only what one claim
- * brings ran out of held runs while the next was being answered, its slots idle, and its claims,
- * asking only for the runs started since the last one, stayed small (near 600 there). Room for two
- * claims' worth keeps a full one in flight while the last one's runs start.
+ * How many full claims' worth of runs an `auto` prefetch lets a worker have at once, running and
+ * held: two (2000 runs on the database, whose claims take up to {@link MAX_CLAIM_RUNS}; 1000 over
+ * HTTP, whose claims take up to {@link MAX_HTTP_CLAIM_RUNS}). A worker claims again while the runs it
+ * holds start, and a claim's answer takes time in proportion to its runs (about 10 ms for 1,000 in
+ * the throughput benchmark): a worker that could hold only what one claim brings ran out of held
+ * runs while the next was being answered, its slots idle, and its claims, asking only for the runs
+ * started since the last one, stayed small (near 600 there). Room for two claims' worth keeps a
+ * full one in flight while the last one's runs start.
  */
-export const MAX_AUTO_CAPACITY = 2 * MAX_CLAIM_RUNS;
+export const AUTO_PREFETCH_CLAIMS = 2;
 
 /** Most runs one claim over HTTP takes (`POST /v1/leases`, its `max`). */
 export const MAX_HTTP_CLAIM_RUNS = 500;
@@ -38,19 +39,23 @@ export interface AutoPrefetchInput {
   concurrency: number;
   /** The work to hold, ms of the pace. Default {@link AUTO_PREFETCH_HORIZON_MS}. */
   horizonMs?: number;
+  /** The most runs one claim of the worker's source takes. Default {@link MAX_CLAIM_RUNS}. */
+  claimRuns?: number;
 }
 
 /**
  * Runs to hold beyond `concurrency`: the starts expected within the horizon at the current pace,
- * `floor(startsPerSecond × horizonMs / 1000)`, from 0 to {@link MAX_AUTO_CAPACITY} − `concurrency`
- * (2000 − concurrency). A pace that is not a finite positive number holds nothing.
+ * `floor(startsPerSecond × horizonMs / 1000)`, from 0 to {@link AUTO_PREFETCH_CLAIMS} full claims less
+ * `concurrency` (2000 − concurrency on the database). A pace that is not a finite positive number
+ * holds nothing.
  */
 export function autoPrefetch({
   startsPerSecond,
   concurrency,
   horizonMs = AUTO_PREFETCH_HORIZON_MS,
+  claimRuns = MAX_CLAIM_RUNS,
 }: AutoPrefetchInput): number {
-  const room = Math.max(0, MAX_AUTO_CAPACITY - concurrency);
+  const room = Math.max(0, AUTO_PREFETCH_CLAIMS * claimRuns - concurrency);
   if (!Number.isFinite(startsPerSecond) || startsPerSecond <= 0) return 0;
   if (!Number.isFinite(horizonMs) || horizonMs <= 0) return 0;
   return Math.min(room, Math.floor((startsPerSecond * horizonMs) / 1000));

@@ -248,7 +248,11 @@ export class Producer {
   private prefetchNow(): number {
     const { prefetch, concurrency } = this.o.scope;
     if (prefetch !== 'auto') return prefetch;
-    return autoPrefetch({ startsPerSecond: this.pace.perSecond(this.o.clock.nowMs()), concurrency });
+    return autoPrefetch({
+      startsPerSecond: this.pace.perSecond(this.o.clock.nowMs()),
+      concurrency,
+      claimRuns: this.o.source.maxClaimRuns,
+    });
   }
 
   /**

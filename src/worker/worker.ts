@@ -68,7 +68,8 @@ export interface WorkerOptions {
    * fixed number from 0 to 1000 (0: none). Held runs put the next batch in hand when slots free, so
    * claims overlap with running and each claim takes many runs instead of one slot's worth. `auto`
    * holds about 100 ms of the worker's own work: at each claim, the handler starts of the last
-   * second × 0.1, up to 2000 − `concurrency` (none while the worker is new or idle), so a held run
+   * second × 0.1, up to two full claims of its source less `concurrency` (2000 − `concurrency` on the
+   * database, 1000 − `concurrency` over HTTP; none while the worker is new or idle), so a held run
    * waits about 100 ms for its slot whether handlers are fast or slow. Held runs are leased like
    * running ones (renewed by the heartbeat), released at once by a graceful stop, and, if the
    * process dies, retried once their leases expire, which spends an attempt.

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
+  AUTO_PREFETCH_CLAIMS,
   AUTO_PREFETCH_HORIZON_MS,
   autoPrefetch,
-  MAX_AUTO_CAPACITY,
   MAX_CLAIM_RUNS,
+  MAX_HTTP_CLAIM_RUNS,
 } from '../../src/core/index.js';
 
 describe('autoPrefetch', () => {
@@ -26,13 +27,19 @@ describe('autoPrefetch', () => {
     expect(autoPrefetch({ startsPerSecond: Number.POSITIVE_INFINITY, concurrency: 10 })).toBe(0);
   });
 
-  it('keeps concurrency and held runs within two full claims (2000 runs)', () => {
-    expect(MAX_AUTO_CAPACITY).toBe(2 * MAX_CLAIM_RUNS);
+  it('keeps concurrency and held runs within two full claims: 2000 runs on the database', () => {
+    expect(AUTO_PREFETCH_CLAIMS * MAX_CLAIM_RUNS).toBe(2000);
     expect(autoPrefetch({ startsPerSecond: 1e9, concurrency: 10 })).toBe(1990);
     expect(autoPrefetch({ startsPerSecond: 20_000, concurrency: 100 })).toBe(1900);
     expect(autoPrefetch({ startsPerSecond: 50_000, concurrency: 400 })).toBe(1600);
     expect(autoPrefetch({ startsPerSecond: 1e6, concurrency: 1000 })).toBe(1000);
     // Below the bound, the pace decides alone.
     expect(autoPrefetch({ startsPerSecond: 15_000, concurrency: 100 })).toBe(1500);
+  });
+
+  it('over HTTP (claims of at most 500), within 1000 runs', () => {
+    expect(autoPrefetch({ startsPerSecond: 1e9, concurrency: 10, claimRuns: MAX_HTTP_CLAIM_RUNS })).toBe(990);
+    expect(autoPrefetch({ startsPerSecond: 20_000, concurrency: 100, claimRuns: 500 })).toBe(900);
+    expect(autoPrefetch({ startsPerSecond: 1e6, concurrency: 1000, claimRuns: 500 })).toBe(0);
   });
 });
