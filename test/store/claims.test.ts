@@ -94,6 +94,80 @@ describe('claim rows', () => {
     expect(got[0]?.leaseExpiresAt).toEqual(new Date(now + LEASE_MS));
   });
 
+  test('a claimed run carries every field of its run, from each claim statement and from a retried claim', async () => {
+    // Its own schema: a limit (which makes the store claim through the gated statements) stays there.
+    const own = await setupDatabase();
+    try {
+      const tenantId = uniqueId('t-fields');
+      const now = own.clock.nowMs();
+      const fields = {
+        handler: 'send-mail',
+        pool: 'p-fields',
+        payload: { to: 'a@example.com', n: [1, 2] },
+        maxAttempts: 7,
+        timeoutSeconds: 9,
+        leaseSeconds: 45,
+      };
+      const claimIn = async (claimId: string, firstTry = true) =>
+        own.store.claimRuns({
+          workerId: 'w-fields',
+          pool: 'p-fields',
+          max: 10,
+          now,
+          tenantId,
+          claimId,
+          firstTry,
+        });
+      const check = async (got: Awaited<ReturnType<typeof claimIn>>, jobId: string) => {
+        expect(got).toHaveLength(1);
+        const run = await own.store.getRun({ tenantId, runId: got[0]!.runId });
+        expect(got[0]).toEqual({
+          runId: run.runId,
+          tenantId,
+          jobId,
+          handler: 'send-mail',
+          payload: { to: 'a@example.com', n: [1, 2] },
+          pool: 'p-fields',
+          scheduledFor: run.scheduledFor,
+          attempt: 1,
+          maxAttempts: 7,
+          leaseToken: expect.stringMatching(/^[0-9a-f-]{36}$/),
+          leaseExpiresAt: new Date(now + 45_000),
+          availableAt: run.availableAt,
+          timeoutMs: 9000,
+          createdAt: run.createdAt,
+        });
+      };
+      const jobOf = async (extra: Parameters<typeof job>[0] = {}) => {
+        const def = job({ ...fields, ...extra });
+        await upsertJob(own.store, { tenantId, job: def, now });
+        await own.store.triggerRun({ tenantId, jobId: def.jobId, scheduledFor: now - 60_000, now });
+        return def.jobId;
+      };
+      // The plain claim (no limit exists), and the same claim id sent again (its retry's answer).
+      const plain = await jobOf();
+      const claimId = '7d1c2a8e-0000-4000-8000-000000000001';
+      const first = await claimIn(claimId);
+      await check(first, plain);
+      const again = await claimIn(claimId, false);
+      await check(again, plain);
+      expect(again[0]!.leaseToken).toBe(first[0]!.leaseToken);
+      // With a limit: the gated claim, then the claim paid by credits (the gated one set them aside).
+      await own.store.putLimit({ tenantId, key: 'api', limit: { rate: 1000, burst: 1000 }, now });
+      for (const [i, id] of ['00000000002', '00000000003'].entries()) {
+        const limited = await jobOf({ limits: ['api'] });
+        const got = await claimIn(`7d1c2a8e-0000-4000-8000-0${id}`);
+        await check(got, limited);
+        if (i === 0) {
+          const { rows } = await own.pool.query(`SELECT count(*)::int AS n FROM limit_credits`);
+          expect(rows[0].n).toBeGreaterThan(0);
+        }
+      }
+    } finally {
+      await own.teardown();
+    }
+  });
+
   test('one claim takes runs of two lease lengths: one token per length, each run expiring by its own', async () => {
     const tenantId = uniqueId('t-lengths');
     const now = db.clock.nowMs();

@@ -4,6 +4,7 @@ import { epochMs } from './room.js';
 /**
  * The columns of a claimed run, `r` its run row and `c` its claim: its instants as epoch ms
  * (float8), which the driver reads for a fraction of what it spends parsing a timestamp's text.
+ * Read by position (`toClaimed` in store/claims.ts): a change of order here is one there.
  */
 export const CLAIMED_COLUMNS = (
   r: string,
