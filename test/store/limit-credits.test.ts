@@ -43,7 +43,8 @@ function newStore(): PostgresStore {
   const counted = async (...args: unknown[]) => {
     const result = await query(...args);
     if ((args[0] as { name?: unknown } | undefined)?.name === 'tock_claim_credited') {
-      const took = result.rows.filter((r) => r.run_id !== null).length;
+      // The claim statements answer arrays (`rowMode: 'array'`), the run id first; a marker's is null.
+      const took = (result.rows as unknown[][]).filter((r) => r[0] !== null).length;
       creditedRuns.set(s, creditedRuns.get(s)! + took);
     }
     return result;
