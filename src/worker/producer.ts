@@ -197,11 +197,12 @@ export class Producer {
    */
   private async claim(): Promise<boolean | number | Date> {
     const { runs, scope, clock, source } = this.o;
+    // No more than the source can take in one claim: an answer of that many is then a full one.
+    const claimMax = source.maxClaimRuns ?? MAX_CLAIM_RUNS;
+    const capacity = scope.concurrency + this.prefetchNow(claimMax);
     // Runs whose handler has returned only wait for their result to be written: their slots are
     // free, so the next claim overlaps with those writes.
-    const capacity = scope.concurrency + this.prefetchNow();
-    // No more than the source can take in one claim: an answer of that many is then a full one.
-    const free = Math.min(source.maxClaimRuns ?? MAX_CLAIM_RUNS, capacity - (runs.size - runs.finishing));
+    const free = Math.min(claimMax, capacity - (runs.size - runs.finishing));
     if (!this.claiming || free <= 0) return false;
     // The leases start no earlier than this: their length is measured from it, not from the
     // answer's arrival, which may be late.
@@ -244,14 +245,17 @@ export class Producer {
     return false;
   }
 
-  /** Runs to hold beyond concurrency now: the fixed prefetch, or `auto`'s for the recent pace. */
-  private prefetchNow(): number {
+  /**
+   * Runs to hold beyond concurrency now: the fixed prefetch, or `auto`'s for the recent pace (within
+   * two claims of `claimMax`, the most one claim of the source takes).
+   */
+  private prefetchNow(claimMax: number): number {
     const { prefetch, concurrency } = this.o.scope;
     if (prefetch !== 'auto') return prefetch;
     return autoPrefetch({
       startsPerSecond: this.pace.perSecond(this.o.clock.nowMs()),
       concurrency,
-      claimRuns: this.o.source.maxClaimRuns,
+      claimRuns: claimMax,
     });
   }
 
